@@ -1,0 +1,125 @@
+"""Small value types shared by every part of the core, the simulator and the services.
+
+Integer seconds throughout (DESIGN.md: floating-point time makes runs irreproducible).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Any
+
+from .states import JobState, Reason
+
+#: Upper bounds (inclusive) of the size classes 1, 2-8, 9-64, 65-512, 513+.
+SIZE_CLASS_BOUNDS: tuple[int, ...] = (1, 8, 64, 512)
+SIZE_CLASS_LABELS: tuple[str, ...] = ("1", "2-8", "9-64", "65-512", "513+")
+
+
+def size_class(gpus: int) -> int:
+    """Index into SIZE_CLASS_LABELS for a job of ``gpus`` GPUs."""
+    for i, bound in enumerate(SIZE_CLASS_BOUNDS):
+        if gpus <= bound:
+            return i
+    return len(SIZE_CLASS_BOUNDS)
+
+
+class NodeHealth(StrEnum):
+    HEALTHY = "healthy"
+    DRAINING = "draining"  # runs what it has, takes nothing new
+    DOWN = "down"
+
+
+class Actor(StrEnum):
+    USER = "user"
+    SCHEDULER = "scheduler"
+    AGENT = "agent"
+    OPERATOR = "operator"
+
+
+@dataclass(frozen=True, slots=True)
+class JobSpec:
+    """What a job asked for. Immutable for the life of the job."""
+
+    id: str
+    seq: int  # total-order tie-break: the DB primary key, or the scenario's file order
+    tenant: str
+    gpus: int
+    submit_s: int
+    gpus_per_node: int | None = None  # shape; None: any split
+    gpu_type: str | None = None  # None: any type
+    priority: int = 0  # higher first, within a tenant
+    max_runtime_s: int | None = None  # declared limit per run; None: cannot backfill
+    checkpointable: bool = False
+    checkpoint_interval_s: int | None = None
+    checkpoint_time_s: int | None = None  # grace window when asked to stop
+    restart_s: int = 0
+    preemptible: bool = False  # opted into preemptible pricing
+    interactive: bool = False
+    min_gpus: int | None = None  # elastic: may run with as few as this
+
+    @property
+    def size_class(self) -> int:
+        return size_class(self.gpus)
+
+    @property
+    def elastic(self) -> bool:
+        return self.min_gpus is not None and self.min_gpus < self.gpus
+
+
+@dataclass(frozen=True, slots=True)
+class NodeSpec:
+    name: str
+    pod: str
+    gpus: int
+    gpu_type: str | None = None
+    rail: int = 0
+    health: NodeHealth = NodeHealth.HEALTHY
+
+
+@dataclass(slots=True)
+class TenantSpec:
+    name: str
+    guaranteed_gpus: int
+    borrow_limit_gpus: int = 0
+    usage_gpu_s: float = 0.0  # decayed usage as of usage_at_s
+    usage_at_s: int = 0
+
+
+#: node name -> GPU indices on that node. Sorted by node name when serialised.
+Allocation = dict[str, tuple[int, ...]]
+
+
+@dataclass(frozen=True, slots=True)
+class Decision:
+    """One transition the core made (and already applied to its in-memory state).
+
+    The caller persists it (production: a Transition row through the services layer) or
+    records it (simulator). ``alloc`` is set when the transition gives or changes GPUs.
+    """
+
+    job_id: str
+    from_state: JobState | None
+    to_state: JobState
+    reason: Reason
+    at_s: int
+    alloc: Allocation | None = None
+    detail: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class SchedulerConfig:
+    """Knobs of the core. Defaults are the product's defaults (SCENARIOS.md settings)."""
+
+    tick_interval_s: int = 5
+    grace_period_s: int = 120
+    max_preemptions_per_job_per_day: int = 2
+    retry_budget: int = 2
+    usage_half_life_s: int = 86400
+    tick_budget_s: float = 2.0  # production: wall-time bound of one tick
+    tick_work_budget: int | None = None  # simulator: jobs examined per tick (4,000)
+    estimate_lookahead: int = 10  # queued jobs per tenant given a planned start
+    placing_timeout_s: int = 300  # PLACING -> QUEUED if the agent never confirms
+    interactive_reserved_gpus: int = 0  # slice kept for interactive jobs
+    max_preemption_searches_per_tick: int = 8
+    policy: str = "full"  # full | fifo | priority-kill
