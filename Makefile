@@ -1,0 +1,53 @@
+# The project's commands. Every target works from a fresh clone: `venv` creates .venv and
+# installs the project (editable, with the dev and bench extras: the test suite also
+# smoke-tests the benchmarks) unless it is already there.
+
+PYTHON ?= python3.11
+VENV ?= .venv
+BIN := $(VENV)/bin
+HOST ?= 127.0.0.1
+PORT ?= 8000
+PYTEST_ARGS ?=
+
+.PHONY: help venv install demo test lint migrate seed serve replay clean
+
+help:
+	@echo "make demo    create .venv, install, migrate SQLite, seed the demo, serve on $(HOST):$(PORT)"
+	@echo "make test    create .venv, install, run the whole test suite (SQLite unless DATABASE_URL)"
+	@echo "make lint    ruff check"
+	@echo "make migrate / seed / serve / replay"
+
+# The stamp is newer than pyproject.toml once the install succeeded: reinstall only when
+# the dependencies change (or the virtualenv is new).
+$(VENV)/.installed: pyproject.toml
+	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -e '.[dev,bench]'
+	@touch $@
+
+venv install: $(VENV)/.installed
+
+migrate: $(VENV)/.installed
+	$(BIN)/python manage.py migrate --no-input
+
+seed: migrate
+	$(BIN)/python manage.py seed_demo
+
+serve: $(VENV)/.installed
+	$(BIN)/python manage.py runserver $(HOST):$(PORT)
+
+demo: seed serve
+
+test: $(VENV)/.installed
+	$(BIN)/python -m pytest $(PYTEST_ARGS)
+
+lint: $(VENV)/.installed
+	$(BIN)/ruff check .
+
+replay: $(VENV)/.installed
+	$(BIN)/python manage.py replay --verify
+
+# bench: the lead adds the benchmark targets here.
+
+clean:
+	rm -rf $(VENV) .pytest_cache .hypothesis staticfiles

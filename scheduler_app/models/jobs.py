@@ -1,0 +1,162 @@
+from __future__ import annotations
+
+from django.conf import settings
+from django.db import models
+from django.db.models import F, Q
+
+from scheduler_app.core.states import JobState, PendingReason
+
+from .choices import ACTOR_CHOICES, JOB_STATE_CHOICES, PENDING_REASON_CHOICES, REASON_CHOICES
+from .cluster import Node
+from .tenants import Tenant
+
+
+class Job(models.Model):
+    """What a user asked for (immutable after submit) and its projected state.
+
+    The spec fields mirror ``core.types.JobSpec``. The state fields below the line are a
+    projection of the Transition log, written only by ``services.transitions``.
+    """
+
+    tenant = models.ForeignKey(Tenant, on_delete=models.PROTECT, related_name="jobs")
+    owner = models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        on_delete=models.PROTECT,
+        null=True,
+        blank=True,
+        related_name="jobs",
+    )
+    name = models.CharField(max_length=200)
+    command = models.TextField(blank=True, default="")
+    gpus = models.PositiveIntegerField()
+    #: The gang's shape: GPUs on each node. Null: any split.
+    gpus_per_node = models.PositiveSmallIntegerField(null=True, blank=True)
+    #: Empty: any GPU type.
+    gpu_type = models.CharField(max_length=32, blank=True, default="")
+    priority = models.IntegerField(default=0)
+    checkpointable = models.BooleanField(default=False)
+    checkpoint_interval_s = models.PositiveIntegerField(null=True, blank=True)
+    #: Grace window it needs to checkpoint when asked to stop.
+    checkpoint_time_s = models.PositiveIntegerField(null=True, blank=True)
+    restart_s = models.PositiveIntegerField(default=0)
+    #: Limit per run; at the limit the job FAILS (TimeLimit). Null: no limit, never backfills.
+    max_runtime_s = models.PositiveIntegerField(null=True, blank=True)
+    #: Elastic jobs may run (and shrink) down to this many GPUs. Null: not elastic.
+    min_gpus = models.PositiveIntegerField(null=True, blank=True)
+    #: Opted into preemptible pricing: may be preempted even if it cannot checkpoint.
+    preemptible = models.BooleanField(default=False)
+    interactive = models.BooleanField(default=False)
+    #: Client-chosen key: submitting twice with the same key returns the first job.
+    idempotency_key = models.CharField(max_length=128, blank=True, default="")
+
+    # --- projection of the Transition log -------------------------------------------
+    state = models.CharField(
+        max_length=24, choices=JOB_STATE_CHOICES, default=JobState.SUBMITTED.value
+    )
+    pending_reason = models.CharField(
+        max_length=32, choices=PENDING_REASON_CHOICES, default=PendingReason.NONE.value
+    )
+    submitted_at = models.DateTimeField()
+    #: Start of the current (or last) run: set when the agent confirms (-> RUNNING).
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+    last_checkpoint_at = models.DateTimeField(null=True, blank=True)
+    resume_pointer = models.CharField(max_length=512, blank=True, default="")
+    #: Epoch seconds of each preemption request, for the per-day cap.
+    preemption_times = models.JSONField(default=list, blank=True)
+    #: Runs lost to node failures by a job that cannot checkpoint (the retry budget).
+    retry_count = models.PositiveIntegerField(default=0)
+
+    class Meta:
+        ordering = ["-id"]
+        indexes = [
+            models.Index(fields=["tenant", "state"], name="job_tenant_state"),
+            models.Index(fields=["state", "submitted_at"], name="job_state_submitted"),
+            models.Index(fields=["owner", "-submitted_at"], name="job_owner_recent"),
+        ]
+        constraints = [
+            models.CheckConstraint(condition=Q(gpus__gte=1), name="job_gpus_gte_1"),
+            models.CheckConstraint(
+                condition=Q(min_gpus__isnull=True) | Q(min_gpus__lte=F("gpus")),
+                name="job_min_gpus_lte_gpus",
+            ),
+            models.UniqueConstraint(
+                fields=["tenant", "idempotency_key"],
+                condition=~Q(idempotency_key=""),
+                name="job_idempotency_key_unique",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"job {self.pk} {self.name} ({self.state})"
+
+
+class Allocation(models.Model):
+    """GPUs a job holds on one node. Open (``end`` null) while the job is in a holding state."""
+
+    job = models.ForeignKey(Job, on_delete=models.PROTECT, related_name="allocations")
+    node = models.ForeignKey(Node, on_delete=models.PROTECT, related_name="allocations")
+    #: Exact GPU indices on the node, sorted.
+    gpu_indices = models.JSONField()
+    start = models.DateTimeField()
+    end = models.DateTimeField(null=True, blank=True)
+    preemptible = models.BooleanField(default=False)
+
+    class Meta:
+        ordering = ["id"]
+        indexes = [
+            models.Index(fields=["node"], condition=Q(end__isnull=True), name="alloc_open_by_node"),
+            models.Index(fields=["job"], condition=Q(end__isnull=True), name="alloc_open_by_job"),
+        ]
+
+    def __str__(self) -> str:
+        return f"job {self.job_id} on {self.node_id} GPUs {self.gpu_indices}"
+
+    @property
+    def gpus(self) -> int:
+        return len(self.gpu_indices)
+
+
+class Transition(models.Model):
+    """One row of the append-only log: every change of a job's state, in order.
+
+    The primary key is the sequence number (``seq``): a BigAutoField, so it only grows.
+    Writers serialise their appends (see services.transitions) so seq order is commit
+    order. Database triggers refuse UPDATE and DELETE (migration 0002).
+
+    ``detail`` carries what the log needs to rebuild the projection: ``{"alloc": {node:
+    [gpu indices]}}`` on QUEUED -> PLACING and on Shrunk self-transitions,
+    ``{"resume_pointer": ...}`` on Checkpointed, and the human explanation of a decision.
+    """
+
+    id = models.BigAutoField(primary_key=True)
+    # indexed by (job, id) below; a separate job_id index would be redundant
+    job = models.ForeignKey(
+        Job, on_delete=models.PROTECT, related_name="transitions", db_index=False
+    )
+    # NULL only on the first row of a job: "(none) -> SUBMITTED", no state before it.
+    from_state = models.CharField(  # noqa: DJ001
+        max_length=24, choices=JOB_STATE_CHOICES, null=True, blank=True
+    )
+    to_state = models.CharField(max_length=24, choices=JOB_STATE_CHOICES)
+    at = models.DateTimeField()
+    reason = models.CharField(max_length=32, choices=REASON_CHOICES)
+    detail = models.JSONField(default=dict, blank=True)
+    actor = models.CharField(max_length=16, choices=ACTOR_CHOICES)
+    #: Who exactly: a username, an agent's node name, the scheduler's holder id.
+    actor_name = models.CharField(max_length=150, blank=True, default="")
+    tick_id = models.CharField(max_length=64, blank=True, default="")
+
+    class Meta:
+        ordering = ["id"]
+        indexes = [
+            models.Index(fields=["job", "id"], name="transition_job_seq"),
+            models.Index(fields=["at"], name="transition_at"),
+        ]
+
+    def __str__(self) -> str:
+        return f"#{self.pk} job {self.job_id}: {self.from_state} -> {self.to_state} ({self.reason})"
+
+    @property
+    def seq(self) -> int:
+        return self.pk

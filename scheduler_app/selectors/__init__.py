@@ -1,0 +1,1 @@
+"""Selectors: read-only queries. Views, the API and commands read through these."""

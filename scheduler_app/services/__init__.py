@@ -1,0 +1,10 @@
+"""Services: every write goes through a function here (``<noun>_<verb>``, keyword-only).
+
+Views, API endpoints, tasks and management commands call these; none writes models
+directly. Job state changes go through :func:`job_transition` alone.
+"""
+
+from .jobs import job_cancel, job_submit
+from .transitions import AllocationError, job_transition
+
+__all__ = ["AllocationError", "job_cancel", "job_submit", "job_transition"]

@@ -1,0 +1,178 @@
+"""Django settings, read from the environment (django-environ).
+
+Every knob an operator may turn is an environment variable; README.md has the table.
+Defaults are for a laptop: SQLite in WAL mode next to manage.py, no broker (the in-process
+tick loop), DEBUG on. ``DJANGO_ENV=production`` turns the defaults that are unsafe in
+production into a refusal to start (see :func:`refuse_unsafe_production`).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import environ
+from django.core.exceptions import ImproperlyConfigured
+
+BASE_DIR = Path(__file__).resolve().parent.parent
+
+#: The development secret. Anyone can read it here, so production refuses it.
+DEFAULT_SECRET_KEY = "django-insecure-dev-only-gpu-scheduler-do-not-use-in-production"
+
+env = environ.Env()
+environ.Env.read_env(BASE_DIR / ".env")  # optional; absent in CI and containers
+
+DJANGO_ENV = env.str("DJANGO_ENV", default="development")
+IS_PRODUCTION = DJANGO_ENV == "production"
+
+
+def refuse_unsafe_production(*, django_env: str, debug: bool, secret_key: str) -> None:
+    """Raise ImproperlyConfigured when production runs with DEBUG or the public secret."""
+    if django_env != "production":
+        return
+    problems = []
+    if debug:
+        problems.append("DEBUG is on (set DEBUG=false)")
+    if not secret_key or secret_key == DEFAULT_SECRET_KEY:
+        problems.append("SECRET_KEY is the public development default (set SECRET_KEY)")
+    if problems:
+        raise ImproperlyConfigured(
+            "Refusing to start with DJANGO_ENV=production: " + "; ".join(problems) + "."
+        )
+
+
+SECRET_KEY = env.str("SECRET_KEY", default=DEFAULT_SECRET_KEY)
+DEBUG = env.bool("DEBUG", default=not IS_PRODUCTION)
+refuse_unsafe_production(django_env=DJANGO_ENV, debug=DEBUG, secret_key=SECRET_KEY)
+
+ALLOWED_HOSTS = env.list("ALLOWED_HOSTS", default=["127.0.0.1", "localhost", "[::1]"])
+CSRF_TRUSTED_ORIGINS = env.list("CSRF_TRUSTED_ORIGINS", default=[])
+
+INSTALLED_APPS = [
+    "django.contrib.admin",
+    "django.contrib.auth",
+    "django.contrib.contenttypes",
+    "django.contrib.sessions",
+    "django.contrib.messages",
+    "whitenoise.runserver_nostatic",
+    "django.contrib.staticfiles",
+    "rest_framework",
+    "django_filters",
+    "drf_spectacular",
+    "django_htmx",
+    "scheduler_app.apps.SchedulerAppConfig",
+    "dashboard.apps.DashboardConfig",
+]
+
+MIDDLEWARE = [
+    "django.middleware.security.SecurityMiddleware",
+    "whitenoise.middleware.WhiteNoiseMiddleware",
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+    "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    "django_htmx.middleware.HtmxMiddleware",
+]
+
+ROOT_URLCONF = "scheduler_app.urls"
+WSGI_APPLICATION = "scheduler_app.wsgi.application"
+
+TEMPLATES = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "DIRS": [BASE_DIR / "templates"],
+        "APP_DIRS": True,
+        "OPTIONS": {
+            "context_processors": [
+                "django.template.context_processors.request",
+                "django.contrib.auth.context_processors.auth",
+                "django.contrib.messages.context_processors.messages",
+            ],
+        },
+    },
+]
+
+# --- Database -------------------------------------------------------------------------
+# DATABASE_URL, e.g. postgres://user:pass@host:5432/name. Default: SQLite file in WAL mode.
+DATABASES = {
+    "default": env.db("DATABASE_URL", default=f"sqlite:///{BASE_DIR / 'db.sqlite3'}"),
+}
+if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
+    # Our backend subclass only teaches `flush` about the append-only Transition triggers.
+    DATABASES["default"]["ENGINE"] = "scheduler_app.db_backends.sqlite3"
+    DATABASES["default"].setdefault("OPTIONS", {}).update(
+        {
+            # WAL lets the dashboard read while the tick writes; busy_timeout waits for the
+            # writer instead of failing at once.
+            "init_command": (
+                "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL; PRAGMA busy_timeout=5000;"
+            ),
+            # Take the write lock at BEGIN: no deadlock when a reader upgrades to a writer.
+            "transaction_mode": "IMMEDIATE",
+        }
+    )
+else:
+    DATABASES["default"]["CONN_MAX_AGE"] = env.int("CONN_MAX_AGE", default=60)
+
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+
+AUTH_PASSWORD_VALIDATORS = [
+    {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},
+    {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
+    {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
+    {"NAME": "django.contrib.auth.password_validation.NumericPasswordValidator"},
+]
+LOGIN_URL = "login"
+LOGIN_REDIRECT_URL = "dashboard:home"
+LOGOUT_REDIRECT_URL = "login"
+
+LANGUAGE_CODE = "en-us"
+TIME_ZONE = "UTC"
+USE_I18N = True
+USE_TZ = True
+
+STATIC_URL = "static/"
+STATIC_ROOT = BASE_DIR / "staticfiles"
+STATICFILES_DIRS = [BASE_DIR / "static"]
+STORAGES = {
+    "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
+    "staticfiles": {
+        "BACKEND": (
+            "whitenoise.storage.CompressedManifestStaticFilesStorage"
+            if IS_PRODUCTION
+            else "django.contrib.staticfiles.storage.StaticFilesStorage"
+        )
+    },
+}
+
+if IS_PRODUCTION:
+    SESSION_COOKIE_SECURE = env.bool("SECURE_COOKIES", default=True)
+    CSRF_COOKIE_SECURE = env.bool("SECURE_COOKIES", default=True)
+
+# --- REST API -------------------------------------------------------------------------
+REST_FRAMEWORK = {
+    "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
+    "DEFAULT_FILTER_BACKENDS": ["django_filters.rest_framework.DjangoFilterBackend"],
+}
+SPECTACULAR_SETTINGS = {"TITLE": "GPU scheduler API", "VERSION": "0.1.0"}
+
+# --- Celery ---------------------------------------------------------------------------
+# Empty broker: no Celery worker; the tick runs in-process (`make demo`). Tasks enqueued
+# anyway run eagerly so nothing tries to reach a broker that is not there.
+CELERY_BROKER_URL = env.str("CELERY_BROKER_URL", default="")
+CELERY_RESULT_BACKEND = env.str("CELERY_RESULT_BACKEND", default="") or None
+CELERY_TASK_ALWAYS_EAGER = not CELERY_BROKER_URL
+CELERY_TASK_ACKS_LATE = True
+CELERY_TIMEZONE = TIME_ZONE
+
+# --- Scheduler ------------------------------------------------------------------------
+#: Half-life of a tenant's decayed GPU-second usage (fair share), in seconds.
+SCHEDULER_USAGE_HALF_LIFE_S = env.int("SCHEDULER_USAGE_HALF_LIFE_S", default=86400)
+
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "handlers": {"console": {"class": "logging.StreamHandler"}},
+    "root": {"handlers": ["console"], "level": env.str("LOG_LEVEL", default="INFO")},
+}

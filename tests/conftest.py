@@ -1,0 +1,34 @@
+"""Shared pytest configuration.
+
+Kept free of Django imports at module level: the pure core tests run with
+``-p no:django`` too. Tests marked ``postgres`` are skipped unless DATABASE_URL points at
+PostgreSQL (CI sets it; a laptop running ``make test`` uses SQLite).
+"""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+
+def _database_is_postgres() -> bool:
+    return os.environ.get("DATABASE_URL", "").startswith(("postgres://", "postgresql://"))
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    if _database_is_postgres():
+        return
+    skip = pytest.mark.skip(reason="needs PostgreSQL: set DATABASE_URL=postgres://...")
+    for item in items:
+        if "postgres" in item.keywords:
+            item.add_marker(skip)
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    if not config.pluginmanager.has_plugin("django"):
+        return
+    from django.conf import settings
+
+    # Real hashing costs ~0.3 s per password; the seed alone creates 19 users.
+    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
