@@ -1,0 +1,380 @@
+"""Whom to evict: the seed's cost arithmetic, eligibility, the one sort key, set search."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from scheduler_app.core.capacity import Capacity
+from scheduler_app.core.placement import find_placement
+from scheduler_app.core.preemption import (
+    Candidate,
+    _allowed,
+    select_victims,
+    victim_cost,
+    victim_sort_key,
+)
+from scheduler_app.core.types import SchedulerConfig
+from tests.core.builders import candidate, cluster, job, load, used
+
+NOW = 10_000
+CFG = SchedulerConfig()
+MIN = 60
+
+
+def hours(gpu_s: int) -> float:
+    return gpu_s / 3600
+
+
+# ---- the seed's arithmetic ----------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "name, gpus, ckpt_ago, restart, want_hours, rel",
+    [
+        # "a sweep job checkpointing every 5 min, restart 1 min: ~3.5 min x 8 GPUs ~ 0.5 GPU-h"
+        ("sweep, half an interval since its checkpoint", 8, 150, 60, 0.5, 0.1),
+        ("sweep, a whole interval since its checkpoint", 8, 300, 60, 0.8, 0.01),
+        # "a 512-GPU run, last checkpoint 25 min ago, restart 10 min: 35 min x 512 ~ 300 GPU-h"
+        ("512-GPU run", 512, 25 * MIN, 10 * MIN, 300, 0.01),
+        ("the issue's example: 4 min + 1 min on 8 GPUs", 8, 4 * MIN, MIN, 0.67, 0.01),
+    ],
+)
+def test_victim_cost_reproduces_the_seed_arithmetic(name, gpus, ckpt_ago, restart, want_hours,
+                                                     rel):
+    cap = cluster({"pod-a": 64})
+    nodes = {f"pod-a-{i:03d}": 8 for i in range(gpus // 8)}
+    c = candidate(cap, "j", nodes, now=NOW, ckpt_ago_s=ckpt_ago, restart_s=restart)
+    vc = victim_cost(c, NOW)
+    assert vc.cost_s == ckpt_ago + restart
+    assert vc.est_gpu_s_lost == vc.cost_s * gpus
+    assert hours(vc.est_gpu_s_lost) == pytest.approx(want_hours, rel=rel)
+
+
+def test_victim_cost_words_show_the_arithmetic():
+    cap = cluster({"pod-a": 1})
+    c = candidate(cap, "sweep-17", {"pod-a-000": 8}, ckpt_ago_s=4 * MIN, restart_s=MIN)
+    assert victim_cost(c, NOW).words == (
+        "sweep-17: last checkpoint 4 min ago + 1 min restart on 8 GPUs = 0.67 GPU-hours"
+    )
+
+
+@pytest.mark.parametrize(
+    "name, ran_s, ckpt_ago, want_cost",
+    [
+        ("never checkpointed: everything since the run started", 900, None, 900 + 60),
+        ("a checkpoint from before this run does not help", 300, 2000, 300 + 60),
+        ("just checkpointed: only the restart", 900, 0, 60),
+    ],
+)
+def test_victim_cost_counts_from_the_later_of_checkpoint_and_run_start(
+    name, ran_s, ckpt_ago, want_cost
+):
+    cap = cluster({"pod-a": 1})
+    c = candidate(cap, "j", {"pod-a-000": 8}, ran_s=ran_s, ckpt_ago_s=ckpt_ago, restart_s=60)
+    assert victim_cost(c, NOW).cost_s == want_cost
+
+
+def test_sort_key_is_usage_ratio_desc_then_cost_asc_then_seq():
+    cap = cluster({"pod-a": 4})
+    cheap = candidate(cap, "cheap", {"pod-a-000": 8}, ckpt_ago_s=60, seq=3)
+    dear = candidate(cap, "dear", {"pod-a-001": 8}, ckpt_ago_s=3000, seq=1)
+    twin = candidate(cap, "twin", {"pod-a-002": 8}, ckpt_ago_s=60, seq=2)
+    keys = {
+        "cheap": victim_sort_key(cheap, 2.0, NOW),
+        "dear@hot-team": victim_sort_key(dear, 5.0, NOW),
+        "twin": victim_sort_key(twin, 2.0, NOW),
+    }
+    assert sorted(keys, key=keys.__getitem__) == ["dear@hot-team", "twin", "cheap"]
+
+
+# ---- set selection, table-driven ----------------------------------------------------------
+
+
+@dataclass
+class Case:
+    name: str
+    nodes: int
+    running: list[dict[str, Any]]  # kwargs of builders.candidate (id, alloc, ...)
+    loads: list[tuple[str, int]]  # (tenant, guaranteed); running GPUs counted from jobs
+    head: dict[str, Any]
+    want_victims: list[str] | None  # None: no plan
+    ratios: dict[str, float] = field(default_factory=dict)
+    busy: dict[str, int] = field(default_factory=dict)  # GPUs held by non-candidates
+    policy: str = "full"
+    want_why: str = ""
+
+
+def nd(i: int) -> str:
+    return f"pod-a-{i:03d}"
+
+
+CASES = [
+    Case("reclaim scenario: the sweep, never the 64-GPU training run", 9,
+         [dict(id="train-b", alloc={nd(i): 8 for i in range(8)}, ckpt_ago_s=25 * MIN,
+               restart_s=10 * MIN),
+          dict(id="sweep-b", alloc={nd(8): 8}, ckpt_ago_s=5 * MIN, restart_s=MIN)],
+         [("team-a", 64), ("team-b", 0)], dict(gpus=8, gpus_per_node=8), ["sweep-b"],
+         want_why="evicted sweep-b"),
+    Case("the cheapest borrower is chosen", 3,
+         [dict(id="s1", alloc={nd(0): 8}, ckpt_ago_s=280),
+          dict(id="s2", alloc={nd(1): 8}, ckpt_ago_s=40),
+          dict(id="s3", alloc={nd(2): 8}, ckpt_ago_s=170)],
+         [("team-a", 64), ("team-b", 0)], dict(gpus=8), ["s2"]),
+    Case("a tenant within its guarantee is never a victim, even when cheaper", 2,
+         [dict(id="cheap-c", tenant="team-c", alloc={nd(0): 8}, ckpt_ago_s=10),
+          dict(id="dear-b", alloc={nd(1): 8}, ckpt_ago_s=3000)],
+         [("team-a", 64), ("team-b", 0), ("team-c", 8)], dict(gpus=8), ["dear-b"]),
+    Case("only a within-guarantee team could make room: no plan", 1,
+         [dict(id="cheap-c", tenant="team-c", alloc={nd(0): 8}, ckpt_ago_s=10)],
+         [("team-a", 64), ("team-c", 8)], dict(gpus=8), None),
+    Case("two small victims instead of one larger one when they lose less", 2,
+         [dict(id="big", alloc={nd(0): 8}, ckpt_ago_s=20 * MIN, restart_s=5 * MIN),
+          dict(id="small-1", tenant="team-c", alloc={nd(1): 4}, ckpt_ago_s=MIN),
+          dict(id="small-2", tenant="team-c", alloc={nd(1): 4}, ckpt_ago_s=MIN)],
+         [("team-a", 64), ("team-b", 0), ("team-c", 0)], dict(gpus=8, gpus_per_node=8),
+         ["small-1", "small-2"], ratios={"team-b": 9.0, "team-c": 1.0}),
+    Case("one victim instead of two when it loses less", 2,
+         [dict(id="one", alloc={nd(0): 8}, ckpt_ago_s=MIN, restart_s=MIN),
+          dict(id="half-1", alloc={nd(1): 4}, ckpt_ago_s=20 * MIN),
+          dict(id="half-2", alloc={nd(1): 4}, ckpt_ago_s=20 * MIN)],
+         [("team-a", 64), ("team-b", 0)], dict(gpus=8, gpus_per_node=8), ["one"]),
+    Case("the cap protects a job after two preemptions", 2,
+         [dict(id="capped", alloc={nd(0): 8}, ckpt_ago_s=10, preemptions=2),
+          dict(id="fresh", alloc={nd(1): 8}, ckpt_ago_s=3000, preemptions=1)],
+         [("team-a", 64), ("team-b", 0)], dict(gpus=8), ["fresh"],
+         want_why="1 running job protected"),
+    Case("non-checkpointable jobs are protected", 2,
+         [dict(id="plain", alloc={nd(0): 8}, checkpointable=False, ran_s=10),
+          dict(id="ckpt", alloc={nd(1): 8}, ckpt_ago_s=3000)],
+         [("team-a", 64), ("team-b", 0)], dict(gpus=8), ["ckpt"]),
+    Case("... unless they opted into preemptible pricing", 2,
+         [dict(id="plain", alloc={nd(0): 8}, checkpointable=False, preemptible=True,
+               ran_s=10),
+          dict(id="ckpt", alloc={nd(1): 8}, ckpt_ago_s=3000)],
+         [("team-a", 64), ("team-b", 0)], dict(gpus=8), ["plain"]),
+    Case("interactive jobs are never victims", 1,
+         [dict(id="notebook", alloc={nd(0): 8}, interactive=True, ckpt_ago_s=5)],
+         [("team-a", 64), ("team-b", 0)], dict(gpus=8), None),
+    Case("a real placement: the cheap job on a shared node frees no whole node", 2,
+         [dict(id="cheap-half", alloc={nd(0): 4}, ckpt_ago_s=10),
+          dict(id="whole", alloc={nd(1): 8}, ckpt_ago_s=600)],
+         [("team-a", 64), ("team-b", 0)], dict(gpus=8, gpus_per_node=8), ["whole"],
+         busy={nd(0): 4}),
+    Case("re-evaluated: once a team is back at its guarantee its other jobs are safe", 2,
+         [dict(id="b1", alloc={nd(0): 8}, ckpt_ago_s=10),
+          dict(id="b2", alloc={nd(1): 8}, ckpt_ago_s=20)],
+         [("team-a", 64), ("team-b", 8)], dict(gpus=16), None),
+    Case("re-evaluated: one from each borrowing team", 3,
+         [dict(id="b1", alloc={nd(0): 8}, ckpt_ago_s=10),
+          dict(id="b2", alloc={nd(1): 8}, ckpt_ago_s=20),
+          dict(id="c1", tenant="team-c", alloc={nd(2): 8}, ckpt_ago_s=3000)],
+         [("team-a", 64), ("team-b", 8), ("team-c", 0)], dict(gpus=16), ["b1", "c1"]),
+    Case("the head fits without anyone leaving: no plan", 2,
+         [dict(id="b1", alloc={nd(0): 8}, ckpt_ago_s=10)],
+         [("team-a", 64), ("team-b", 0)], dict(gpus=8), None),
+    Case("victims of the wrong GPU type are not useful", 2,
+         [dict(id="b1", alloc={nd(0): 8}, ckpt_ago_s=10)],
+         [("team-a", 64), ("team-b", 0)], dict(gpus=8, gpu_type="A100"), None,
+         busy={nd(1): 8}),
+    Case("priority-kill: most recently started first, whatever it costs", 2,
+         [dict(id="old-cheap", alloc={nd(0): 8}, ran_s=7200, ckpt_ago_s=10),
+          dict(id="new-dear", alloc={nd(1): 8}, ran_s=3000, ckpt_ago_s=2900)],
+         [("team-a", 64), ("team-b", 0)], dict(gpus=8), ["new-dear"], policy="priority-kill"),
+    Case("priority-kill: no checkpoint awareness, no cap; interactive still safe", 3,
+         [dict(id="nb", alloc={nd(0): 8}, ran_s=10, interactive=True),
+          dict(id="plain", alloc={nd(1): 8}, ran_s=20, checkpointable=False,
+               preemptions=5),
+          dict(id="ckpt", alloc={nd(2): 8}, ran_s=9000, ckpt_ago_s=10)],
+         [("team-a", 64), ("team-b", 0)], dict(gpus=8), ["plain"], policy="priority-kill"),
+]
+
+
+def _setup(case: Case):
+    cap = cluster({"pod-a": case.nodes})
+    used(cap, case.busy)
+    cands = [candidate(cap, now=NOW, **kw) for kw in case.running]
+    running: dict[str, int] = {}
+    for c in cands:
+        running[c.spec.tenant] = running.get(c.spec.tenant, 0) + c.gpus
+    loads = {
+        t: load(t, g, running.get(t, 0), case.ratios.get(t)) for t, g in case.loads
+    }
+    return cap, cands, loads
+
+
+@pytest.mark.parametrize("case", CASES, ids=lambda c: c.name)
+def test_victim_selection(case: Case):
+    cap, cands, loads = _setup(case)
+    before = {n: s.free_mask for n, s in cap.nodes.items()}
+    head = job("head", tenant="team-a", **case.head)
+    plan = select_victims(cap, head, cands, loads, NOW, config=CFG, policy=case.policy)
+    assert {n: s.free_mask for n, s in cap.nodes.items()} == before  # trials only
+    if case.want_victims is None:
+        assert plan is None
+        return
+    assert plan is not None
+    assert sorted(v.job_id for v in plan.victims) == sorted(case.want_victims)
+    assert case.want_why in plan.why
+    assert {w.job_id for w in plan.weighed} == {c.spec.id for c in cands}
+    with cap.trial():  # the placement is real once the victims are gone
+        for c in cands:
+            if c.spec.id in case.want_victims:
+                cap.give_back(c.alloc)
+        cap.take(plan.placement)
+        assert sum(len(ix) for ix in plan.placement.values()) == head.gpus
+
+
+def test_explanation_reads_like_the_issue():
+    cap = cluster({"pod-a": 3})
+    cands = [
+        candidate(cap, "sweep-17", {nd(0): 8}, ckpt_ago_s=4 * MIN, restart_s=MIN),
+        candidate(cap, "sweep-18", {nd(1): 8}, ckpt_ago_s=9 * MIN, restart_s=MIN),
+        candidate(cap, "train-3", {nd(2): 8}, ckpt_ago_s=29 * MIN, restart_s=10 * MIN),
+    ]
+    loads = {"team-a": load("team-a", 64, 0), "team-b": load("team-b", 0, 24)}
+    plan = select_victims(cap, job("eval-a", 8, tenant="team-a"), cands, loads, NOW,
+                          config=CFG)
+    assert plan is not None
+    assert [v.words for v in plan.victims] == [
+        "evicted sweep-17: last checkpoint 4 min ago + 1 min restart on 8 GPUs"
+        " = 0.67 GPU-hours, cheapest of 3 candidates"
+    ]
+    assert [w.words.split(":")[0] for w in plan.weighed] == [
+        "evicted sweep-17", "kept sweep-18", "kept train-3"
+    ]
+    assert plan.why.startswith("to start eval-a (8 GPUs) on 1 node in pod-a: evicted sweep-17")
+    assert "next best: sweep-18 (1.33 GPU-hours)" in plan.why
+
+
+def test_protected_jobs_say_why_in_the_weighed_list():
+    cap = cluster({"pod-a": 3})
+    cands = [
+        candidate(cap, "plain", {nd(0): 8}, checkpointable=False),
+        candidate(cap, "capped", {nd(1): 8}, ckpt_ago_s=5, preemptions=2),
+        candidate(cap, "ok", {nd(2): 8}, ckpt_ago_s=5),
+    ]
+    loads = {"team-a": load("team-a", 64, 0), "team-b": load("team-b", 0, 24)}
+    plan = select_victims(cap, job("h", 8, tenant="team-a"), cands, loads, NOW, config=CFG)
+    assert plan is not None
+    words = {w.job_id: w.words for w in plan.weighed}
+    assert "did not opt into preemptible pricing" in words["plain"]
+    assert "already preempted 2 times in the last day (cap 2)" in words["capped"]
+
+
+# ---- properties -------------------------------------------------------------------------
+
+
+@st.composite
+def contested(draw):
+    nodes = draw(st.integers(2, 4))
+    cap = cluster({"pod-a": nodes, "pod-b": draw(st.integers(0, 2))})
+    tenants = ["team-b", "team-c", "team-d"]
+    cands: list[Candidate] = []
+    for i, name in enumerate(sorted(cap.nodes)):
+        for k in range(draw(st.integers(0, 2))):
+            free = cap.nodes[name].free
+            if not free:
+                break
+            cands.append(candidate(
+                cap, f"j{i}-{k}", {name: draw(st.integers(1, free))},
+                tenant=draw(st.sampled_from(tenants)),
+                ckpt_ago_s=draw(st.none() | st.integers(0, 3600)),
+                restart_s=draw(st.integers(0, 600)),
+                checkpointable=draw(st.booleans()),
+                preemptible=draw(st.booleans()),
+                interactive=draw(st.integers(0, 5)) == 0,
+                preemptions=draw(st.integers(0, 3)),
+            ))
+    running: dict[str, int] = {}
+    for c in cands:
+        running[c.spec.tenant] = running.get(c.spec.tenant, 0) + c.gpus
+    loads = {"team-a": load("team-a", 1000, 0)}
+    for t in tenants:
+        loads[t] = load(t, draw(st.integers(0, 16)), running.get(t, 0))
+    shape = draw(st.sampled_from([None, 4, 8]))
+    gpus = draw(st.integers(1, 24))
+    if shape:
+        gpus = max(1, gpus // shape) * shape
+    head = job("head", gpus, tenant="team-a", gpus_per_node=shape)
+    policy = draw(st.sampled_from(["full", "full", "priority-kill"]))
+    return cap, cands, loads, head, policy
+
+
+def _pods_after(cap: Capacity, head, victims) -> int | None:
+    """How many pods the head's placement spans once ``victims`` are gone (None: no fit)."""
+    with cap.trial():
+        for v in victims:
+            cap.give_back(v.alloc)
+        alloc = find_placement(cap, gpus=head.gpus, gpus_per_node=head.gpus_per_node)
+    return None if alloc is None else len({cap.nodes[n].pod for n in alloc})
+
+
+def _fits(cap: Capacity, head, victims) -> bool:
+    return _pods_after(cap, head, victims) is not None
+
+
+def _eligible(c: Candidate, loads, policy: str) -> bool:
+    if loads[c.spec.tenant].excess <= 0 or c.spec.interactive:
+        return False
+    if policy == "priority-kill":
+        return True
+    return (c.spec.checkpointable or c.spec.preemptible) and c.preemptions_last_day < 2
+
+
+@settings(max_examples=250, deadline=None)
+@given(contested())
+def test_victims_are_eligible_borrowers_and_free_a_real_placement(scene):
+    cap, cands, loads, head, policy = scene
+    before = {n: s.free_mask for n, s in cap.nodes.items()}
+    plan = select_victims(cap, head, cands, loads, NOW, config=CFG, policy=policy)
+    assert {n: s.free_mask for n, s in cap.nodes.items()} == before
+    cap.check_invariants()
+    by_id = {c.spec.id: c for c in cands}
+    eligible = [c for c in cands if _eligible(c, loads, policy)]
+    if plan is None:
+        if not _fits(cap, head, []):
+            # no single eligible victim, nor an allowed pair, would have made room
+            assert not any(_fits(cap, head, [c]) for c in eligible)
+            if policy == "full" and len(eligible) <= 10:
+                for i, a in enumerate(eligible):
+                    for b in eligible[i + 1:]:
+                        assert not (_allowed([a, b], loads) and _fits(cap, head, [a, b]))
+        return
+    victims = [by_id[v.job_id] for v in plan.victims]
+    assert victims and all(_eligible(v, loads, policy) for v in victims)
+    assert _allowed(victims, loads)  # each team still above its guarantee before its last
+    with cap.trial():
+        for v in victims:
+            cap.give_back(v.alloc)
+        cap.take(plan.placement)  # real and free
+    pods = _pods_after(cap, head, victims)
+    assert pods is not None
+    for v in victims:  # pruned: every victim is needed (or keeps the placement compact)
+        without = _pods_after(cap, head, [x for x in victims if x is not v])
+        assert without is None or without > pods
+    if policy == "full":
+        # Topology first (as placement: one pod if any can hold it), then GPU-hours: never
+        # worse than the best single victim or allowed pair with as compact a placement.
+        lost = plan.est_gpu_s_lost
+
+        def as_compact(vs) -> bool:
+            p = _pods_after(cap, head, vs)
+            return p is not None and p <= pods
+
+        for c in eligible:
+            if as_compact([c]):
+                assert lost <= victim_cost(c, NOW).est_gpu_s_lost
+        if len(eligible) <= 10:
+            for i, a in enumerate(eligible):
+                for b in eligible[i + 1:]:
+                    if _allowed([a, b], loads) and as_compact([a, b]):
+                        pair = victim_cost(a, NOW).est_gpu_s_lost + victim_cost(
+                            b, NOW).est_gpu_s_lost
+                        assert lost <= pair
+    again = select_victims(cap, head, cands, loads, NOW, config=CFG, policy=policy)
+    assert again == plan  # deterministic
