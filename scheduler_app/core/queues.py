@@ -1,0 +1,238 @@
+"""Queued jobs, indexed by (tenant, size class).
+
+Each (tenant, size class) key owns one binary heap ordered by priority (higher first), then
+submit time (older first), then seq (the total-order tie-break). Updates are incremental:
+a job is pushed when it enters QUEUED and lazily deleted when it leaves (its entry stays in
+the array, marked stale by a version number, and is skipped; a heap whose stale entries
+outnumber its live ones is rebuilt). The tick therefore never scans all queued jobs: it
+walks heaps in order from their heads and stops when its budget says so.
+
+Iteration never mutates a heap (``iter_heap`` walks the implicit tree with a small frontier
+heap), so the tick can read heaps while it places jobs. Pushes made while a walk may be in
+progress (a victim requeued in the same tick) are deferred with :meth:`JobQueues.hold`.
+
+Positions (the cost is bounded by one tenant's queue, never the whole cluster's):
+
+- ``position_in_tenant``: 1-based rank of a job in its tenant's queue, by counting the
+  tenant's live entries that order before it: O(jobs the tenant has queued).
+- ``cluster_rank``: 1-based rank across the cluster in the tick's order (tenants by fair
+  share, see ``fairshare.py``): every job of a tenant whose share key is lower counts whole
+  (O(1) per tenant from the live counters), a tenant with an equal share key is counted
+  entry by entry, so the cost is O(tenants + queued jobs of equal-share tenants).
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
+from typing import Any
+
+from .types import JobSpec, size_class
+
+#: (tenant, size class index). In ``fifo`` mode every job shares FIFO_KEY.
+QueueKey = tuple[str, int]
+#: Order inside a heap: smaller first.
+EntryKey = tuple[int, int, int]
+
+FIFO_KEY: QueueKey = ("*", 0)
+
+# heap entry: (entry key, version, job id). Versions are unique, so tuples never compare ids.
+_Entry = tuple[EntryKey, int, str]
+
+
+def entry_key(spec: JobSpec) -> EntryKey:
+    """Priority desc, then submit time, then seq: the order inside a (tenant, class) heap."""
+    return (-spec.priority, spec.submit_s, spec.seq)
+
+
+def fifo_entry_key(spec: JobSpec) -> EntryKey:
+    """``fifo`` policy: submit order only, priority ignored."""
+    return (0, spec.submit_s, spec.seq)
+
+
+class JobQueues:
+    """Heaps of queued job ids per (tenant, size class), with lazy deletion."""
+
+    #: rebuild a heap once it holds more stale entries than this and than live ones
+    COMPACT_MIN_STALE = 64
+
+    def __init__(self, *, fifo: bool = False) -> None:
+        self.fifo = fifo
+        self._heaps: dict[QueueKey, list[_Entry]] = {}
+        # job id -> (heap key, entry key, version, tenant)
+        self._live: dict[str, tuple[QueueKey, EntryKey, int, str]] = {}
+        self._count: dict[QueueKey, int] = {}
+        self._stale: dict[QueueKey, int] = {}
+        self._tenant_count: dict[str, int] = {}
+        self._version = 0
+        self._held = 0
+        self._deferred: list[JobSpec] = []
+
+    # -- membership ---------------------------------------------------------------------
+    def __contains__(self, job_id: object) -> bool:
+        return job_id in self._live
+
+    def __len__(self) -> int:
+        return len(self._live)
+
+    def key_of(self, spec: JobSpec) -> QueueKey:
+        return FIFO_KEY if self.fifo else (spec.tenant, size_class(spec.gpus))
+
+    def push(self, spec: JobSpec) -> None:
+        """Add a job that entered QUEUED. O(log n)."""
+        if spec.id in self._live:
+            raise ValueError(f"job {spec.id} is already queued")
+        if self._held:
+            self._deferred.append(spec)
+            return
+        key = self.key_of(spec)
+        ek = fifo_entry_key(spec) if self.fifo else entry_key(spec)
+        self._version += 1
+        heapq.heappush(self._heaps.setdefault(key, []), (ek, self._version, spec.id))
+        self._live[spec.id] = (key, ek, self._version, spec.tenant)
+        self._count[key] = self._count.get(key, 0) + 1
+        self._tenant_count[spec.tenant] = self._tenant_count.get(spec.tenant, 0) + 1
+
+    def remove(self, job_id: str) -> bool:
+        """Lazy delete (the job left QUEUED). O(1) amortised. False if it was not queued."""
+        if self._held:
+            for i, spec in enumerate(self._deferred):
+                if spec.id == job_id:
+                    del self._deferred[i]
+                    return True
+        found = self._live.pop(job_id, None)
+        if found is None:
+            return False
+        key, _ek, _ver, tenant = found
+        self._count[key] -= 1
+        self._tenant_count[tenant] -= 1
+        self._stale[key] = self._stale.get(key, 0) + 1
+        if not self._held:
+            self._maybe_compact(key)
+        return True
+
+    @contextmanager
+    def hold(self) -> Iterator[None]:
+        """Defer pushes and compaction while heaps are being walked (the tick's phase 3)."""
+        self._held += 1
+        try:
+            yield
+        finally:
+            self._held -= 1
+            if not self._held:
+                deferred, self._deferred = self._deferred, []
+                for spec in deferred:
+                    self.push(spec)
+                for key in sorted(k for k, n in self._stale.items() if n):
+                    self._maybe_compact(key)
+
+    def _maybe_compact(self, key: QueueKey) -> None:
+        stale = self._stale.get(key, 0)
+        if stale > self.COMPACT_MIN_STALE and stale > self._count.get(key, 0):
+            heap = [e for e in self._heaps[key] if self._is_live(e)]
+            heapq.heapify(heap)
+            self._heaps[key] = heap
+            self._stale[key] = 0
+
+    def _is_live(self, entry: _Entry) -> bool:
+        live = self._live.get(entry[2])
+        return live is not None and live[2] == entry[1]
+
+    # -- reading ------------------------------------------------------------------------
+    def heap_keys(self) -> list[QueueKey]:
+        """Keys of the heaps that hold at least one queued job, sorted."""
+        return sorted(k for k, n in self._count.items() if n > 0)
+
+    def count(self, key: QueueKey) -> int:
+        return self._count.get(key, 0)
+
+    def tenant_count(self, tenant: str) -> int:
+        return self._tenant_count.get(tenant, 0)
+
+    def entry(self, job_id: str) -> EntryKey | None:
+        live = self._live.get(job_id)
+        return None if live is None else live[1]
+
+    def iter_heap(self, key: QueueKey) -> Iterator[tuple[EntryKey, str]]:
+        """Live entries of one heap in order, without mutating it. O(k log k) for k items.
+
+        Walks the heap's implicit binary tree with a frontier heap of indices: a parent is
+        never greater than its children, so the frontier's minimum is the next in order.
+        """
+        heap = self._heaps.get(key)
+        if not heap:
+            return
+        frontier: list[tuple[EntryKey, int, int]] = [(heap[0][0], heap[0][1], 0)]
+        n = len(heap)
+        while frontier:
+            _ek, _ver, i = heapq.heappop(frontier)
+            entry = heap[i]
+            for child in (2 * i + 1, 2 * i + 2):
+                if child < n:
+                    c = heap[child]
+                    heapq.heappush(frontier, (c[0], c[1], child))
+            if self._is_live(entry):
+                yield entry[0], entry[2]
+
+    def head(self, key: QueueKey) -> tuple[EntryKey, str] | None:
+        return next(self.iter_heap(key), None)
+
+    def tenant_keys(self, tenant: str) -> list[QueueKey]:
+        if self.fifo:
+            return [FIFO_KEY] if self.count(FIFO_KEY) else []
+        return [(tenant, c) for c in range(5) if self.count((tenant, c))]
+
+    def iter_tenant(self, tenant: str) -> Iterator[tuple[EntryKey, str]]:
+        """A tenant's queued jobs in its queue order (its size-class heaps merged)."""
+        if self.fifo:
+            for ek, job_id in self.iter_heap(FIFO_KEY):
+                if self._live[job_id][3] == tenant:
+                    yield ek, job_id
+            return
+        yield from heapq.merge(*(self.iter_heap(k) for k in self.tenant_keys(tenant)))
+
+    def position_in_tenant(self, job_id: str) -> int | None:
+        """1-based position in the tenant's queue; O(jobs the tenant has queued)."""
+        live = self._live.get(job_id)
+        if live is None:
+            return None
+        _key, ek, _ver, tenant = live
+        return 1 + sum(1 for (_k, e, _v, t) in self._tenant_entries(tenant) if e < ek)
+
+    def _tenant_entries(self, tenant: str) -> Iterator[tuple[QueueKey, EntryKey, int, str]]:
+        for key in self.tenant_keys(tenant):
+            for e in self._heaps[key]:
+                if self._is_live(e):
+                    live = self._live[e[2]]
+                    if live[3] == tenant:
+                        yield live
+
+    def cluster_rank(
+        self, job_id: str, share_keys: Mapping[str, Any], tenants: Callable[[], list[str]]
+    ) -> int | None:
+        """1-based rank across the cluster in the tick's order (see the module docstring).
+
+        ``share_keys``: tenant -> its fair-share key from the last tick (lower goes first);
+        ``tenants``: every tenant name. In ``fifo`` mode the rank is the position in the one
+        queue, O(queued jobs).
+        """
+        live = self._live.get(job_id)
+        if live is None:
+            return None
+        _key, ek, _ver, tenant = live
+        if self.fifo:
+            return 1 + sum(1 for e in self._heaps.get(FIFO_KEY, []) if self._is_live(e)
+                           and e[0] < ek)
+        mine = share_keys.get(tenant)
+        rank = 1
+        for other in tenants():
+            n = self.tenant_count(other)
+            if not n:
+                continue
+            theirs = share_keys.get(other)
+            if other == tenant or theirs == mine:
+                rank += sum(1 for (_k, e, _v, _t) in self._tenant_entries(other) if e < ek)
+            elif mine is None or (theirs is not None and theirs < mine):
+                rank += n
+        return rank

@@ -1,0 +1,796 @@
+"""The ``Scheduler``: job records, event methods, timers, reads. The tick is in ``tick.py``.
+
+Every event method applies its change to the in-memory state at once and returns the
+``Decision``s it made, in order; the caller persists or records them. Every state change
+goes through :meth:`Scheduler._move`, which checks the move against the state machine,
+keeps the indexes (queues, capacity, per-node and per-tenant holders, releases, usage) in
+step incrementally, and appends the Decision. Nothing in here reads a clock: ``now`` is
+always an argument, in integer seconds.
+
+Decisions the contract leaves to this module (docs/core.md):
+
+- **Run start** is the placement instant (QUEUED -> PLACING), not the agent's
+  confirmation: the time limit (run start + max_runtime_s -> FAILED TimeLimit) then holds
+  the promise a backfill decision relied on even when the agent is slow to confirm.
+- **Node failure**: an elastic job that keeps at least ``min_gpus`` on its other nodes
+  shrinks (it loses no work), even when it is also checkpointable; otherwise a
+  checkpointable job is requeued with its resume pointer; anything else restarts from
+  scratch while ``retries < retry_budget`` and then fails (RetriesExhausted). A job still
+  PLACING is requeued (there is no run to shrink), counting a retry unless checkpointable.
+- **Interactive slice**: ``config.interactive_reserved_gpus`` GPUs as whole nodes, taken
+  from the end of the node list sorted by name (the last pod's last nodes), so the first
+  pods stay whole for gangs. Fixed at construction; a slice node that fails is not
+  replaced. Interactive jobs try the slice first, then the rest of the cluster.
+- **Preemption cap**: a job may be preempted while fewer than
+  ``max_preemptions_per_job_per_day`` preemptions happened in the last 86,400 s. A
+  preemption is counted when the job actually stops (PREEMPTED), graceful or killed.
+"""
+
+from __future__ import annotations
+
+import bisect
+import heapq
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from .capacity import Capacity
+from .fairshare import FairShare, ShareKey
+from .queues import JobQueues
+from .states import (
+    FINAL_STATES,
+    HOLDING_STATES,
+    PENDING_SENTENCES,
+    JobState,
+    PendingReason,
+    Reason,
+    check_transition,
+)
+from .types import Allocation, Decision, JobSpec, NodeHealth, NodeSpec, SchedulerConfig, TenantSpec
+
+S = JobState
+DAY_S = 86400
+POLICIES = ("full", "fifo", "priority-kill")
+
+
+@dataclass(frozen=True, slots=True)
+class StartEstimate:
+    start_s: int
+    basis: str  # a human sentence: which release makes it fit
+
+
+@dataclass(slots=True)
+class JobRecord:
+    """A job's spec and its mutable runtime. Owned by the Scheduler; read through JobView."""
+
+    spec: JobSpec
+    state: JobState | None = None
+    alloc: Allocation | None = None
+    run_id: int = 0  # bumped at every placement; timers of an older run are stale
+    run_start_s: int | None = None  # placement instant of the current run
+    confirmed_s: int | None = None
+    last_checkpoint_s: int | None = None
+    resume_pointer: Any = None
+    preemption_times: list[int] = field(default_factory=list)
+    retries: int = 0
+    pending_reason: PendingReason = PendingReason.NONE
+    estimate: StartEstimate | None = None
+    preempt_id: int = 0  # bumped at every PREEMPT_REQUESTED; grace timers check it
+    grace_deadline_s: int | None = None
+    preempted_for: str | None = None
+    end_s: int | None = None
+
+    def preemptions_last_day(self, now: int) -> int:
+        return sum(1 for t in self.preemption_times if t > now - DAY_S)
+
+
+@dataclass(frozen=True, slots=True)
+class JobView:
+    id: str
+    tenant: str
+    state: JobState
+    gpus: int
+    alloc: Allocation | None
+    pending_reason: PendingReason
+    pending_sentence: str
+    queue_position: int | None  # in its tenant's queue (1 = next)
+    cluster_rank: int | None  # across the cluster, in the last tick's order
+    start_estimate_s: int | None  # None: not planned yet (or not waiting)
+    estimate_basis: str | None
+    run_start_s: int | None
+    last_checkpoint_s: int | None
+    resume_pointer: Any
+    preemptions: int
+    preemptions_last_day: int
+    retries: int
+
+
+@dataclass(frozen=True, slots=True)
+class TenantView:
+    name: str
+    guaranteed_gpus: int
+    borrow_limit_gpus: int
+    running_gpus: int  # GPUs held (PLACING, RUNNING, being preempted)
+    reclaiming_gpus: int  # GPUs being reclaimed for its waiting heads
+    queued_jobs: int
+    usage_gpu_s: float
+    share: float  # usage / guarantee (inf: no guarantee and some usage)
+    borrowing: bool
+
+
+@dataclass(frozen=True, slots=True)
+class ReservationView:
+    job_id: str
+    kind: str  # "reservation" (backfill plan) or "reclaim" (waiting for preempted victims)
+    start_s: int | None
+    nodes: tuple[str, ...]
+    basis: str
+    victims: tuple[str, ...] = ()
+
+
+@dataclass(slots=True)
+class ReclaimClaim:
+    """Nodes promised to an entitled head while its victims checkpoint and exit."""
+
+    head_id: str
+    tenant: str
+    gpus: int
+    nodes: frozenset[str]
+    victims: set[str]
+    at_s: int
+    why: str
+
+
+@dataclass(frozen=True, slots=True)
+class TickResult:
+    decisions: list[Decision]
+    stats: dict[str, Any]
+    #: pending reason of every job the tick examined and left waiting
+    pending_reasons: dict[str, PendingReason] = field(default_factory=dict)
+    #: start estimates the tick (re)planned; None = not planned (cannot be promised)
+    start_estimates: dict[str, StartEstimate | None] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class ReleaseKey:
+    end_s: int
+    job_id: str
+
+
+class ReleaseIndex:
+    """Holding jobs with a known end (declared limit, or grace deadline), sorted by
+    (end_s, job_id): what the reservation planner gives back, in order. Incremental."""
+
+    def __init__(self) -> None:
+        self._keys: list[tuple[int, str]] = []
+        self._by_job: dict[str, tuple[int, Allocation]] = {}
+
+    def set(self, job_id: str, end_s: int | None, alloc: Allocation | None) -> None:
+        self.discard(job_id)
+        if end_s is None or not alloc:
+            return
+        bisect.insort(self._keys, (end_s, job_id))
+        self._by_job[job_id] = (end_s, alloc)
+
+    def discard(self, job_id: str) -> None:
+        old = self._by_job.pop(job_id, None)
+        if old is not None:
+            i = bisect.bisect_left(self._keys, (old[0], job_id))
+            del self._keys[i]
+
+    def end_of(self, job_id: str) -> int | None:
+        found = self._by_job.get(job_id)
+        return None if found is None else found[0]
+
+    def __len__(self) -> int:
+        return len(self._keys)
+
+    def items(self) -> Iterable[tuple[int, str, Allocation]]:
+        for end_s, job_id in self._keys:
+            yield end_s, job_id, self._by_job[job_id][1]
+
+
+def alloc_size(alloc: Allocation | None) -> int:
+    return 0 if not alloc else sum(len(ix) for ix in alloc.values())
+
+
+def interactive_slice(nodes: Sequence[NodeSpec], gpus: int) -> frozenset[str]:
+    """Whole nodes for the interactive tier: from the end of the name order (see module doc)."""
+    chosen: list[str] = []
+    total = 0
+    for spec in sorted(nodes, key=lambda n: n.name, reverse=True):
+        if total >= gpus:
+            break
+        chosen.append(spec.name)
+        total += spec.gpus
+    return frozenset(chosen)
+
+
+class Scheduler:
+    """The scheduling core's state and events. See docs/core.md for the contract."""
+
+    def __init__(
+        self,
+        nodes: Iterable[NodeSpec],
+        tenants: Iterable[TenantSpec],
+        config: SchedulerConfig | None = None,
+        now: int = 0,
+    ) -> None:
+        self.config = config or SchedulerConfig()
+        if self.config.policy not in POLICIES:
+            raise ValueError(f"policy must be one of {POLICIES}, got {self.config.policy!r}")
+        node_list = list(nodes)
+        self.cap = Capacity(node_list)
+        self.node_specs = {n.name: n for n in node_list}
+        self.node_order = sorted(self.cap.nodes)  # fifo's first fit walks this
+        self._node_sizes: dict[tuple[str | None, bool], list[int]] = {}  # NeverFits cache
+        # nodes down or draining: few, so a pending reason may look at them all
+        self.unhealthy: set[str] = {
+            n for n, st in self.cap.nodes.items() if st.health != NodeHealth.HEALTHY
+        }
+        self.interactive_nodes = interactive_slice(node_list, self.config.interactive_reserved_gpus)
+        self.fair = FairShare(self.config.usage_half_life_s)
+        self.tenants: dict[str, TenantSpec] = {}
+        self.running: dict[str, int] = {}  # GPUs held per tenant
+        self.holders: dict[str, set[str]] = {}  # holding job ids per tenant
+        for t in tenants:
+            if t.name in self.tenants:
+                raise ValueError(f"tenant {t.name}: listed twice")
+            self.tenants[t.name] = TenantSpec(
+                t.name, t.guaranteed_gpus, t.borrow_limit_gpus, t.usage_gpu_s, t.usage_at_s
+            )
+            self.running[t.name] = 0
+            self.holders[t.name] = set()
+            # usage is as of usage_at_s; the first advance decays it to now
+            self.fair.add_tenant(t.name, t.usage_gpu_s, min(t.usage_at_s, now))
+        self.tenant_names = sorted(self.tenants)
+        self.queues = JobQueues(fifo=self.config.policy == "fifo")
+        self.jobs: dict[str, JobRecord] = {}
+        self.node_jobs: dict[str, set[str]] = {n: set() for n in self.cap.nodes}
+        self.releases = ReleaseIndex()
+        self.claims: dict[str, ReclaimClaim] = {}
+        self.claimed_nodes: dict[str, str] = {}  # node -> head id
+        self.reservation: Any = None  # the last tick's reservation.Reservation, if any
+        self.share_keys: dict[str, ShareKey] = {}
+        # a tick pass cut short by its budget resumes here (see tick.Tick.pop_heads)
+        self.pass_seen: set[str] = set()
+        self.pass_blocked: dict[tuple[str, int], int] = {}
+        # bumped by every change a plan depends on; the estimates phase skips when unchanged
+        self.version = 0
+        self.estimates_version = -1
+        self.estimates_at = now
+        self.planned: set[str] = set()
+        self.claims_version = 0
+        # head -> version at which its preemption search found nothing
+        self.vain_searches: dict[str, int] = {}
+        self.now = now
+        self._timers: list[tuple[int, int, str, str, int]] = []  # (at, seq, kind, job, token)
+        self._timer_seq = 0
+        self._out: list[Decision] = []
+        self.tick_count = 0
+
+    # ---------------------------------------------------------------- event methods
+    def submit(self, spec: JobSpec, now: int) -> list[Decision]:
+        if spec.id in self.jobs:
+            raise ValueError(f"job {spec.id}: already submitted")
+        if spec.tenant not in self.tenants:
+            raise ValueError(f"job {spec.id}: unknown tenant {spec.tenant!r}")
+        if spec.gpus <= 0:
+            raise ValueError(f"job {spec.id}: gpus must be positive")
+        self._clock(now)
+        rec = JobRecord(spec=spec)
+        self.jobs[spec.id] = rec
+        self._move(rec, S.SUBMITTED, Reason.SUBMITTED, now)
+        why = self._never_fits(spec)
+        if why:
+            self._move(rec, S.FAILED, Reason.NEVER_FITS, now, detail={"why": why})
+        else:
+            self._move(rec, S.QUEUED, Reason.ADMITTED, now)
+        return self._flush()
+
+    def cancel(self, job_id: str, now: int) -> list[Decision]:
+        rec = self._rec(job_id)
+        self._clock(now)
+        if rec.state in FINAL_STATES:
+            return []
+        self._move(rec, S.CANCELLED, Reason.CANCELLED, now)
+        return self._flush()
+
+    def confirm_start(self, job_id: str, now: int) -> list[Decision]:
+        rec = self._rec(job_id)
+        self._clock(now)
+        self._move(rec, S.RUNNING, Reason.STARTED, now)
+        rec.confirmed_s = now
+        return self._flush()
+
+    def report_checkpoint(self, job_id: str, now: int, resume_pointer: Any) -> list[Decision]:
+        rec = self._rec(job_id)
+        self._clock(now)
+        rec.last_checkpoint_s = now
+        rec.resume_pointer = resume_pointer
+        assert rec.state is not None
+        self._move(rec, rec.state, Reason.CHECKPOINTED, now,
+                   detail={"resume_pointer": resume_pointer})
+        return self._flush()
+
+    def ack_preempt(self, job_id: str, now: int) -> list[Decision]:
+        rec = self._rec(job_id)
+        self._clock(now)
+        self._move(rec, S.CHECKPOINTING, Reason.CHECKPOINT_STARTED, now)
+        return self._flush()
+
+    def job_exited(self, job_id: str, now: int, outcome: str) -> list[Decision]:
+        rec = self._rec(job_id)
+        self._clock(now)
+        if outcome == "completed":
+            self._move(rec, S.COMPLETED, Reason.COMPLETED, now)
+        elif outcome == "failed":
+            self._move(rec, S.FAILED, Reason.EXIT_FAILED, now)
+        elif outcome == "preempted":
+            reason = Reason.PREEMPTED if rec.state == S.CHECKPOINTING else Reason.NO_CHECKPOINT
+            self._preempted(rec, reason, now)
+        else:
+            raise ValueError(f"job {job_id}: outcome must be completed|failed|preempted")
+        return self._flush()
+
+    def node_down(self, name: str, now: int) -> list[Decision]:
+        self._node(name)
+        self._clock(now)
+        self._set_health(name, NodeHealth.DOWN)
+        self._drop_claims_on(name)
+        for job_id in sorted(self.node_jobs[name], key=lambda j: self.jobs[j].spec.seq):
+            self._node_failed(self.jobs[job_id], name, now)
+        return self._flush()
+
+    def node_up(self, name: str, now: int) -> list[Decision]:
+        self._node(name)
+        self._clock(now)
+        self._set_health(name, NodeHealth.HEALTHY)
+        return []
+
+    def node_drain(self, name: str, now: int) -> list[Decision]:
+        self._node(name)
+        self._clock(now)
+        if self.cap.nodes[name].health == NodeHealth.HEALTHY:
+            self._set_health(name, NodeHealth.DRAINING)
+        return []
+
+    def node_undrain(self, name: str, now: int) -> list[Decision]:
+        self._node(name)
+        self._clock(now)
+        if self.cap.nodes[name].health == NodeHealth.DRAINING:
+            self._set_health(name, NodeHealth.HEALTHY)
+        return []
+
+    def set_quota(
+        self, tenant: str, guaranteed_gpus: int, borrow_limit_gpus: int | None, now: int
+    ) -> list[Decision]:
+        """Change a tenant's limits. The next tick sees them: a tenant that becomes
+        entitled may then reclaim borrowed GPUs."""
+        t = self._tenant(tenant)
+        self._clock(now)
+        self.fair.advance(tenant, now, self.running[tenant])
+        t.guaranteed_gpus = guaranteed_gpus
+        self.version += 1
+        if borrow_limit_gpus is not None:
+            t.borrow_limit_gpus = borrow_limit_gpus
+        return []
+
+    def tick(self, now: int, clock: Callable[[], float] | None = None) -> TickResult:
+        from .tick import Tick  # tick.py imports this module: import it when first used
+
+        self._clock(now)
+        self.tick_count += 1
+        result = Tick(self, now, clock).run()
+        return result
+
+    def next_deadline(self) -> int | None:
+        while self._timers and not self._timer_live(self._timers[0]):
+            heapq.heappop(self._timers)
+        return self._timers[0][0] if self._timers else None
+
+    # ---------------------------------------------------------------- reads
+    def job(self, job_id: str) -> JobView:
+        rec = self._rec(job_id)
+        spec = rec.spec
+        assert rec.state is not None
+        waiting = rec.state == S.QUEUED
+        est = rec.estimate if waiting else None
+        return JobView(
+            id=spec.id,
+            tenant=spec.tenant,
+            state=rec.state,
+            gpus=spec.gpus,
+            alloc=dict(rec.alloc) if rec.alloc else None,
+            pending_reason=rec.pending_reason if waiting else PendingReason.NONE,
+            pending_sentence=PENDING_SENTENCES[rec.pending_reason] if waiting else "",
+            queue_position=self.queues.position_in_tenant(job_id),
+            cluster_rank=self.queues.cluster_rank(
+                job_id, self.share_keys, lambda: self.tenant_names
+            ),
+            start_estimate_s=None if est is None else est.start_s,
+            estimate_basis=None if est is None else est.basis,
+            run_start_s=rec.run_start_s,
+            last_checkpoint_s=rec.last_checkpoint_s,
+            resume_pointer=rec.resume_pointer,
+            preemptions=len(rec.preemption_times),
+            preemptions_last_day=rec.preemptions_last_day(self.now),
+            retries=rec.retries,
+        )
+
+    def tenants_view(self) -> list[TenantView]:
+        out = []
+        for name in self.tenant_names:
+            t = self.tenants[name]
+            usage = self.fair.advance(name, self.now, self.running[name])
+            key = self.fair.share(name, t.guaranteed_gpus)
+            out.append(TenantView(
+                name=name,
+                guaranteed_gpus=t.guaranteed_gpus,
+                borrow_limit_gpus=t.borrow_limit_gpus,
+                running_gpus=self.running[name],
+                reclaiming_gpus=self.claimed_gpus(name),
+                queued_jobs=self.queues.tenant_count(name),
+                usage_gpu_s=usage,
+                share=key[1] if key[0] == 0 else float("inf"),
+                borrowing=self.running[name] > t.guaranteed_gpus,
+            ))
+        return out
+
+    def reservations(self) -> list[ReservationView]:
+        out = []
+        res = self.reservation
+        if res is not None and res.job_id in self.jobs and self.jobs[res.job_id].state == S.QUEUED:
+            out.append(ReservationView(res.job_id, "reservation", res.start_s,
+                                       tuple(sorted(res.alloc)), res.basis))
+        for head_id in sorted(self.claims, key=lambda j: self.jobs[j].spec.seq):
+            c = self.claims[head_id]
+            ends = [self.releases.end_of(v) for v in sorted(c.victims)]
+            known = [e for e in ends if e is not None]
+            out.append(ReservationView(head_id, "reclaim", max(known) if known else None,
+                                       tuple(sorted(c.nodes)), c.why, tuple(sorted(c.victims))))
+        return out
+
+    # ---------------------------------------------------------------- helpers for tick.py
+    def claimed_gpus(self, tenant: str, *, besides: str | None = None) -> int:
+        return sum(c.gpus for c in self.claims.values()
+                   if c.tenant == tenant and c.head_id != besides)
+
+    def limit_of(self, tenant: str) -> int:
+        t = self.tenants[tenant]
+        return t.guaranteed_gpus + t.borrow_limit_gpus
+
+    def grace_window(self, spec: JobSpec) -> int:
+        return spec.checkpoint_time_s if spec.checkpoint_time_s else self.config.grace_period_s
+
+    def start(self, rec: JobRecord, alloc: Allocation, reason: Reason, now: int,
+              detail: dict[str, Any] | None = None) -> Decision:
+        """QUEUED -> PLACING with ``alloc``; arms the placing timeout and the time limit."""
+        self.drop_claim(rec.spec.id)
+        rec.run_id += 1
+        rec.run_start_s = now
+        rec.confirmed_s = None
+        d = self._move(rec, S.PLACING, reason, now, alloc=alloc, detail=detail)
+        self._arm(now + self.config.placing_timeout_s, "placing", rec.spec.id, rec.run_id)
+        if rec.spec.max_runtime_s is not None:
+            self._arm(now + rec.spec.max_runtime_s, "limit", rec.spec.id, rec.run_id)
+        rec.pending_reason = PendingReason.NONE
+        rec.estimate = StartEstimate(now, "started")
+        return d
+
+    def request_preempt(self, rec: JobRecord, head_id: str, now: int,
+                        detail: dict[str, Any]) -> Decision:
+        """RUNNING -> PREEMPT_REQUESTED; arms the grace timer (checkpoint time or default)."""
+        rec.preempt_id += 1
+        rec.grace_deadline_s = now + self.grace_window(rec.spec)
+        rec.preempted_for = head_id
+        d = self._move(rec, S.PREEMPT_REQUESTED, Reason.PREEMPT_REQUESTED, now, detail=detail)
+        self._arm(rec.grace_deadline_s, "grace", rec.spec.id, rec.preempt_id)
+        self._refresh_release(rec)
+        return d
+
+    def kill_now(self, rec: JobRecord, now: int, detail: dict[str, Any]) -> None:
+        """``priority-kill``: PREEMPT_REQUESTED -> PREEMPTED -> QUEUED at once, no grace."""
+        self._preempted(rec, Reason.PREEMPTED, now, detail=detail)
+
+    def add_claim(self, claim: ReclaimClaim) -> None:
+        self.drop_claim(claim.head_id)
+        self.claims[claim.head_id] = claim
+        self.claims_version += 1
+        for n in claim.nodes:
+            self.claimed_nodes[n] = claim.head_id
+
+    def drop_claim(self, head_id: str) -> None:
+        claim = self.claims.pop(head_id, None)
+        if claim is not None:
+            self.claims_version += 1
+            for n in claim.nodes:
+                if self.claimed_nodes.get(n) == head_id:
+                    del self.claimed_nodes[n]
+
+    def fire_timers(self, now: int) -> None:
+        """Phase 0 of the tick: every timer due at or before ``now``, in (instant, arm) order."""
+        while self._timers and self._timers[0][0] <= now:
+            entry = heapq.heappop(self._timers)
+            if not self._timer_live(entry):
+                continue
+            at, _seq, kind, job_id, _token = entry
+            rec = self.jobs[job_id]
+            if kind == "grace":
+                self._preempted(rec, Reason.GRACE_EXPIRED, at,
+                                detail={"killed": True, "grace_s": self.grace_window(rec.spec)})
+            elif kind == "limit":
+                self._move(rec, S.FAILED, Reason.TIME_LIMIT, at,
+                           detail={"max_runtime_s": rec.spec.max_runtime_s})
+            else:
+                self._move(rec, S.QUEUED, Reason.PLACING_TIMEOUT, at)
+
+    def flush(self) -> list[Decision]:
+        return self._flush()
+
+    def quota_free_at(self, tenant: str, need: int, now: int, *, besides: str | None = None
+                      ) -> int | None:
+        """When the tenant's own declared limits leave room for ``need`` more GPUs (now if
+        they already do; None if it waits on a job without a declared limit)."""
+        held = self.running[tenant] + self.claimed_gpus(tenant, besides=besides)
+        over = held + need - self.limit_of(tenant)
+        if over <= 0:
+            return now
+        ends = []
+        for job_id in self.holders[tenant]:
+            end = self.releases.end_of(job_id)
+            ends.append((end if end is not None else -1, job_id))
+        ends = sorted(e for e in ends if e[0] >= 0)
+        for end, job_id in ends:
+            over -= alloc_size(self.jobs[job_id].alloc)
+            if over <= 0:
+                return max(end, now)
+        return None
+
+    # ---------------------------------------------------------------- the one place states change
+    def _move(
+        self,
+        rec: JobRecord,
+        to: JobState,
+        reason: Reason,
+        now: int,
+        *,
+        alloc: Allocation | None = None,
+        detail: dict[str, Any] | None = None,
+    ) -> Decision:
+        job_id = rec.spec.id
+        frm = rec.state
+        self.version += 1
+        if frm is None:
+            if to != S.SUBMITTED:
+                raise ValueError(f"job {job_id}: the first transition must be to SUBMITTED")
+        else:
+            check_transition(job_id, frm, to)
+        was_holding = frm in HOLDING_STATES
+        holds = to in HOLDING_STATES
+        if holds and not was_holding and alloc is None:
+            raise ValueError(f"job {job_id}: {to} needs an allocation")
+        if frm == S.QUEUED and to != S.QUEUED:
+            self.queues.remove(job_id)
+        if was_holding and (not holds or alloc is not None):
+            self._let_go(rec, now)
+        if holds and alloc is not None:
+            self._hold(rec, alloc, now)
+        rec.state = to
+        if to not in (S.PREEMPT_REQUESTED, S.CHECKPOINTING):
+            rec.grace_deadline_s = None
+        if to == S.QUEUED and frm != S.QUEUED:
+            rec.pending_reason = PendingReason.NONE
+            rec.estimate = None
+            self.queues.push(rec.spec)
+        if not holds:
+            rec.run_start_s = None
+        if to in FINAL_STATES:
+            self.drop_claim(job_id)
+            rec.end_s = now
+            rec.estimate = None
+        if holds:
+            self._refresh_release(rec)
+        decision = Decision(
+            job_id=job_id,
+            from_state=frm,
+            to_state=to,
+            reason=reason,
+            at_s=now,
+            alloc=dict(alloc) if alloc is not None else None,
+            detail=detail or {},
+        )
+        self._out.append(decision)
+        return decision
+
+    def _hold(self, rec: JobRecord, alloc: Allocation, now: int) -> None:
+        alloc = {n: tuple(ix) for n, ix in sorted(alloc.items()) if ix}
+        self.cap.take(alloc)
+        tenant = rec.spec.tenant
+        self.fair.advance(tenant, now, self.running[tenant])
+        self.running[tenant] += alloc_size(alloc)
+        self.holders[tenant].add(rec.spec.id)
+        for n in alloc:
+            self.node_jobs[n].add(rec.spec.id)
+        rec.alloc = alloc
+
+    def _let_go(self, rec: JobRecord, now: int) -> None:
+        alloc = rec.alloc or {}
+        self.cap.give_back(alloc)
+        tenant = rec.spec.tenant
+        self.fair.advance(tenant, now, self.running[tenant])
+        self.running[tenant] -= alloc_size(alloc)
+        self.holders[tenant].discard(rec.spec.id)
+        for n in alloc:
+            self.node_jobs[n].discard(rec.spec.id)
+        self.releases.discard(rec.spec.id)
+        rec.alloc = None
+
+    def _refresh_release(self, rec: JobRecord) -> None:
+        ends = []
+        if rec.run_start_s is not None and rec.spec.max_runtime_s is not None:
+            ends.append(rec.run_start_s + rec.spec.max_runtime_s)
+        if rec.grace_deadline_s is not None:
+            ends.append(rec.grace_deadline_s)
+        self.releases.set(rec.spec.id, min(ends) if ends else None, rec.alloc)
+
+    # ---------------------------------------------------------------- paths
+    def _preempted(self, rec: JobRecord, reason: Reason, now: int,
+                   detail: dict[str, Any] | None = None) -> None:
+        """The job stopped after a preemption request: count it against the cap, requeue
+        with its resume pointer (the last checkpoint stands)."""
+        rec.preemption_times.append(now)
+        self._move(rec, S.PREEMPTED, reason, now, detail=detail)
+        self._move(rec, S.QUEUED, Reason.REQUEUED, now,
+                   detail={"resume_pointer": rec.resume_pointer})
+
+    def _node_failed(self, rec: JobRecord, name: str, now: int) -> None:
+        spec = rec.spec
+        alloc = rec.alloc or {}
+        rest = {n: ix for n, ix in alloc.items() if n != name}
+        down = {"node": name}
+        if (
+            spec.elastic
+            and rec.state != S.PLACING
+            and alloc_size(rest) >= (spec.min_gpus or spec.gpus)
+        ):
+            assert rec.state is not None
+            self._move(rec, rec.state, Reason.SHRUNK, now, alloc=rest,
+                       detail={**down, "gpus": alloc_size(rest)})
+            return
+        if spec.checkpointable:
+            self._move(rec, S.QUEUED, Reason.NODE_FAILED, now,
+                       detail={**down, "resume_pointer": rec.resume_pointer})
+            return
+        if rec.retries < self.config.retry_budget:
+            rec.retries += 1
+            rec.resume_pointer = None
+            rec.last_checkpoint_s = None
+            self._move(rec, S.QUEUED, Reason.NODE_FAILED, now,
+                       detail={**down, "retry": rec.retries, "resume_pointer": None})
+            return
+        self._move(rec, S.FAILED, Reason.RETRIES_EXHAUSTED, now,
+                   detail={**down, "retries": rec.retries})
+
+    def _set_health(self, name: str, health: NodeHealth) -> None:
+        self.cap.set_health(name, health)
+        if health == NodeHealth.HEALTHY:
+            self.unhealthy.discard(name)
+        else:
+            self.unhealthy.add(name)
+        self.version += 1
+
+    def _drop_claims_on(self, name: str) -> None:
+        head = self.claimed_nodes.get(name)
+        if head is not None:
+            self.drop_claim(head)
+
+    def _never_fits(self, spec: JobSpec) -> str | None:
+        need = spec.min_gpus if spec.elastic and spec.min_gpus else spec.gpus
+        total = self.cap.total_gpus(spec.gpu_type)
+        kind = f" of type {spec.gpu_type}" if spec.gpu_type else ""
+        if not spec.interactive:  # the interactive slice is never theirs
+            total -= sum(self.cap.nodes[n].gpus for n in self.interactive_nodes
+                         if spec.gpu_type is None or self.cap.nodes[n].gpu_type == spec.gpu_type)
+            kind += " outside the interactive slice" if self.interactive_nodes else ""
+        if need > total:
+            return f"needs {need} GPUs; the cluster has {total}{kind}"
+        if spec.gpus_per_node is not None:
+            g = spec.gpus_per_node
+            if g > self.cap.max_gpus_per_node(spec.gpu_type):
+                return f"needs {g} GPUs on one node; no node{kind} has that many"
+            if spec.gpus % g:
+                return f"{spec.gpus} GPUs is not a multiple of gpus_per_node={g}"
+            nodes_needed = -(-need // g)
+            wide = self._nodes_with_at_least(g, spec.gpu_type, spec.interactive)
+            if nodes_needed > wide:
+                return (f"needs {nodes_needed} nodes with {g} GPUs each; "
+                        f"the cluster has {wide}{kind}")
+        limit = self.limit_of(spec.tenant)
+        if need > limit:
+            return f"needs {need} GPUs; team {spec.tenant} may hold at most {limit}"
+        return None
+
+    def _nodes_with_at_least(self, gpus: int, gpu_type: str | None, interactive: bool) -> int:
+        """Nodes (of the type; outside the interactive slice unless interactive) with at
+        least ``gpus`` GPUs: a shaped job uses exactly its shape on each node."""
+        key = (gpu_type, interactive)
+        sizes = self._node_sizes.get(key)
+        if sizes is None:
+            sizes = sorted(
+                n.gpus for n in self.cap.nodes.values()
+                if (gpu_type is None or n.gpu_type == gpu_type)
+                and (interactive or n.name not in self.interactive_nodes)
+            )
+            self._node_sizes[key] = sizes
+        return len(sizes) - bisect.bisect_left(sizes, gpus)
+
+    # ---------------------------------------------------------------- timers
+    def _arm(self, at: int, kind: str, job_id: str, token: int) -> None:
+        self._timer_seq += 1
+        heapq.heappush(self._timers, (at, self._timer_seq, kind, job_id, token))
+
+    def _timer_live(self, entry: tuple[int, int, str, str, int]) -> bool:
+        _at, _seq, kind, job_id, token = entry
+        rec = self.jobs[job_id]
+        if kind == "grace":
+            return rec.preempt_id == token and rec.state in (S.PREEMPT_REQUESTED, S.CHECKPOINTING)
+        if kind == "limit":
+            return rec.run_id == token and rec.state in HOLDING_STATES
+        return rec.run_id == token and rec.state == S.PLACING
+
+    # ---------------------------------------------------------------- small things
+    def _flush(self) -> list[Decision]:
+        out, self._out = self._out, []
+        return out
+
+    def _clock(self, now: int) -> None:
+        if now < self.now:
+            raise ValueError(f"time went backwards: {now} < {self.now}")
+        self.now = now
+
+    def _rec(self, job_id: str) -> JobRecord:
+        try:
+            return self.jobs[job_id]
+        except KeyError:
+            raise KeyError(f"unknown job {job_id!r}") from None
+
+    def _node(self, name: str) -> None:
+        if name not in self.cap.nodes:
+            raise KeyError(f"unknown node {name!r}")
+
+    def _tenant(self, name: str) -> TenantSpec:
+        try:
+            return self.tenants[name]
+        except KeyError:
+            raise KeyError(f"unknown tenant {name!r}") from None
+
+    # ---------------------------------------------------------------- checks (tests, debug)
+    def check_invariants(self) -> None:
+        """Recount everything from the job records: O(jobs + nodes), never on a hot path."""
+        self.cap.check_invariants()
+        per_node: dict[str, int] = {}
+        running = dict.fromkeys(self.tenants, 0)
+        queued = 0
+        for rec in self.jobs.values():
+            if rec.state in HOLDING_STATES:
+                assert rec.alloc, rec
+                n = alloc_size(rec.alloc)
+                low = rec.spec.min_gpus if rec.spec.elastic and rec.spec.min_gpus else rec.spec.gpus
+                assert low <= n <= rec.spec.gpus, (rec.spec.id, n)
+                running[rec.spec.tenant] += n
+                for node, ix in rec.alloc.items():
+                    per_node[node] = per_node.get(node, 0) + len(ix)
+                    assert rec.spec.id in self.node_jobs[node]
+            else:
+                assert rec.alloc is None, rec
+            if rec.state == S.QUEUED:
+                queued += 1
+                assert rec.spec.id in self.queues, rec.spec.id
+            else:
+                assert rec.spec.id not in self.queues, rec.spec.id
+        assert queued == len(self.queues)
+        assert running == self.running, (running, self.running)
+        for node, used in per_node.items():
+            st = self.cap.nodes[node]
+            assert used == st.gpus - st.free, (node, used, st.free)

@@ -1,0 +1,159 @@
+"""Heaps per (tenant, size class): order, lazy deletion, positions."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from scheduler_app.core.fairshare import share_key
+from scheduler_app.core.queues import FIFO_KEY, JobQueues, entry_key
+from tests.core.builders import job
+
+
+def _order(q: JobQueues, key: tuple[str, int]) -> list[str]:
+    return [j for _ek, j in q.iter_heap(key)]
+
+
+@pytest.mark.parametrize(
+    ("rule", "jobs", "want"),
+    [
+        (
+            "higher priority first",
+            [("low", dict(priority=0)), ("high", dict(priority=5))],
+            ["high", "low"],
+        ),
+        (
+            "older first at equal priority",
+            [("new", dict(submit_s=20)), ("old", dict(submit_s=10))],
+            ["old", "new"],
+        ),
+        (
+            "seq breaks a tie of priority and age",
+            [("second", dict(seq=2)), ("first", dict(seq=1))],
+            ["first", "second"],
+        ),
+        (
+            "priority beats age",
+            [("old", dict(submit_s=0)), ("urgent", dict(submit_s=99, priority=1))],
+            ["urgent", "old"],
+        ),
+    ],
+)
+def test_heap_orders_by_priority_then_age_then_seq(rule: str, jobs: list, want: list) -> None:
+    q = JobQueues()
+    for i, (name, kw) in enumerate(jobs):
+        kw.setdefault("seq", 100 + i)
+        q.push(job(name, 4, **kw))
+    assert _order(q, ("team-a", 1)) == want, rule
+
+
+def test_jobs_are_keyed_by_tenant_and_size_class() -> None:
+    q = JobQueues()
+    for name, gpus, tenant in [("a1", 1, "a"), ("a8", 8, "a"), ("a64", 64, "a"),
+                               ("a512", 512, "a"), ("a513", 513, "a"), ("b1", 1, "b")]:
+        q.push(job(name, gpus, tenant=tenant))
+    assert q.heap_keys() == [("a", 0), ("a", 1), ("a", 2), ("a", 3), ("a", 4), ("b", 0)]
+    assert q.tenant_count("a") == 5 and q.tenant_count("b") == 1
+
+
+def test_removed_jobs_are_skipped_and_may_come_back() -> None:
+    q = JobQueues()
+    for i in range(5):
+        q.push(job(f"j{i}", 2, seq=i))
+    assert q.remove("j0") and q.remove("j3")
+    assert not q.remove("j3")  # already gone
+    assert _order(q, ("team-a", 1)) == ["j1", "j2", "j4"]
+    q.push(job("j0", 2, seq=0))  # requeued: back at its rank, the stale entry stays dead
+    assert _order(q, ("team-a", 1)) == ["j0", "j1", "j2", "j4"]
+    assert len(q) == 4 and q.count(("team-a", 1)) == 4
+
+
+def test_compaction_keeps_the_order() -> None:
+    q = JobQueues()
+    rng = random.Random(7)
+    specs = [job(f"j{i}", 1, seq=i, priority=rng.randint(0, 3), submit_s=rng.randint(0, 50))
+             for i in range(400)]
+    for s in specs:
+        q.push(s)
+    for s in specs:
+        if s.seq % 4:
+            q.remove(s.id)
+    left = sorted(specs[::4], key=entry_key)
+    assert _order(q, ("team-a", 0)) == [s.id for s in left]
+    assert len(q._heaps[("team-a", 0)]) < 400  # rebuilt: stale entries dropped
+
+
+def test_walking_a_heap_does_not_change_it() -> None:
+    q = JobQueues()
+    for i in range(20):
+        q.push(job(f"j{i}", 1, seq=20 - i))
+    before = list(q._heaps[("team-a", 0)])
+    assert _order(q, ("team-a", 0)) == [f"j{i}" for i in range(19, -1, -1)]
+    assert q._heaps[("team-a", 0)] == before
+
+
+def test_pushes_wait_while_heaps_are_held() -> None:
+    q = JobQueues()
+    q.push(job("a", 1, seq=1))
+    with q.hold():
+        q.push(job("b", 1, seq=2))
+        assert "b" not in q and _order(q, ("team-a", 0)) == ["a"]
+    assert _order(q, ("team-a", 0)) == ["a", "b"]
+
+
+def test_position_in_tenant_counts_all_its_size_classes() -> None:
+    q = JobQueues()
+    q.push(job("big", 64, priority=5, seq=1))
+    q.push(job("small", 1, priority=1, seq=2))
+    q.push(job("mid", 8, priority=3, seq=3))
+    q.push(job("other", 1, tenant="team-b", priority=9, seq=4))
+    assert [q.position_in_tenant(j) for j in ("big", "mid", "small", "other")] == [1, 2, 3, 1]
+    assert [j for _e, j in q.iter_tenant("team-a")] == ["big", "mid", "small"]
+
+
+def test_cluster_rank_puts_lower_share_tenants_first() -> None:
+    q = JobQueues()
+    q.push(job("a1", 1, tenant="a", seq=1))
+    q.push(job("a2", 1, tenant="a", seq=2))
+    q.push(job("b1", 1, tenant="b", seq=3))
+    shares = {"a": share_key(100.0, 10), "b": share_key(0.0, 10)}
+    rank = [q.cluster_rank(j, shares, lambda: ["a", "b"]) for j in ("b1", "a1", "a2")]
+    assert rank == [1, 2, 3]
+    # equal shares: interleaved by the jobs' own order
+    q.push(job("b0", 1, tenant="b", seq=0))
+    even = {"a": share_key(0.0, 10), "b": share_key(0.0, 10)}
+    order = sorted(["a1", "a2", "b0", "b1"],
+                   key=lambda j: q.cluster_rank(j, even, lambda: ["a", "b"]))
+    assert order == ["b0", "a1", "a2", "b1"]
+
+
+def test_fifo_mode_is_one_queue_in_submit_order() -> None:
+    q = JobQueues(fifo=True)
+    q.push(job("late-urgent", 64, submit_s=10, priority=9, seq=1))
+    q.push(job("early", 1, tenant="team-b", submit_s=0, seq=2))
+    assert q.heap_keys() == [FIFO_KEY]
+    assert _order(q, FIFO_KEY) == ["early", "late-urgent"]
+    assert q.position_in_tenant("late-urgent") == 1
+    assert q.cluster_rank("late-urgent", {}, lambda: []) == 2
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 3), st.integers(0, 9), st.booleans()), max_size=60))
+def test_walk_equals_sorted_live_jobs(ops: list[tuple[int, int, bool]]) -> None:
+    """Whatever the pushes and removals, a walk yields the live jobs in sorted order."""
+    q = JobQueues()
+    live = {}
+    for i, (prio, submit, drop) in enumerate(ops):
+        spec = job(f"j{i}", 1, seq=i, priority=prio, submit_s=submit)
+        q.push(spec)
+        live[spec.id] = spec
+        if drop and live:
+            victim = sorted(live)[i % len(live)]
+            q.remove(victim)
+            del live[victim]
+    want = [s.id for s in sorted(live.values(), key=entry_key)]
+    assert _order(q, ("team-a", 0)) == want
+    assert len(q) == len(live)

@@ -1,0 +1,194 @@
+"""Reclaim through the Scheduler: grace protocol, cap, quota changes, interactive, policies."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from scheduler_app.core.states import JobState, PendingReason, Reason
+from scheduler_app.core.types import SchedulerConfig
+from tests.core.builders import nodes, tenant
+from tests.core.test_scheduler import Sim, work
+
+S = JobState
+P = PendingReason
+
+
+def _borrowed_cluster(victim_kw: dict[str, Any], head_kw: dict[str, Any] | None = None,
+                      config: SchedulerConfig | None = None, until: int = 4000,
+                      events: list | None = None) -> Sim:
+    """One 8-GPU node. team-b guarantees nothing and borrows it with ``victim``; team-a
+    (guarantee 8) submits ``head`` at t=1000."""
+    victim_kw = {"checkpointable": True, "checkpoint_interval_s": 300, "restart_s": 60,
+                 **victim_kw}
+    return Sim(
+        nodes({"pod-a": 1}),
+        [tenant("team-a", 8), tenant("team-b", 0, 8)],
+        [
+            work("victim", 8, 100_000, tenant="team-b", **victim_kw),
+            work("head", 8, 500, at=1000, **(head_kw or {})),
+        ],
+        events=events or [],
+        config=config or SchedulerConfig(),
+    ).run(until)
+
+
+def test_reclaim_picks_the_cheapest_borrower_and_asks_first() -> None:
+    """SCENARIOS reclaim-cheapest-victim: the sweep goes, the training run stays."""
+    sim = Sim(
+        nodes({"pod-a": 9}),
+        [tenant("team-a", 64), tenant("team-b", 0, 72)],
+        [
+            work("train-b", 64, 100_000, tenant="team-b", gpus_per_node=8, checkpointable=True,
+                 checkpoint_interval_s=1800, checkpoint_time_s=60, restart_s=600),
+            work("sweep-b", 8, 100_000, tenant="team-b", gpus_per_node=8, checkpointable=True,
+                 checkpoint_interval_s=300, checkpoint_time_s=40, restart_s=60),
+            work("eval-a", 8, 1200, at=3300, gpus_per_node=8, max_runtime_s=1800,
+                 checkpointable=True, checkpoint_interval_s=600, checkpoint_time_s=30,
+                 restart_s=60),
+        ],
+    ).run(7200)
+    asked = sim.of(S.PREEMPT_REQUESTED)
+    assert [(d.job_id, d.at_s) for d in asked] == [("sweep-b", 3300)]
+    detail = asked[0].detail
+    assert detail["for"] == "eval-a"
+    last = max(d.at_s for d in sim.log if d.job_id == "sweep-b"
+               and d.reason == Reason.CHECKPOINTED and d.at_s <= 3300)
+    assert detail["cost_s"] == (3300 - last) + 60  # since its last checkpoint + restart
+    assert detail["cost_s"] < 1500 + 600  # the training run would lose far more
+    assert detail["est_gpu_s_lost"] == detail["cost_s"] * 8
+    assert "train-b" in " ".join(detail["weighed"])  # it was weighed, and kept
+    asked_then = [m for m in sim.moves("sweep-b")  # its own periodic checkpoint aside
+                  if 3300 <= m[0] <= 3340 and m[1:] != ("RUNNING", "Checkpointed")]
+    assert asked_then[:3] == [
+        (3300, "PREEMPT_REQUESTED", "PreemptRequested"),
+        (3300, "CHECKPOINTING", "CheckpointStarted"),
+        (3340, "CHECKPOINTING", "Checkpointed"),
+    ]
+    assert sim.first("sweep-b", S.PREEMPTED).reason == Reason.PREEMPTED
+    assert sim.started_at("eval-a") == 3340
+    assert sim.sched.job("train-b").preemptions == 0
+
+
+def test_grace_is_honoured_when_the_job_checkpoints_early() -> None:
+    sim = _borrowed_cluster({"checkpoint_time_s": 10})
+    assert sim.first("victim", S.PREEMPT_REQUESTED).at_s == 1000
+    assert sim.first("victim", S.PREEMPTED).reason == Reason.PREEMPTED
+    assert sim.first("victim", S.PREEMPTED).at_s == 1010  # it finished before the window
+    assert sim.started_at("head") == 1010
+
+
+def test_grace_is_honoured_when_the_job_ignores_the_request() -> None:
+    sim = Sim(
+        nodes({"pod-a": 1}),
+        [tenant("team-a", 8), tenant("team-b", 0, 8)],
+        [work("victim", 8, 100_000, tenant="team-b", checkpointable=True,
+              checkpoint_interval_s=300, checkpoint_time_s=90, ignores_preempt=True),
+         work("head", 8, 500, at=1000)],
+    )
+    sim.run(1089)
+    assert sim.state["victim"] == S.PREEMPT_REQUESTED  # not killed before expiry
+    assert sim.state["head"] == S.QUEUED
+    assert sim.sched.job("head").pending_reason == P.PREEMPTING
+    sim.run(4000)
+    killed = sim.first("victim", S.PREEMPTED)
+    assert (killed.at_s, killed.reason, killed.detail["killed"]) == (
+        1090, Reason.GRACE_EXPIRED, True)
+    requeued = sim.first("victim", S.QUEUED, Reason.REQUEUED)
+    assert requeued.detail["resume_pointer"] == 900  # its last checkpoint stands
+    assert sim.sched.job("victim").preemptions == 1  # charged to its cap
+    assert sim.started_at("head") == 1090
+
+
+def test_gpus_are_not_handed_over_before_the_victim_exits() -> None:
+    sim = _borrowed_cluster({"checkpoint_time_s": 60},
+                            until=4000)
+    exited = sim.first("victim", S.PREEMPTED).at_s
+    assert sim.started_at("head") == exited == 1060
+    assert [d.job_id for d in sim.log if d.to_state == S.PLACING and 1000 <= d.at_s < 1060] == []
+
+
+def test_the_cap_protects_a_job_after_two_preemptions() -> None:
+    sim = Sim(
+        nodes({"pod-a": 1}),
+        [tenant("team-a", 8), tenant("team-b", 0, 8)],
+        [
+            work("victim", 8, 100_000, tenant="team-b", checkpointable=True,
+                 checkpoint_interval_s=60, checkpoint_time_s=10),
+            work("a1", 8, 100, at=1000),
+            work("a2", 8, 100, at=2000),
+            work("a3", 8, 100, at=3000),
+        ],
+    ).run(5000)
+    assert [d.at_s for d in sim.of(S.PREEMPT_REQUESTED)] == [1000, 2000]
+    assert sim.sched.job("victim").preemptions_last_day == 2
+    assert sim.state["a3"] == S.QUEUED  # the sweep is protected now: a3 waits
+    assert sim.sched.job("a3").pending_reason == P.RESOURCES
+
+
+def test_non_checkpointable_jobs_are_protected_unless_preemptible() -> None:
+    kept = _borrowed_cluster({"checkpointable": False})
+    assert kept.of(S.PREEMPT_REQUESTED) == [] and kept.state["head"] == S.QUEUED
+    cheap = _borrowed_cluster({"checkpointable": False, "preemptible": True})
+    stop = cheap.first("victim", S.PREEMPTED)
+    assert (stop.at_s, stop.reason) == (1000, Reason.NO_CHECKPOINT)  # exits at once
+    assert cheap.started_at("head") == 1000
+
+
+def test_raising_a_tenants_quota_makes_it_entitled_and_triggers_reclaim() -> None:
+    sim = Sim(
+        nodes({"pod-a": 1}),
+        [tenant("team-a", 0, 8), tenant("team-b", 0, 8)],
+        [work("victim", 8, 100_000, tenant="team-b", checkpointable=True,
+              checkpoint_interval_s=300, checkpoint_time_s=20),
+         work("head", 8, 500, at=1000)],
+        events=[(1500, "set_quota", ("team-a", 8, 0))],
+    ).run(4000)
+    assert [(d.job_id, d.at_s) for d in sim.of(S.PREEMPT_REQUESTED)] == [("victim", 1500)]
+    assert sim.started_at("head") == 1520
+
+
+def test_interactive_jobs_neither_preempt_nor_are_preempted() -> None:
+    cannot_ask = _borrowed_cluster({}, head_kw={"interactive": True})
+    assert cannot_ask.of(S.PREEMPT_REQUESTED) == []
+    never_asked = _borrowed_cluster({"interactive": True})
+    assert never_asked.of(S.PREEMPT_REQUESTED) == []
+    assert never_asked.state["head"] == S.QUEUED
+
+
+def test_priority_kill_kills_at_once_and_starts_the_head_in_the_same_tick() -> None:
+    sim = Sim(
+        nodes({"pod-a": 2}),
+        [tenant("team-a", 8), tenant("team-b", 0, 16)],
+        [
+            work("old-b", 8, 100_000, tenant="team-b", checkpointable=True,
+                 checkpoint_interval_s=300, restart_s=60),
+            work("new-b", 8, 100_000, at=500, tenant="team-b", checkpointable=True,
+                 checkpoint_interval_s=300, restart_s=60),
+            work("head", 8, 500, at=1000),
+        ],
+        config=SchedulerConfig(policy="priority-kill"),
+    ).run(1000)
+    assert [m[1:] for m in sim.moves("new-b")[-3:]] == [
+        ("PREEMPT_REQUESTED", "PreemptRequested"), ("PREEMPTED", "Preempted"),
+        ("QUEUED", "Requeued")]
+    assert {m[0] for m in sim.moves("new-b")[-3:]} == {1000}
+    assert sim.started_at("head") == 1000
+    assert sim.sched.job("old-b").preemptions == 0  # the most recently started went
+
+
+@pytest.mark.parametrize("a_limit", [None, 5000])  # 5000: ends after the reserved start
+def test_a_borrowers_reservation_never_blocks_another_teams_entitled_job(a_limit) -> None:
+    sim = Sim(
+        nodes({"pod-a": 2}),
+        [tenant("team-a", 8), tenant("team-b", 0, 16)],
+        [
+            work("b-run", 8, 1000, tenant="team-b", max_runtime_s=1000),
+            work("b-big", 16, 100, at=10, tenant="team-b", max_runtime_s=200),
+            work("a-small", 8, 100, at=20, max_runtime_s=a_limit),
+            work("a-next", 8, 100, at=20),  # planned behind them: estimates stay consistent
+        ],
+    ).run(3000)
+    assert sim.started_at("a-small") == 20  # b-big's reservation does not hold it back
+    assert sim.started_at("b-big") >= 1000

@@ -1,0 +1,180 @@
+"""Properties of the Scheduler on random small clusters, workloads and events.
+
+Every run goes through ``Sim``, which already checks, after every step, that each decision
+is a legal move, that nothing is placed on a down or draining node, and the scheduler's
+recount of its indexes (no node holds more GPUs than it has; every holding job holds its
+whole gang, or for an elastic job between ``min_gpus`` and ``gpus``).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from scheduler_app.core.states import HOLDING_STATES, JobState, Reason
+from scheduler_app.core.types import NodeSpec, SchedulerConfig, TenantSpec
+from tests.core.test_scheduler import Sim, Work, work
+
+S = JobState
+UNTIL = 200_000
+
+POLICY = st.sampled_from(["full", "fifo", "priority-kill"])
+
+
+@st.composite
+def clusters(draw: Any) -> list[NodeSpec]:
+    out = []
+    for p in range(draw(st.integers(1, 2))):
+        size = draw(st.sampled_from([4, 8]))
+        for i in range(draw(st.integers(1, 3))):
+            out.append(NodeSpec(name=f"pod-{p}-{i:03d}", pod=f"pod-{p}", gpus=size))
+    return out
+
+
+@st.composite
+def workloads(draw: Any, total_gpus: int) -> tuple[list[TenantSpec], list[Work]]:
+    tenants = []
+    for t in range(draw(st.integers(1, 3))):
+        g = draw(st.integers(0, total_gpus))
+        b = draw(st.integers(0 if g else 1, total_gpus))
+        tenants.append(TenantSpec(f"t{t}", g, b))
+    works = []
+    for j in range(draw(st.integers(1, 8))):
+        tn = draw(st.sampled_from(tenants))
+        gpus = draw(st.integers(1, min(total_gpus, 16)))
+        runtime = draw(st.integers(10, 3000))
+        kw: dict[str, Any] = {
+            "checkpointable": draw(st.booleans()),
+            "priority": draw(st.integers(0, 2)),
+            "restart_s": draw(st.sampled_from([0, 30])),
+            "max_runtime_s": draw(st.sampled_from([None, runtime, runtime * 2, runtime // 2 + 1])),
+        }
+        if kw["checkpointable"]:
+            kw["checkpoint_interval_s"] = draw(st.sampled_from([60, 300]))
+            kw["checkpoint_time_s"] = draw(st.sampled_from([None, 10, 200]))
+        else:
+            kw["preemptible"] = draw(st.booleans())
+        if gpus > 1 and draw(st.booleans()):
+            kw["min_gpus"] = draw(st.integers(1, gpus - 1))
+        if draw(st.booleans()) and gpus % 4 == 0 and "min_gpus" not in kw:
+            kw["gpus_per_node"] = 4
+        kw["interactive"] = draw(st.integers(0, 9)) == 0
+        works.append(work(f"j{j}", gpus, runtime, tenant=tn.name, seq=j + 1,
+                          at=draw(st.integers(0, 3000)),
+                          ignores_preempt=draw(st.integers(0, 4)) == 0, **kw))
+    return tenants, works
+
+
+@st.composite
+def scenarios(draw: Any, with_events: bool = True) -> dict[str, Any]:
+    node_specs = draw(clusters())
+    total = sum(n.gpus for n in node_specs)
+    tenants, works = draw(workloads(total))
+    events: list[tuple[int, str, Any]] = []
+    if with_events:
+        for _ in range(draw(st.integers(0, 3))):
+            node = draw(st.sampled_from(node_specs)).name
+            at = draw(st.integers(0, 4000))
+            kind = draw(st.sampled_from(["node_down", "node_drain"]))
+            back = "node_up" if kind == "node_down" else "node_undrain"
+            events += [(at, kind, node), (at + draw(st.integers(1, 2000)), back, node)]
+        if draw(st.booleans()):
+            gone = draw(st.sampled_from(works)).spec
+            events.append((gone.submit_s + draw(st.integers(0, 2000)), "cancel", gone.id))
+    config = SchedulerConfig(
+        policy=draw(POLICY),
+        interactive_reserved_gpus=draw(st.sampled_from([0, 0, 4])),
+        tick_work_budget=draw(st.sampled_from([None, 2])),
+        placing_timeout_s=300,
+    )
+    return dict(node_specs=node_specs, tenants=tenants, works=works, events=events,
+                config=config)
+
+
+def _run(sc: dict[str, Any]) -> Sim:
+    return Sim(sc["node_specs"], sc["tenants"], sc["works"], list(sc["events"]),
+               sc["config"]).run(UNTIL)
+
+
+PROPS = settings(max_examples=60, deadline=None,
+                 suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+
+
+@PROPS
+@given(scenarios())
+def test_invariants_hold_under_any_workload_and_events(sc: dict[str, Any]) -> None:
+    """No over-committed node, whole gangs, legal moves only (checked at every step)."""
+    sim = _run(sc)
+    for d in sim.log:
+        if d.to_state == S.PLACING:
+            spec = sim.by_id[d.job_id].spec
+            got = sum(len(ix) for ix in d.alloc.values())
+            low = spec.min_gpus if spec.elastic else spec.gpus
+            assert low <= got <= spec.gpus, d
+
+
+@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(scenarios())
+def test_the_same_input_gives_the_same_decisions(sc: dict[str, Any]) -> None:
+    def once() -> list[tuple]:
+        return [(d.job_id, d.from_state, d.to_state, d.reason, d.at_s, d.alloc)
+                for d in _run(sc).log]
+
+    assert once() == once()
+
+
+@PROPS
+@given(scenarios(with_events=False))
+def test_every_job_eventually_runs_when_the_workload_is_finite(sc: dict[str, Any]) -> None:
+    sim = _run(sc)
+    for w in sc["works"]:
+        moves = sim.moves(w.spec.id)
+        if moves[1][2] == str(Reason.NEVER_FITS):
+            continue
+        assert sim.started_at(w.spec.id) is not None, (w.spec, moves)
+        assert sim.state[w.spec.id] in (S.COMPLETED, S.FAILED), moves
+
+
+@PROPS
+@given(scenarios())
+def test_no_preemption_of_a_job_within_its_tenants_guarantee(sc: dict[str, Any]) -> None:
+    """Victims of one search are borrowers: in the order smallest first, each is taken
+    while its team is still above its guarantee (the team's GPUs minus its other victims'
+    exceed the guarantee), so the search never digs into what a team is guaranteed."""
+    sim = _run(sc)
+    guarantee = {t.name: t.guaranteed_gpus for t in sc["tenants"]}
+    held: dict[str, int] = {}  # job -> GPUs
+    groups: dict[tuple[int, str, str], tuple[int, list[int]]] = {}  # -> (team GPUs, victims)
+    for d in sim.log:
+        spec = sim.by_id[d.job_id].spec
+        if d.to_state == S.PREEMPT_REQUESTED and d.from_state == S.RUNNING:
+            tenant = spec.tenant
+            key = (d.at_s, d.detail["for"], tenant)
+            if key not in groups:
+                team = sum(g for j, g in held.items() if sim.by_id[j].spec.tenant == tenant)
+                groups[key] = (team, [])
+            groups[key][1].append(held[d.job_id])
+            assert not spec.interactive
+            if sc["config"].policy == "full":
+                assert spec.checkpointable or spec.preemptible
+        if d.alloc is not None:
+            held[d.job_id] = sum(len(ix) for ix in d.alloc.values())
+        elif d.to_state not in HOLDING_STATES:
+            held.pop(d.job_id, None)
+    for (at, head, tenant), (team, victims) in groups.items():
+        before_last = team - (sum(victims) - max(victims))
+        assert before_last > guarantee[tenant], (at, head, tenant, team, victims)
+
+
+@PROPS
+@given(scenarios(with_events=False))
+def test_every_preemption_has_a_beneficiary_that_then_starts(sc: dict[str, Any]) -> None:
+    sim = _run(sc)
+    for d in sim.of(S.PREEMPT_REQUESTED):
+        head = d.detail["for"]
+        assert not sim.by_id[head].spec.interactive
+        starts = [x.at_s for x in sim.log
+                  if x.job_id == head and x.to_state == S.PLACING and x.at_s >= d.at_s]
+        assert starts, (d, sim.moves(head))
