@@ -1,0 +1,27 @@
+"""``manage.py simulate SCENARIO --out RESULT.json``: a thin shell over scheduler_app.sim.cli."""
+
+from __future__ import annotations
+
+from django.core.management.base import BaseCommand, CommandError, CommandParser
+
+from scheduler_app.sim.cli import SimulateError, add_arguments, run_simulation, summary_line
+
+
+class Command(BaseCommand):
+    help = "Run a scenario through the scheduler in virtual time and write the result JSON."
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        add_arguments(parser)
+
+    def handle(self, *args: object, **options: object) -> None:
+        try:
+            result = run_simulation(
+                str(options["scenario"]), str(options["out"]),
+                engine=str(options["engine"]), policy=str(options["policy"]),
+                seed=int(options["seed"]),  # type: ignore[call-overload]
+                quiet=bool(options["quiet"]),
+            )
+        except SimulateError as exc:
+            raise CommandError(str(exc)) from exc
+        if not options["quiet"]:
+            self.stderr.write(summary_line(result))

@@ -1,0 +1,104 @@
+"""The simulator's command line, shared by ``manage.py simulate`` and ``python -m
+scheduler_app.sim`` so both behave the same (arguments, messages, exit codes)."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import TextIO
+
+from .scenario import ScenarioError, load_scenario
+
+ENGINES = ("memory", "db")
+POLICIES = ("full", "fifo", "priority-kill")
+
+
+class SimulateError(Exception):
+    """A failure to report as one line and a non-zero exit (no result written)."""
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("scenario", help="scenario file (YAML, or JSON by its .json suffix)")
+    parser.add_argument("--out", required=True, help="where to write the result JSON")
+    parser.add_argument("--engine", choices=ENGINES, default="memory")
+    parser.add_argument("--policy", choices=POLICIES, default="full")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--quiet", action="store_true", help="no progress bar on stderr")
+
+
+def run_simulation(scenario_path: str, out: str, *, engine: str = "memory",
+                   policy: str = "full", seed: int = 0, quiet: bool = False,
+                   stderr: TextIO | None = None) -> dict:
+    """Load, simulate, write ``out``. Raises SimulateError with a one-line message."""
+    from .engine import simulate
+    from .result import build_result, dump_result
+
+    if engine == "db":
+        raise SimulateError("--engine db is not available yet (it lands with the "
+                            "persistence issue); use --engine memory")
+    if policy not in POLICIES:
+        raise SimulateError(f"--policy: must be one of {', '.join(POLICIES)}")
+    try:
+        scenario = load_scenario(scenario_path)
+    except ScenarioError as exc:
+        raise SimulateError(str(exc)) from exc
+    progress, close = _progress_bar(scenario.until_s, quiet, stderr or sys.stderr)
+    try:
+        outcome = simulate(scenario, policy=policy, seed=seed, progress=progress)
+    finally:
+        close()
+    result = build_result(outcome)
+    text = dump_result(result)
+    out_path = Path(out)
+    tmp = out_path.with_name(out_path.name + ".tmp")
+    try:
+        tmp.write_text(text, encoding="utf-8")
+        os.replace(tmp, out_path)  # never a half-written result
+    except OSError as exc:
+        raise SimulateError(f"--out: cannot write {out} ({exc.strerror or exc})") from exc
+    return result
+
+
+def _progress_bar(until_s: int, quiet: bool, stream: TextIO
+                  ) -> tuple[Callable[[int], None] | None, Callable[[], None]]:
+    if quiet:
+        return None, lambda: None
+    from tqdm import tqdm
+
+    bar = tqdm(total=until_s, unit="sim-s", file=stream, mininterval=0.5, leave=False,
+               dynamic_ncols=True)
+    shown = [0]
+
+    def update(now: int) -> None:
+        if now > shown[0]:
+            bar.update(now - shown[0])
+            shown[0] = now
+
+    return update, bar.close
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m scheduler_app.sim",
+                                     description="Simulate a scenario file.")
+    add_arguments(parser)
+    args = parser.parse_args(argv)
+    try:
+        result = run_simulation(args.scenario, args.out, engine=args.engine,
+                                policy=args.policy, seed=args.seed, quiet=args.quiet)
+    except SimulateError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    if not args.quiet:
+        print(summary_line(result), file=sys.stderr)
+    return 0
+
+
+def summary_line(result: dict) -> str:
+    m = result["metrics"]
+    return (f"{result['scenario']}: {len(result['jobs'])} jobs, "
+            f"utilization {m['utilization']}, mean wait {m['mean_wait_s']} s, "
+            f"preemptions {m['preemptions']}, ticks {m['ticks']} "
+            f"(p99 {m['tick_ms_p99']} ms)")

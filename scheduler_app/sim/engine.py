@@ -1,0 +1,478 @@
+"""The memory engine: drives the production ``Scheduler`` through virtual time.
+
+One loop over instants (integer seconds). At each instant:
+
+1. apply every event due then, in a fixed order: job behaviour (checkpoints, completions,
+   exits after a preemption checkpoint) first, then submissions in file order, then the
+   scenario's events in file order;
+2. run ONE tick of the scheduler at that instant (DESIGN.md: events tick at their instant,
+   so a job submitted at t can start at t);
+3. react to the tick's decisions at the same instant, as the node agents would: confirm
+   every PLACING, acknowledge a PREEMPT_REQUESTED (checkpointable jobs) or exit at once
+   (jobs that cannot checkpoint), and nothing at all for a job that ignores the request.
+   A reaction that frees GPUs asks for a tick, which runs at the next second (the tick of
+   this instant has already run; one tick per instant keeps runs comparable).
+
+The next instant is the earliest of: the next event in the heap, the next periodic tick
+(multiples of ``tick_interval_s``), the core's ``next_deadline()`` and a requested tick.
+Every periodic tick runs, even a quiet one: fair-share usage is accrued at tick instants,
+so skipping ticks could change floats in the last bit and, through them, an order. The
+``ticks`` metric therefore counts every tick, periodic or event-driven.
+
+Cost: a heap push and pop per event, O(log n); nothing scans all jobs. Stale events of a
+run that already ended are dropped when popped (each carries the run's token).
+"""
+
+from __future__ import annotations
+
+import heapq
+import importlib
+import pkgutil
+import time
+from array import array
+from collections import deque
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import Any
+
+from scheduler_app.core.states import HOLDING_STATES, JobState, PendingReason, Reason
+from scheduler_app.core.types import Allocation, Decision
+
+from .jobmodel import FAILURE, PREEMPTION, SimJob
+from .result import JobRecord, PreemptionRecord, RunRecord, SimOutcome
+from .scenario import EventDef, Scenario
+
+S = JobState
+
+# Event classes: the order of events sharing an instant (see the module docstring).
+_JOB, _SUBMIT, _SCENARIO = 0, 1, 2
+# Job behaviour kinds.
+_CHECKPOINT, _COMPLETE, _PREEMPT_EXIT = 0, 1, 2
+
+ProgressFn = Callable[[int], None]
+
+
+def _load_scheduler_class() -> Any:
+    from scheduler_app.core.scheduler import Scheduler  # the production core
+
+    _import_core_modules()
+    return Scheduler
+
+
+def _import_core_modules() -> None:
+    """Import every core module now: the core imports some lazily inside its tick, and the
+    first tick's measured latency should not include loading code."""
+    import scheduler_app.core as core
+
+    for module in pkgutil.iter_modules(core.__path__):
+        importlib.import_module(f"{core.__name__}.{module.name}")
+
+
+@dataclass(slots=True)
+class _TenantBook:
+    """Per tenant: GPUs held and queued GPUs by priority (for ``entitled_wait_p95_s``)."""
+
+    guaranteed_gpus: int
+    running_gpus: int = 0
+    fenwick: list[int] | None = None  # queued GPUs by priority rank (higher first)
+    ranks: dict[int, int] | None = None  # priority -> 1-based rank, highest priority = 1
+
+    def add_queued(self, priority: int, gpus: int) -> None:
+        assert self.fenwick is not None and self.ranks is not None
+        i = self.ranks[priority]
+        while i < len(self.fenwick):
+            self.fenwick[i] += gpus
+            i += i & -i
+
+    def queued_at_or_above(self, priority: int) -> int:
+        """GPUs of queued jobs whose priority is >= ``priority``: O(log P)."""
+        assert self.fenwick is not None and self.ranks is not None
+        i, total = self.ranks[priority], 0
+        while i > 0:
+            total += self.fenwick[i]
+            i -= i & -i
+        return total
+
+
+class Simulation:
+    """One run of a scenario. ``run()`` returns the :class:`SimOutcome`."""
+
+    def __init__(self, scenario: Scenario, *, policy: str = "full", seed: int = 0,
+                 scheduler_factory: Callable[..., Any] | None = None,
+                 progress: ProgressFn | None = None, views: bool = True) -> None:
+        self.scenario = scenario
+        self.policy = policy
+        self.seed = seed
+        self.config = scenario.config(policy)
+        factory = scheduler_factory or _load_scheduler_class()
+        self.sched = factory(nodes=scenario.node_specs(), tenants=scenario.tenant_specs(),
+                             config=self.config, now=0)
+        self.progress_fn = progress
+        self.views = views
+
+        self.sim: dict[str, SimJob] = {}
+        self.records: dict[str, JobRecord] = {}
+        self.state: dict[str, JobState] = {}
+        self.tenants: dict[str, _TenantBook] = {}
+        self._prio_ranks = self._priority_ranks()
+        for t in scenario.tenants:
+            ranks = self._prio_ranks.get(t.name, {0: 1})
+            self.tenants[t.name] = _TenantBook(
+                guaranteed_gpus=t.guaranteed_gpus,
+                fenwick=[0] * (len(ranks) + 1), ranks=ranks,
+            )
+        self.quota = {t.name: (t.guaranteed_gpus, t.borrow_limit_gpus) for t in scenario.tenants}
+        for j in scenario.jobs:
+            self.sim[j.id] = SimJob(job=j)
+            self.records[j.id] = JobRecord(
+                job_id=j.id, tenant=j.spec.tenant, submit_s=j.spec.submit_s,
+                gpus=j.spec.gpus, runtime_s=j.runtime_s,
+            )
+        self.preemptions: list[PreemptionRecord] = []
+        self.tick_ms = array("d")  # 8 bytes a tick: millions of ticks on a long trace
+
+        self._heap: list[tuple[int, int, int, int, str, int]] = []
+        self._order = 0
+        self._now = 0
+        self._ticked_at = -1  # instant of the last tick: later reactions go to the next second
+        self._wake: int | None = None  # a tick asked for by a reaction
+        self._active = 0  # submitted jobs not yet in a final state
+        self._unsubmitted = len(scenario.jobs)
+        self._last_final_s = 0
+        self._reactions: deque[tuple[str, str]] = deque()
+        self._touched: set[str] = set()
+        self._in_tick = False
+
+        for j in scenario.jobs:
+            self._push(j.spec.submit_s, _SUBMIT, j.spec.seq, 0, j.id, 0)
+        for ev in scenario.events:
+            self._push(ev.at_s, _SCENARIO, ev.index, 0, "", 0)
+
+    def _priority_ranks(self) -> dict[str, dict[int, int]]:
+        by_tenant: dict[str, set[int]] = {}
+        for j in self.scenario.jobs:
+            by_tenant.setdefault(j.spec.tenant, set()).add(j.spec.priority)
+        return {t: {p: i + 1 for i, p in enumerate(sorted(ps, reverse=True))}
+                for t, ps in by_tenant.items()}
+
+    # --- the heap ----------------------------------------------------------------------
+
+    def _push(self, at_s: int, cls: int, key: int, kind: int, job_id: str, token: int) -> None:
+        # (time, class, key, tie) : key is the file order for submissions and scenario
+        # events, the insertion order for job behaviour; all integers, so the order is total.
+        self._order += 1
+        heapq.heappush(self._heap, (at_s, cls, key if cls != _JOB else self._order,
+                                    kind, job_id, token))
+
+    def _push_job(self, at_s: int, kind: int, job_id: str) -> None:
+        # An event falling at an instant whose tick already ran waits for the next second.
+        at_s = max(at_s, self._ticked_at + 1)
+        self._push(at_s, _JOB, 0, kind, job_id, self.sim[job_id].token)
+
+    # --- the loop ------------------------------------------------------------------------
+
+    def run(self) -> SimOutcome:
+        until = self.scenario.until_s
+        interval = self.config.tick_interval_s
+        next_periodic = 0
+        while True:
+            if self._active == 0 and self._unsubmitted == 0:
+                break  # every job is final: nothing left to decide
+            candidates = [next_periodic]
+            if self._heap:
+                candidates.append(self._heap[0][0])
+            deadline = self.sched.next_deadline()
+            if deadline is not None:
+                candidates.append(max(deadline, self._ticked_at + 1))
+            if self._wake is not None:
+                candidates.append(self._wake)
+            now = min(candidates)
+            if now > until:
+                break
+            self._now = now
+            self._wake = None
+            self._touched.clear()
+            try:
+                while self._heap and self._heap[0][0] <= now:
+                    self._dispatch(heapq.heappop(self._heap))
+                self._tick(now)
+            except Exception as exc:
+                # a core bug or an illegal move: say when, in virtual time, it happened
+                exc.add_note(f"simulation {self.scenario.name!r} at t={now} s")
+                raise
+            next_periodic = (now // interval + 1) * interval
+            if self.progress_fn is not None:
+                self.progress_fn(now)
+        return self._finish()
+
+    def _tick(self, now: int) -> None:
+        started = time.perf_counter_ns()
+        result = self.sched.tick(now)
+        self.tick_ms.append((time.perf_counter_ns() - started) / 1e6)
+        self._ticked_at = now
+        self._apply(result.decisions, now, from_tick=True)
+        self._observe(now, result)
+
+    def _dispatch(self, entry: tuple[int, int, int, int, str, int]) -> None:
+        at_s, cls, key, kind, job_id, token = entry
+        if cls == _SUBMIT:
+            self._submit(job_id, at_s)
+        elif cls == _SCENARIO:
+            self._scenario_event(self.scenario.events[key], at_s)
+        elif token == self.sim[job_id].token:  # else: stale, its run already ended
+            self._job_event(kind, job_id, at_s)
+
+    # --- events ------------------------------------------------------------------------
+
+    def _submit(self, job_id: str, now: int) -> None:
+        self._unsubmitted -= 1
+        self._active += 1
+        spec = self.sim[job_id].job.spec
+        book = self.tenants[spec.tenant]
+        # Entitled when submitted: the team's running GPUs, plus its queued jobs ahead of
+        # this one, plus its own, within the guarantee. "Ahead" = queued with a priority at
+        # least as high: they were submitted earlier, or earlier in the file at this
+        # instant (a higher-priority job later in the file at the same instant is not
+        # counted: it was not queued yet when this one arrived).
+        ahead = book.queued_at_or_above(spec.priority)
+        self.records[job_id].entitled = (
+            book.running_gpus + ahead + spec.gpus <= book.guaranteed_gpus
+        )
+        self._apply(self.sched.submit(spec, now), now)
+
+    def _scenario_event(self, ev: EventDef, now: int) -> None:
+        s = self.sched
+        if ev.kind == "cancel":
+            if self.state.get(ev.target) in (None, S.COMPLETED, S.FAILED, S.CANCELLED):
+                return  # not submitted yet is impossible (validated); already final: no-op
+            self._apply(s.cancel(ev.target, now), now)
+        elif ev.kind == "set_quota":
+            guaranteed, borrow = self.quota[ev.target]
+            if ev.guaranteed_gpus is not None:
+                guaranteed = ev.guaranteed_gpus
+            if ev.borrow_limit_gpus is not None:
+                borrow = ev.borrow_limit_gpus
+            self.quota[ev.target] = (guaranteed, borrow)
+            self.tenants[ev.target].guaranteed_gpus = guaranteed
+            self._apply(s.set_quota(ev.target, guaranteed, borrow, now) or [], now)
+        else:
+            method = getattr(s, ev.kind)  # node_down, node_up, node_drain, node_undrain
+            self._apply(method(ev.target, now) or [], now)
+
+    def _job_event(self, kind: int, job_id: str, now: int) -> None:
+        job = self.sim[job_id]
+        state = self.state.get(job_id)
+        if kind == _COMPLETE:
+            if state in (S.RUNNING, S.PREEMPT_REQUESTED) and job.frozen_at is None:
+                self._apply(self.sched.job_exited(job_id, now, "completed"), now)
+        elif kind == _CHECKPOINT:
+            if state in (S.RUNNING, S.PREEMPT_REQUESTED) and job.frozen_at is None:
+                pointer = job.checkpoint(now)
+                self._apply(self.sched.report_checkpoint(job_id, now, pointer), now)
+                nxt = job.next_checkpoint_s(now)
+                if nxt is not None:
+                    self._push_job(nxt, _CHECKPOINT, job_id)
+        elif kind == _PREEMPT_EXIT and state == S.CHECKPOINTING:
+            pointer = job.checkpoint(now)
+            self._apply(self.sched.report_checkpoint(job_id, now, pointer), now)
+            self._apply(self.sched.job_exited(job_id, now, "preempted"), now)
+
+    # --- decisions -----------------------------------------------------------------------
+
+    def _apply(self, decisions: Iterable[Decision], now: int, *, from_tick: bool = False) -> None:
+        """Record decisions, then run the agents' reactions (which may make more).
+
+        GPUs freed by the tick's own decisions (a kill, a time limit) were already seen by
+        that tick, so they ask for no further tick; the reactions that follow may.
+        """
+        self._in_tick = from_tick
+        for d in decisions:
+            self._record(d)
+        self._in_tick = False
+        while self._reactions:
+            what, job_id = self._reactions.popleft()
+            self._react(what, job_id, now)
+
+    def _record(self, d: Decision) -> None:
+        job_id = d.job_id
+        rec = self.records[job_id]
+        before = self.state.get(job_id)
+        after = JobState(d.to_state)
+        self._touched.add(job_id)
+        if before == after:
+            if d.alloc is not None and after in HOLDING_STATES:
+                self._shrink(job_id, d.alloc, d.at_s)
+            return  # self-transitions (Checkpointed, Shrunk) are not state changes
+        self.state[job_id] = after
+        rec.state = after.value
+        rec.transitions.append((d.at_s, after.value, str(d.reason)))
+        self._queue_bookkeeping(job_id, before, after)
+        if before in HOLDING_STATES and after not in HOLDING_STATES:
+            self._end_run(job_id, d, after)
+        if after == S.PLACING:
+            self._start_run(job_id, d.alloc or {}, d.at_s)
+            self._reactions.append(("confirm", job_id))
+        elif after == S.RUNNING and before == S.PLACING:
+            job = self.sim[job_id]
+            job.start_run(d.at_s, self.records[job_id].runs[-1].gpus)
+            self._schedule_run(job_id, d.at_s)
+        elif after == S.PREEMPT_REQUESTED:
+            self._note_preemption(d)
+            self._reactions.append(("preempt", job_id))
+        elif after == S.CHECKPOINTING:
+            self.sim[job_id].freeze(d.at_s)
+        if after in (S.COMPLETED, S.FAILED, S.CANCELLED):
+            rec.end_s = d.at_s
+            self._active -= 1
+            self._last_final_s = max(self._last_final_s, d.at_s)
+
+    def _react(self, what: str, job_id: str, now: int) -> None:
+        state = self.state.get(job_id)
+        job = self.sim[job_id]
+        if what == "confirm" and state == S.PLACING:
+            self._apply(self.sched.confirm_start(job_id, now), now)
+        elif what == "preempt" and state == S.PREEMPT_REQUESTED:
+            if job.job.ignores_preempt:
+                return  # the core's grace timer will kill it
+            if job.job.spec.checkpointable:
+                self._apply(self.sched.ack_preempt(job_id, now), now)
+                self._push_job(now + job.checkpoint_write_s(self.config.grace_period_s),
+                               _PREEMPT_EXIT, job_id)
+            else:
+                self._apply(self.sched.job_exited(job_id, now, "preempted"), now)
+                self._request_tick(now)
+
+    def _request_tick(self, now: int) -> None:
+        if now > self._ticked_at or self._in_tick:
+            return  # this instant's tick will see the change, or made it itself
+        wake = self._ticked_at + 1
+        self._wake = wake if self._wake is None else min(self._wake, wake)
+
+    # --- runs ----------------------------------------------------------------------------
+
+    def _start_run(self, job_id: str, alloc: Allocation, now: int) -> None:
+        counts = {node: len(gpus) for node, gpus in alloc.items()}
+        self.records[job_id].runs.append(RunRecord(start_s=now, alloc=counts))
+        book = self.tenants[self.records[job_id].tenant]
+        book.running_gpus += sum(counts.values())
+
+    def _schedule_run(self, job_id: str, now: int) -> None:
+        job = self.sim[job_id]
+        self._push_job(job.completion_s(), _COMPLETE, job_id)
+        nxt = job.next_checkpoint_s(now)
+        if nxt is not None:
+            self._push_job(nxt, _CHECKPOINT, job_id)
+
+    def _shrink(self, job_id: str, alloc: Allocation, now: int) -> None:
+        """An elastic job kept running on fewer GPUs: the run splits in two at ``now``."""
+        rec = self.records[job_id]
+        old = rec.runs[-1]
+        counts = {node: len(gpus) for node, gpus in alloc.items()}
+        if counts == old.alloc:
+            return
+        old.end_s, old.end = now, "NODE_FAILED"
+        rec.runs.append(RunRecord(start_s=now, alloc=counts))
+        book = self.tenants[rec.tenant]
+        book.running_gpus += sum(counts.values()) - old.gpus
+        self.sim[job_id].shrink(now, sum(counts.values()))
+
+    def _end_run(self, job_id: str, d: Decision, after: JobState) -> None:
+        rec = self.records[job_id]
+        run = rec.runs[-1]
+        run.end_s = d.at_s
+        reason = str(d.reason)
+        if after == S.QUEUED:
+            # A node failed (or, never in the simulator, the agent did not confirm).
+            run.end, cause = "NODE_FAILED", FAILURE
+        elif after == S.PREEMPTED:
+            run.end, cause = "PREEMPTED", PREEMPTION
+            rec.preemptions += 1
+        elif after == S.FAILED and reason == Reason.RETRIES_EXHAUSTED:
+            run.end, cause = "FAILED", FAILURE
+        else:
+            run.end, cause = after.value, None
+        self.tenants[rec.tenant].running_gpus -= run.gpus
+        job = self.sim[job_id]
+        if job.active:
+            job.end_run(d.at_s, cause)
+        else:  # PLACING that never became RUNNING
+            job.token += 1
+        rec.lost_to_preemption_gpu_s = job.lost_preemption
+        rec.lost_to_failure_gpu_s = job.lost_failure
+        self._request_tick(d.at_s)  # GPUs came back
+
+    def _note_preemption(self, d: Decision) -> None:
+        detail = d.detail or {}
+        self.preemptions.append(PreemptionRecord(
+            at_s=d.at_s,
+            victim=d.job_id,
+            for_job=detail.get("for"),
+            cost_s=detail.get("cost_s"),
+            est_gpu_s_lost=detail.get("est_gpu_s_lost"),
+            why=str(detail.get("why") or detail.get("words") or ""),
+        ))
+
+    # --- queue bookkeeping (metrics and views) --------------------------------------------
+
+    def _queue_bookkeeping(self, job_id: str, before: JobState | None, after: JobState) -> None:
+        was, now_ = before == S.QUEUED, after == S.QUEUED
+        if was == now_:
+            return
+        spec = self.sim[job_id].job.spec
+        self.tenants[spec.tenant].add_queued(spec.priority, spec.gpus if now_ else -spec.gpus)
+
+    def _observe(self, now: int, result: Any) -> None:
+        """Record changes of pending reasons and start estimates after a tick.
+
+        The tick reports the reasons of the jobs it examined and the estimates it
+        (re)planned. A job that (re)entered the queue at this instant and that the tick did
+        not examine has not been looked at: reason None, no estimate. Nothing else can
+        have changed, so this is exact without a scan of the queue or a view per job (a
+        view computes queue positions, too costly to ask for thousands of jobs a tick).
+        """
+        if not self.views:
+            return
+        reasons: dict[str, Any] = dict(getattr(result, "pending_reasons", None) or {})
+        estimates: dict[str, Any] = dict(getattr(result, "start_estimates", None) or {})
+        for job_id in self._touched:
+            if self.state.get(job_id) == S.QUEUED:
+                reasons.setdefault(job_id, PendingReason.NONE)
+                estimates.setdefault(job_id, None)
+        for job_id, reason in reasons.items():
+            if self.state.get(job_id) == S.QUEUED:
+                self.records[job_id].note_reason(now, str(reason))
+        for job_id, est in estimates.items():
+            if self.state.get(job_id) == S.QUEUED:
+                start = est if est is None or isinstance(est, int) else est.start_s
+                self.records[job_id].note_estimate(now, start)
+
+    # --- the end -------------------------------------------------------------------------
+
+    def _finish(self) -> SimOutcome:
+        all_final = self._active == 0 and self._unsubmitted == 0
+        end_s = min(self._last_final_s, self.scenario.until_s) if all_final \
+            else self.scenario.until_s
+        for job_id, job in self.sim.items():
+            if job.active:  # still running at the end: charge the reload spent so far
+                job.charge_reload(end_s)
+                rec = self.records[job_id]
+                rec.lost_to_preemption_gpu_s = job.lost_preemption
+                rec.lost_to_failure_gpu_s = job.lost_failure
+        return SimOutcome(
+            scenario=self.scenario.name,
+            policy=self.policy,
+            seed=self.seed,
+            until_s=self.scenario.until_s,
+            end_s=end_s,
+            capacity_gpus=self.scenario.total_gpus(),
+            jobs=[self.records[j.id] for j in self.scenario.jobs],
+            preemptions=self.preemptions,
+            tick_ms=self.tick_ms,
+        )
+
+
+def simulate(scenario: Scenario, *, policy: str = "full", seed: int = 0,
+             progress: ProgressFn | None = None,
+             scheduler_factory: Callable[..., Any] | None = None) -> SimOutcome:
+    return Simulation(scenario, policy=policy, seed=seed, progress=progress,
+                      scheduler_factory=scheduler_factory).run()

@@ -1,0 +1,481 @@
+"""Scenario files: load YAML or JSON, validate every field, build frozen definitions.
+
+The format is the public contract of ``SCENARIOS.md`` (restated in ``docs/simulator.md``).
+Every problem is reported as one :class:`ScenarioError` whose message starts with the path
+of the offending field (``jobs[3].gpus: must be a positive integer``), so an operator can
+fix a 100,000-job file from one line of output.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from scheduler_app.core.types import JobSpec, NodeSpec, SchedulerConfig, TenantSpec
+
+#: Anything later than this (ten years) is a typo, not a scenario.
+MAX_TIME_S = 10 * 365 * 86400
+MAX_GPUS = 1_000_000
+MAX_NODES_PER_POD = 100_000
+MAX_PRIORITY = 1_000_000_000
+
+#: The simulator bounds a tick by work, not wall time, so its results are reproducible.
+DEFAULT_TICK_WORK_BUDGET = 4000
+
+EVENT_KINDS = ("node_down", "node_up", "node_drain", "node_undrain", "cancel", "set_quota")
+
+
+class ScenarioError(ValueError):
+    """A malformed scenario. ``str(err)`` is one line naming the field path."""
+
+
+# ---------------------------------------------------------------------------------------
+# Definitions (frozen: a scenario never changes once loaded)
+
+
+@dataclass(frozen=True, slots=True)
+class PodDef:
+    name: str
+    nodes: int
+    gpus_per_node: int
+    gpu_type: str | None = None
+
+    def node_names(self) -> tuple[str, ...]:
+        # Zero-padded to at least 3 digits (pod-a-000); wider pods pad wider so that the
+        # names still sort in node order (pod-a-0999 < pod-a-1000).
+        width = max(3, len(str(self.nodes - 1)))
+        return tuple(f"{self.name}-{i:0{width}d}" for i in range(self.nodes))
+
+
+@dataclass(frozen=True, slots=True)
+class TenantDef:
+    name: str
+    guaranteed_gpus: int
+    borrow_limit_gpus: int = 0
+    initial_usage_gpu_s: float = 0.0
+
+    def to_spec(self) -> TenantSpec:
+        return TenantSpec(
+            name=self.name,
+            guaranteed_gpus=self.guaranteed_gpus,
+            borrow_limit_gpus=self.borrow_limit_gpus,
+            usage_gpu_s=float(self.initial_usage_gpu_s),
+            usage_at_s=0,
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class JobDef:
+    """A job of the scenario: what it asks the scheduler for, and how it really behaves."""
+
+    spec: JobSpec  # what the scheduler sees (seq = position in the file)
+    runtime_s: int  # simulated truth: useful work needed to finish
+    ignores_preempt: bool = False  # simulated misbehaviour
+
+    @property
+    def id(self) -> str:
+        return self.spec.id
+
+
+@dataclass(frozen=True, slots=True)
+class EventDef:
+    """One scenario event. ``target`` is a node name, a job id or a tenant name."""
+
+    index: int  # position in the file: the order of events sharing an instant
+    at_s: int
+    kind: str  # one of EVENT_KINDS
+    target: str
+    guaranteed_gpus: int | None = None  # set_quota only; None: unchanged
+    borrow_limit_gpus: int | None = None  # set_quota only; None: unchanged
+
+
+@dataclass(frozen=True, slots=True)
+class Scenario:
+    name: str
+    until_s: int
+    settings: tuple[tuple[str, Any], ...]  # sorted (key, value) pairs as given
+    pods: tuple[PodDef, ...]
+    tenants: tuple[TenantDef, ...]
+    jobs: tuple[JobDef, ...]
+    events: tuple[EventDef, ...]
+
+    def node_specs(self) -> list[NodeSpec]:
+        return [
+            NodeSpec(name=name, pod=pod.name, gpus=pod.gpus_per_node, gpu_type=pod.gpu_type)
+            for pod in self.pods
+            for name in pod.node_names()
+        ]
+
+    def tenant_specs(self) -> list[TenantSpec]:
+        return [t.to_spec() for t in self.tenants]
+
+    def total_gpus(self) -> int:
+        return sum(p.nodes * p.gpus_per_node for p in self.pods)
+
+    def config(self, policy: str = "full") -> SchedulerConfig:
+        values: dict[str, Any] = {"tick_work_budget": DEFAULT_TICK_WORK_BUDGET}
+        values.update(dict(self.settings))
+        values["policy"] = policy
+        return SchedulerConfig(**values)
+
+
+# ---------------------------------------------------------------------------------------
+# Loading
+
+
+def load_scenario(path: str | Path) -> Scenario:
+    """Read and validate a scenario file (YAML, or JSON by its ``.json`` suffix)."""
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise ScenarioError(f"{path}: cannot read ({exc.strerror or exc})") from exc
+    except UnicodeDecodeError as exc:
+        raise ScenarioError(f"{path}: not UTF-8 text ({exc.reason})") from exc
+    return parse_scenario(text, json_format=path.suffix.lower() == ".json", source=str(path))
+
+
+def parse_scenario(text: str, *, json_format: bool = False, source: str = "scenario") -> Scenario:
+    if json_format:
+        try:
+            data = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise ScenarioError(
+                f"{source}: not valid JSON (line {exc.lineno}, column {exc.colno}): {exc.msg}"
+            ) from exc
+    else:
+        loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # libyaml: 10x on 100k jobs
+        try:
+            data = yaml.load(text, Loader=loader)  # noqa: S506 - a SafeLoader
+        except yaml.YAMLError as exc:
+            mark = getattr(exc, "problem_mark", None)
+            where = f" (line {mark.line + 1}, column {mark.column + 1})" if mark else ""
+            problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+            raise ScenarioError(f"{source}: not valid YAML{where}: {problem}") from exc
+    return validate_scenario(data)
+
+
+# ---------------------------------------------------------------------------------------
+# Validation helpers. Each takes the field path for its message.
+
+_TOP_KEYS = ("name", "until_s", "settings", "cluster", "tenants", "jobs", "events")
+_SETTINGS_INT = {
+    # key: minimum allowed value
+    "tick_interval_s": 1,
+    "grace_period_s": 0,
+    "max_preemptions_per_job_per_day": 0,
+    "retry_budget": 0,
+    "usage_half_life_s": 1,
+    "tick_work_budget": 1,
+    "estimate_lookahead": 0,
+    "placing_timeout_s": 1,
+    "interactive_reserved_gpus": 0,
+    "max_preemption_searches_per_tick": 0,
+}
+_SETTINGS_FLOAT = {"tick_budget_s"}
+_POD_KEYS = ("name", "nodes", "gpus_per_node", "gpu_type")
+_TENANT_KEYS = ("name", "guaranteed_gpus", "borrow_limit_gpus", "initial_usage_gpu_s")
+_JOB_KEYS = (
+    "id", "tenant", "submit_at_s", "gpus", "gpus_per_node", "gpu_type", "priority",
+    "runtime_s", "max_runtime_s", "checkpointable", "checkpoint_interval_s",
+    "checkpoint_time_s", "restart_s", "preemptible", "interactive", "min_gpus",
+    "ignores_preempt",
+)
+_QUOTA_KEYS = ("tenant", "guaranteed_gpus", "borrow_limit_gpus")
+
+
+def _fail(path: str, message: str) -> ScenarioError:
+    return ScenarioError(f"{path}: {message}")
+
+
+def _mapping(value: Any, path: str, allowed: tuple[str, ...]) -> Mapping[str, Any]:
+    if not isinstance(value, Mapping):
+        raise _fail(path, "must be a mapping")
+    for key in value:
+        if key not in allowed:
+            where = f"{path}.{key}" if path else str(key)
+            raise _fail(where, f"unknown key; allowed: {', '.join(sorted(allowed))}")
+    return value
+
+
+def _required(data: Mapping[str, Any], key: str, path: str) -> Any:
+    if key not in data or data[key] is None:
+        raise _fail(path, "required")
+    return data[key]
+
+
+def _int(value: Any, path: str, *, minimum: int, maximum: int) -> int:
+    # bool is an int in Python; a scenario that says `gpus: true` is wrong, not 1.
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise _fail(path, _int_words(minimum))
+    if value < minimum:
+        raise _fail(path, _int_words(minimum))
+    if value > maximum:
+        raise _fail(path, f"must be at most {maximum}")
+    return value
+
+
+def _int_words(minimum: int) -> str:
+    if minimum == 1:
+        return "must be a positive integer"
+    if minimum == 0:
+        return "must be a non-negative integer"
+    return f"must be an integer >= {minimum}"
+
+
+def _opt_int(data: Mapping[str, Any], key: str, path: str, *, minimum: int, maximum: int,
+             default: int | None = None) -> int | None:
+    value = data.get(key)
+    if value is None:
+        return default
+    return _int(value, f"{path}.{key}", minimum=minimum, maximum=maximum)
+
+
+def _time(value: Any, path: str, *, minimum: int = 0) -> int:
+    return _int(value, path, minimum=minimum, maximum=MAX_TIME_S)
+
+
+def _bool(data: Mapping[str, Any], key: str, path: str) -> bool:
+    value = data.get(key, False)
+    if value is None:
+        return False
+    if not isinstance(value, bool):
+        raise _fail(f"{path}.{key}", "must be true or false")
+    return value
+
+
+def _name(value: Any, path: str) -> str:
+    if not isinstance(value, str) or not value.strip():
+        raise _fail(path, "must be a non-empty string")
+    if value != value.strip() or any(c.isspace() for c in value):
+        raise _fail(path, "must not contain spaces")
+    return value
+
+
+def _list(value: Any, path: str) -> list[Any]:
+    if not isinstance(value, list):
+        raise _fail(path, "must be a list")
+    return value
+
+
+# ---------------------------------------------------------------------------------------
+# The validator
+
+
+def validate_scenario(data: Any) -> Scenario:
+    if not isinstance(data, Mapping):
+        raise ScenarioError("scenario: must be a mapping with name, until_s, cluster, tenants, "
+                            "jobs")
+    top = _mapping(data, "", _TOP_KEYS)
+    name = _name(_required(top, "name", "name"), "name")
+    until_s = _time(_required(top, "until_s", "until_s"), "until_s", minimum=1)
+    settings = _settings(top.get("settings"))
+    pods = _pods(_required(top, "cluster", "cluster"))
+    gpu_types = {p.gpu_type for p in pods if p.gpu_type is not None}
+    node_gpus: dict[str, int] = {}
+    for pod in pods:
+        for node in pod.node_names():
+            if node in node_gpus:
+                raise _fail(f"cluster.pods[{pods.index(pod)}].name", f"node name {node} is taken")
+            node_gpus[node] = pod.gpus_per_node
+    tenants = _tenants(_required(top, "tenants", "tenants"))
+    tenant_names = {t.name for t in tenants}
+    jobs = _jobs(top.get("jobs") or [], tenant_names, gpu_types)
+    events = _events(top.get("events") or [], node_gpus, {j.id: j for j in jobs}, tenant_names)
+    return Scenario(
+        name=name,
+        until_s=until_s,
+        settings=settings,
+        pods=pods,
+        tenants=tenants,
+        jobs=jobs,
+        events=events,
+    )
+
+
+def _settings(raw: Any) -> tuple[tuple[str, Any], ...]:
+    if raw is None:
+        return ()
+    known = {f.name for f in dataclasses.fields(SchedulerConfig)}
+    allowed = tuple(k for k in (*_SETTINGS_INT, *_SETTINGS_FLOAT) if k in known)
+    data = _mapping(raw, "settings", allowed)
+    out: list[tuple[str, Any]] = []
+    for key in sorted(data):
+        value = data[key]
+        path = f"settings.{key}"
+        if key in _SETTINGS_FLOAT:
+            if isinstance(value, bool) or not isinstance(value, int | float) or value <= 0:
+                raise _fail(path, "must be a positive number")
+            out.append((key, float(value)))
+        else:
+            out.append((key, _int(value, path, minimum=_SETTINGS_INT[key], maximum=MAX_TIME_S)))
+    return tuple(out)
+
+
+def _pods(raw: Any) -> tuple[PodDef, ...]:
+    cluster = _mapping(raw, "cluster", ("pods",))
+    pods_raw = _list(_required(cluster, "pods", "cluster.pods"), "cluster.pods")
+    if not pods_raw:
+        raise _fail("cluster.pods", "must list at least one pod")
+    pods: list[PodDef] = []
+    seen: set[str] = set()
+    for i, item in enumerate(pods_raw):
+        path = f"cluster.pods[{i}]"
+        data = _mapping(item, path, _POD_KEYS)
+        name = _name(_required(data, "name", f"{path}.name"), f"{path}.name")
+        if name in seen:
+            raise _fail(f"{path}.name", f"duplicate pod name {name}")
+        seen.add(name)
+        nodes = _int(_required(data, "nodes", f"{path}.nodes"), f"{path}.nodes",
+                     minimum=1, maximum=MAX_NODES_PER_POD)
+        per_node = _int(_required(data, "gpus_per_node", f"{path}.gpus_per_node"),
+                        f"{path}.gpus_per_node", minimum=1, maximum=64)
+        gpu_type = data.get("gpu_type")
+        if gpu_type is not None:
+            gpu_type = _name(gpu_type, f"{path}.gpu_type")
+        pods.append(PodDef(name=name, nodes=nodes, gpus_per_node=per_node, gpu_type=gpu_type))
+    return tuple(pods)
+
+
+def _tenants(raw: Any) -> tuple[TenantDef, ...]:
+    items = _list(raw, "tenants")
+    if not items:
+        raise _fail("tenants", "must list at least one tenant")
+    tenants: list[TenantDef] = []
+    seen: set[str] = set()
+    for i, item in enumerate(items):
+        path = f"tenants[{i}]"
+        data = _mapping(item, path, _TENANT_KEYS)
+        name = _name(_required(data, "name", f"{path}.name"), f"{path}.name")
+        if name in seen:
+            raise _fail(f"{path}.name", f"duplicate tenant name {name}")
+        seen.add(name)
+        guaranteed = _int(_required(data, "guaranteed_gpus", f"{path}.guaranteed_gpus"),
+                          f"{path}.guaranteed_gpus", minimum=0, maximum=MAX_GPUS)
+        borrow = _opt_int(data, "borrow_limit_gpus", path, minimum=0, maximum=MAX_GPUS, default=0)
+        usage = data.get("initial_usage_gpu_s", 0)
+        if usage is None:
+            usage = 0
+        if isinstance(usage, bool) or not isinstance(usage, int | float) or usage < 0:
+            raise _fail(f"{path}.initial_usage_gpu_s", "must be a non-negative number")
+        tenants.append(TenantDef(name, guaranteed, borrow or 0, float(usage)))
+    return tuple(tenants)
+
+
+def _jobs(raw: Any, tenant_names: set[str], gpu_types: set[str]) -> tuple[JobDef, ...]:
+    items = _list(raw, "jobs")
+    jobs: list[JobDef] = []
+    seen: set[str] = set()
+    for i, item in enumerate(items):
+        jobs.append(_job(item, f"jobs[{i}]", i, tenant_names, gpu_types, seen))
+    return tuple(jobs)
+
+
+def _job(item: Any, path: str, seq: int, tenant_names: set[str], gpu_types: set[str],
+         seen: set[str]) -> JobDef:
+    data = _mapping(item, path, _JOB_KEYS)
+    raw_id = _required(data, "id", f"{path}.id")
+    job_id = _name(raw_id, f"{path}.id")
+    if job_id in seen:
+        raise _fail(f"{path}.id", f"duplicate job id {job_id}")
+    seen.add(job_id)
+    tenant = _name(_required(data, "tenant", f"{path}.tenant"), f"{path}.tenant")
+    if tenant not in tenant_names:
+        raise _fail(f"{path}.tenant", f"unknown tenant {tenant}; known: "
+                    + ", ".join(sorted(tenant_names)))
+    submit = _time(_required(data, "submit_at_s", f"{path}.submit_at_s"), f"{path}.submit_at_s")
+    gpus = _int(_required(data, "gpus", f"{path}.gpus"), f"{path}.gpus",
+                minimum=1, maximum=MAX_GPUS)
+    shape = _opt_int(data, "gpus_per_node", path, minimum=1, maximum=64)
+    if shape is not None and gpus % shape:
+        raise _fail(f"{path}.gpus_per_node", f"must divide gpus ({gpus})")
+    gpu_type = data.get("gpu_type")
+    if gpu_type is not None:
+        gpu_type = _name(gpu_type, f"{path}.gpu_type")
+        if gpu_type not in gpu_types:
+            known = ", ".join(sorted(gpu_types)) or "none declared"
+            raise _fail(f"{path}.gpu_type", f"no pod has GPUs of type {gpu_type} ({known})")
+    priority = _opt_int(data, "priority", path, minimum=-MAX_PRIORITY, maximum=MAX_PRIORITY,
+                        default=0)
+    runtime = _time(_required(data, "runtime_s", f"{path}.runtime_s"), f"{path}.runtime_s",
+                    minimum=1)
+    max_runtime = _opt_int(data, "max_runtime_s", path, minimum=1, maximum=MAX_TIME_S)
+    checkpointable = _bool(data, "checkpointable", path)
+    interval = _opt_int(data, "checkpoint_interval_s", path, minimum=1, maximum=MAX_TIME_S)
+    ckpt_time = _opt_int(data, "checkpoint_time_s", path, minimum=0, maximum=MAX_TIME_S)
+    if not checkpointable:
+        for key, value in (("checkpoint_interval_s", interval), ("checkpoint_time_s", ckpt_time)):
+            if value is not None:
+                raise _fail(f"{path}.{key}", "set only for a checkpointable job "
+                            "(checkpointable: true)")
+    restart = _opt_int(data, "restart_s", path, minimum=0, maximum=MAX_TIME_S, default=0)
+    min_gpus = _opt_int(data, "min_gpus", path, minimum=1, maximum=MAX_GPUS)
+    if min_gpus is not None:
+        if min_gpus > gpus:
+            raise _fail(f"{path}.min_gpus", f"must be at most gpus ({gpus})")
+        if shape is not None and min_gpus % shape:
+            raise _fail(f"{path}.min_gpus", f"must be a multiple of gpus_per_node ({shape})")
+    spec = JobSpec(
+        id=job_id,
+        seq=seq,
+        tenant=tenant,
+        gpus=gpus,
+        submit_s=submit,
+        gpus_per_node=shape,
+        gpu_type=gpu_type,
+        priority=priority or 0,
+        max_runtime_s=max_runtime,
+        checkpointable=checkpointable,
+        checkpoint_interval_s=interval,
+        checkpoint_time_s=ckpt_time,
+        restart_s=restart or 0,
+        preemptible=_bool(data, "preemptible", path),
+        interactive=_bool(data, "interactive", path),
+        min_gpus=min_gpus,
+    )
+    ignores = _bool(data, "ignores_preempt", path)
+    return JobDef(spec=spec, runtime_s=runtime, ignores_preempt=ignores)
+
+
+def _events(raw: Any, node_gpus: Mapping[str, int], jobs: Mapping[str, JobDef],
+            tenant_names: set[str]) -> tuple[EventDef, ...]:
+    items = _list(raw, "events")
+    events: list[EventDef] = []
+    for i, item in enumerate(items):
+        path = f"events[{i}]"
+        data = _mapping(item, path, ("at_s", *EVENT_KINDS))
+        at_s = _time(_required(data, "at_s", f"{path}.at_s"), f"{path}.at_s")
+        kinds = [k for k in EVENT_KINDS if k in data]
+        if len(kinds) != 1:
+            raise _fail(path, "must have at_s and exactly one of: " + ", ".join(EVENT_KINDS))
+        kind = kinds[0]
+        kpath = f"{path}.{kind}"
+        if kind == "set_quota":
+            quota = _mapping(data[kind], kpath, _QUOTA_KEYS)
+            tenant = _name(_required(quota, "tenant", f"{kpath}.tenant"), f"{kpath}.tenant")
+            if tenant not in tenant_names:
+                raise _fail(f"{kpath}.tenant", f"unknown tenant {tenant}")
+            guaranteed = _opt_int(quota, "guaranteed_gpus", kpath, minimum=0, maximum=MAX_GPUS)
+            borrow = _opt_int(quota, "borrow_limit_gpus", kpath, minimum=0, maximum=MAX_GPUS)
+            if guaranteed is None and borrow is None:
+                raise _fail(kpath, "must set guaranteed_gpus or borrow_limit_gpus")
+            events.append(EventDef(i, at_s, kind, tenant, guaranteed, borrow))
+            continue
+        target = _name(data[kind], kpath)
+        if kind == "cancel":
+            job = jobs.get(target)
+            if job is None:
+                raise _fail(kpath, f"unknown job {target}")
+            if at_s < job.spec.submit_s:
+                raise _fail(f"{path}.at_s", f"before job {target} is submitted "
+                            f"(at {job.spec.submit_s})")
+        elif target not in node_gpus:
+            raise _fail(kpath, f"unknown node {target} (nodes are named <pod>-000, <pod>-001, ...)")
+        events.append(EventDef(i, at_s, kind, target))
+    return tuple(events)

@@ -1,0 +1,68 @@
+"""Builders for simulator tests: small scenarios as dicts, run through the real core."""
+
+from __future__ import annotations
+
+import copy
+from pathlib import Path
+from typing import Any
+
+from scheduler_app.sim.engine import simulate
+from scheduler_app.sim.invariants import check_result
+from scheduler_app.sim.result import build_result, dump_result
+from scheduler_app.sim.scenario import Scenario, validate_scenario
+
+REPO = Path(__file__).resolve().parents[2]
+SHARED_SCENARIOS = REPO.parent / "shared" / "scenarios"
+EXAMPLE_SCENARIOS = REPO / "scenarios" / "examples"
+
+
+def scenario_dir() -> Path:
+    """The shared folder when it is there (the source of truth), else the repo's copies."""
+    return SHARED_SCENARIOS if SHARED_SCENARIOS.is_dir() else EXAMPLE_SCENARIOS
+
+
+BASE: dict[str, Any] = {
+    "name": "t",
+    "until_s": 1000,
+    "cluster": {"pods": [{"name": "pod-a", "nodes": 2, "gpus_per_node": 8}]},
+    "tenants": [{"name": "team-a", "guaranteed_gpus": 16, "borrow_limit_gpus": 0}],
+    "jobs": [{"id": "j1", "tenant": "team-a", "submit_at_s": 0, "gpus": 8, "runtime_s": 100}],
+}
+
+
+def make(**changes: Any) -> dict[str, Any]:
+    """BASE with top-level keys replaced."""
+    data = copy.deepcopy(BASE)
+    data.update(copy.deepcopy(changes))
+    return data
+
+
+def job(job_id: str, **fields: Any) -> dict[str, Any]:
+    out: dict[str, Any] = {"id": job_id, "tenant": "team-a", "submit_at_s": 0, "gpus": 8,
+                           "runtime_s": 100}
+    out.update(fields)
+    return out
+
+
+def run(scenario: Scenario | dict[str, Any], policy: str = "full") -> dict[str, Any]:
+    """Simulate, check every invariant of the contract, return the result document."""
+    sc = scenario if isinstance(scenario, Scenario) else validate_scenario(scenario)
+    result = build_result(simulate(sc, policy=policy))
+    problems = check_result(result, sc)
+    assert problems == [], problems
+    return result
+
+
+def run_text(scenario: Scenario, policy: str = "full") -> str:
+    return dump_result(build_result(simulate(scenario, policy=policy)))
+
+
+def transitions(result: dict[str, Any], job_id: str) -> list[tuple[int, str]]:
+    return [(t["at_s"], t["to"]) for t in result["jobs"][job_id]["transitions"]]
+
+
+def first_at(result: dict[str, Any], job_id: str, state: str) -> int | None:
+    for at, to in transitions(result, job_id):
+        if to == state:
+            return at
+    return None

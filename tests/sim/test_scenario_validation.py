@@ -1,0 +1,190 @@
+"""Scenario files: every malformed field is refused with one line naming its path."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from scheduler_app.sim.scenario import (
+    DEFAULT_TICK_WORK_BUDGET,
+    ScenarioError,
+    load_scenario,
+    parse_scenario,
+    validate_scenario,
+)
+
+from .helpers import BASE, job, make, scenario_dir
+
+JOB_KEYS = (
+    "checkpoint_interval_s, checkpoint_time_s, checkpointable, gpu_type, gpus, gpus_per_node, "
+    "id, ignores_preempt, interactive, max_runtime_s, min_gpus, preemptible, priority, "
+    "restart_s, runtime_s, submit_at_s, tenant"
+)
+EVENT_KEYS = "at_s, cancel, node_down, node_drain, node_undrain, node_up, set_quota"
+
+
+def with_job(**fields: Any) -> dict[str, Any]:
+    return make(jobs=[job("j1", **fields)])
+
+
+def without(key: str) -> dict[str, Any]:
+    j = job("j1")
+    del j[key]
+    return make(jobs=[j])
+
+
+BAD: list[tuple[str, Any, str]] = [
+    ("zero gpus", with_job(gpus=0), "jobs[0].gpus: must be a positive integer"),
+    ("gpus as text", with_job(gpus="8"), "jobs[0].gpus: must be a positive integer"),
+    ("gpus as bool", with_job(gpus=True), "jobs[0].gpus: must be a positive integer"),
+    ("fractional gpus", with_job(gpus=1.5), "jobs[0].gpus: must be a positive integer"),
+    ("unknown job key", with_job(gpu=8), f"jobs[0].gpu: unknown key; allowed: {JOB_KEYS}"),
+    ("unknown tenant", with_job(tenant="team-z"),
+     "jobs[0].tenant: unknown tenant team-z; known: team-a"),
+    ("duplicate job id", make(jobs=[job("j1"), job("j1")]), "jobs[1].id: duplicate job id j1"),
+    ("shape does not divide", with_job(gpus=12, gpus_per_node=8),
+     "jobs[0].gpus_per_node: must divide gpus (12)"),
+    ("min_gpus above gpus", with_job(min_gpus=9), "jobs[0].min_gpus: must be at most gpus (8)"),
+    ("min_gpus off shape", with_job(gpus=16, gpus_per_node=8, min_gpus=4),
+     "jobs[0].min_gpus: must be a multiple of gpus_per_node (8)"),
+    ("negative submit", with_job(submit_at_s=-1),
+     "jobs[0].submit_at_s: must be a non-negative integer"),
+    ("absurd runtime", with_job(runtime_s=10**12), "jobs[0].runtime_s: must be at most 315360000"),
+    ("missing runtime", without("runtime_s"), "jobs[0].runtime_s: required"),
+    ("missing id", without("id"), "jobs[0].id: required"),
+    ("id with a space", with_job(id="my job"), "jobs[0].id: must not contain spaces"),
+    ("checkpoint setting on a plain job", with_job(checkpoint_interval_s=300),
+     "jobs[0].checkpoint_interval_s: set only for a checkpointable job (checkpointable: true)"),
+    ("bool as text", with_job(checkpointable="yes"),
+     "jobs[0].checkpointable: must be true or false"),
+    ("unknown gpu type", with_job(gpu_type="A100"),
+     "jobs[0].gpu_type: no pod has GPUs of type A100 (none declared)"),
+    ("zero until", make(until_s=0), "until_s: must be a positive integer"),
+    ("missing name", {k: v for k, v in BASE.items() if k != "name"}, "name: required"),
+    ("unknown top-level key", make(clusters={}),
+     "clusters: unknown key; allowed: cluster, events, jobs, name, settings, tenants, until_s"),
+    ("not a mapping", [1, 2], "scenario: must be a mapping with name, until_s, cluster, "
+     "tenants, jobs"),
+    ("jobs not a list", make(jobs={"id": "j1"}), "jobs: must be a list"),
+    ("zero tick interval", make(settings={"tick_interval_s": 0}),
+     "settings.tick_interval_s: must be a positive integer"),
+    ("zero nodes", make(cluster={"pods": [{"name": "pod-a", "nodes": 0, "gpus_per_node": 8}]}),
+     "cluster.pods[0].nodes: must be a positive integer"),
+    ("duplicate pod", make(cluster={"pods": [{"name": "p", "nodes": 1, "gpus_per_node": 8},
+                                             {"name": "p", "nodes": 1, "gpus_per_node": 8}]}),
+     "cluster.pods[1].name: duplicate pod name p"),
+    ("negative guarantee", make(tenants=[{"name": "team-a", "guaranteed_gpus": -1}]),
+     "tenants[0].guaranteed_gpus: must be a non-negative integer"),
+    ("duplicate tenant", make(tenants=[{"name": "team-a", "guaranteed_gpus": 1},
+                                       {"name": "team-a", "guaranteed_gpus": 1}]),
+     "tenants[1].name: duplicate tenant name team-a"),
+    ("unknown event kind", make(events=[{"at_s": 5, "reboot": "pod-a-000"}]),
+     f"events[0].reboot: unknown key; allowed: {EVENT_KEYS}"),
+    ("two kinds in one event", make(events=[{"at_s": 5, "node_down": "pod-a-000",
+                                             "node_up": "pod-a-000"}]),
+     "events[0]: must have at_s and exactly one of: node_down, node_up, node_drain, "
+     "node_undrain, cancel, set_quota"),
+    ("event on unknown node", make(events=[{"at_s": 5, "node_down": "pod-b-000"}]),
+     "events[0].node_down: unknown node pod-b-000 (nodes are named <pod>-000, <pod>-001, ...)"),
+    ("cancel of unknown job", make(events=[{"at_s": 5, "cancel": "nope"}]),
+     "events[0].cancel: unknown job nope"),
+    ("cancel before submit", make(jobs=[job("j1", submit_at_s=50)],
+                                  events=[{"at_s": 5, "cancel": "j1"}]),
+     "events[0].at_s: before job j1 is submitted (at 50)"),
+    ("quota of unknown tenant", make(events=[{"at_s": 5, "set_quota": {
+        "tenant": "team-z", "guaranteed_gpus": 8}}]),
+     "events[0].set_quota.tenant: unknown tenant team-z"),
+    ("empty quota change", make(events=[{"at_s": 5, "set_quota": {"tenant": "team-a"}}]),
+     "events[0].set_quota: must set guaranteed_gpus or borrow_limit_gpus"),
+    ("event without time", make(events=[{"node_down": "pod-a-000"}]), "events[0].at_s: required"),
+]
+
+
+@pytest.mark.parametrize(("case", "data", "message"), BAD, ids=[c[0] for c in BAD])
+def test_a_malformed_scenario_is_refused_with_one_line_naming_the_field(
+    case: str, data: Any, message: str
+) -> None:
+    with pytest.raises(ScenarioError) as err:
+        validate_scenario(data)
+    assert str(err.value) == message
+    assert "\n" not in str(err.value)
+
+
+def test_an_unknown_setting_lists_the_allowed_ones() -> None:
+    with pytest.raises(ScenarioError) as err:
+        validate_scenario(make(settings={"tick_intervals": 5}))
+    assert str(err.value).startswith("settings.tick_intervals: unknown key; allowed: ")
+    assert "tick_interval_s" in str(err.value) and "grace_period_s" in str(err.value)
+
+
+def test_a_yaml_syntax_error_names_the_line() -> None:
+    with pytest.raises(ScenarioError) as err:
+        parse_scenario("name: x\njobs: [\n", source="bad.yaml")
+    assert str(err.value).startswith("bad.yaml: not valid YAML (line ")
+
+
+def test_a_json_syntax_error_names_the_line(tmp_path: Path) -> None:
+    path = tmp_path / "bad.json"
+    path.write_text('{"name": "x",\n}')
+    with pytest.raises(ScenarioError) as err:
+        load_scenario(path)
+    assert str(err.value).startswith(f"{path}: not valid JSON (line 2, column 1)")
+
+
+def test_a_missing_file_is_one_line(tmp_path: Path) -> None:
+    with pytest.raises(ScenarioError) as err:
+        load_scenario(tmp_path / "nope.yaml")
+    assert "cannot read" in str(err.value) and "\n" not in str(err.value)
+
+
+def test_json_and_yaml_give_the_same_scenario(tmp_path: Path) -> None:
+    data = make(jobs=[job("j1", checkpointable=True, checkpoint_interval_s=60)],
+                events=[{"at_s": 5, "set_quota": {"tenant": "team-a", "guaranteed_gpus": 8}}])
+    path = tmp_path / "s.json"
+    path.write_text(json.dumps(data))
+    assert load_scenario(path) == validate_scenario(data)
+
+
+def test_jobs_map_to_core_specs_in_file_order() -> None:
+    sc = validate_scenario(make(jobs=[
+        job("b", gpus=16, gpus_per_node=8, priority=3, max_runtime_s=200, checkpointable=True,
+            checkpoint_interval_s=60, checkpoint_time_s=10, restart_s=5, min_gpus=8),
+        job("a", submit_at_s=7, ignores_preempt=True),
+    ]))
+    b, a = sc.jobs
+    assert (b.spec.seq, a.spec.seq) == (0, 1)
+    assert b.spec.gpus_per_node == 8 and b.spec.priority == 3 and b.spec.elastic
+    assert b.spec.checkpoint_interval_s == 60 and b.spec.restart_s == 5
+    assert b.runtime_s == 100 and not b.ignores_preempt
+    assert a.spec.submit_s == 7 and a.ignores_preempt and not a.spec.checkpointable
+
+
+def test_nodes_are_named_after_their_pod_and_sort_in_node_order() -> None:
+    sc = validate_scenario(make(cluster={"pods": [
+        {"name": "pod-a", "nodes": 2, "gpus_per_node": 8, "gpu_type": "H100"},
+        {"name": "pod-b", "nodes": 1001, "gpus_per_node": 4},
+    ]}))
+    names = [n.name for n in sc.node_specs()]
+    assert names[:3] == ["pod-a-000", "pod-a-001", "pod-b-0000"]
+    assert names[-1] == "pod-b-1000"
+    assert names[2:] == sorted(names[2:])
+    assert sc.node_specs()[0].gpu_type == "H100" and sc.node_specs()[0].pod == "pod-a"
+    assert sc.total_gpus() == 16 + 4004
+
+
+def test_settings_become_the_core_config_with_a_work_budget() -> None:
+    sc = validate_scenario(make(settings={"tick_interval_s": 10, "grace_period_s": 30}))
+    cfg = sc.config("fifo")
+    assert (cfg.tick_interval_s, cfg.grace_period_s, cfg.policy) == (10, 30, "fifo")
+    assert cfg.tick_work_budget == DEFAULT_TICK_WORK_BUDGET
+    assert validate_scenario(make()).config().tick_interval_s == 5
+
+
+def test_the_shared_scenarios_are_valid() -> None:
+    paths = sorted(scenario_dir().glob("*.yaml"))
+    assert len(paths) >= 3
+    for path in paths:
+        assert load_scenario(path).jobs
