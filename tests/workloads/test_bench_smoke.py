@@ -1,0 +1,107 @@
+"""The benchmarks' plumbing at tiny sizes: each script runs, writes its JSON and its section.
+
+Seconds, not minutes; no timing assertions (the numbers live in docs/PERFORMANCE.md).
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+from pathlib import Path
+
+import pytest
+
+from bench import memory, naive_tick, policies, run_all, sim_speed, tick_latency
+from bench._common import update_doc_section
+
+
+@pytest.fixture
+def out(tmp_path: Path) -> dict[str, str]:
+    return {"results": str(tmp_path / "results"), "doc": str(tmp_path / "PERFORMANCE.md"),
+            "img": str(tmp_path / "img" / "policies.png")}
+
+
+@pytest.fixture
+def tiny_trace(tmp_path: Path) -> dict[str, str]:
+    quota = tmp_path / "quota.csv"
+    with open(quota, "w", newline="") as fh:
+        w = csv.writer(fh)
+        w.writerow(["date", "vcA", "vcB", "total"])
+        w.writerow(["2020-04-01", 8, 8, 16])
+    trace = tmp_path / "trace.csv"
+    with open(trace, "w", newline="") as fh:
+        w = csv.writer(fh)
+        w.writerow(["job_id", "arrival_s", "service_sec", "gpu_count"])
+        for i in range(12):
+            w.writerow([f"{i}#0", 10 * i, 60 + 30 * i, 1 + i % 8])
+    return {"trace": str(trace), "quota": str(quota)}
+
+
+def _common(out: dict[str, str]) -> list[str]:
+    return ["--results-dir", out["results"], "--doc", out["doc"], "--no-pin"]
+
+
+def _json(out: dict[str, str], name: str) -> dict:
+    data = json.loads((Path(out["results"]) / f"{name}.json").read_text())
+    assert data["benchmark"] == name and data["machine"]["nproc"] >= 1
+    assert f"<!-- bench:{name} -->" in Path(out["doc"]).read_text()
+    return data
+
+
+def test_tick_latency_plumbing(out: dict[str, str]) -> None:
+    tick_latency.main(["--jobs", "40", "--nodes", "4", "--teams", "2", "--hours", "0.05",
+                       "--naive-samples", "1", "--naive-every", "3", *_common(out)])
+    data = _json(out, "tick_latency")
+    assert data["ticks"] > 0 and data["tick_ms_p99"] is not None
+    assert len(data["naive_samples"]) == 1 or data["error"]
+
+
+def test_memory_plumbing(out: dict[str, str]) -> None:
+    memory.main(["--jobs", "200", "--nodes", "8", "--teams", "3", *_common(out)])
+    data = _json(out, "memory")
+    assert data["queued"] == 200 and data["traced_peak_mib"] > 0
+
+
+def test_sim_speed_and_policies_plumbing(out: dict[str, str], tiny_trace) -> None:
+    trace = ["--trace", tiny_trace["trace"], "--quota", tiny_trace["quota"], "--days", "1"]
+    sim_speed.main([*trace, *_common(out)])
+    speed = _json(out, "sim_speed")
+    assert speed["window"]["jobs"] == 12 and speed["complete"], speed["error"]
+    policies.main([*trace, "--reuse-full", "--img", out["img"], *_common(out)])
+    data = _json(out, "policies")
+    assert [r["policy"] for r in data["runs"]] == ["full", "fifo", "priority-kill"]
+    assert data["runs"][0].get("reused")  # full came from sim_speed, not a second run
+    assert Path(out["img"]).exists()
+
+
+def test_doc_sections_are_replaced_not_duplicated(tmp_path: Path) -> None:
+    doc = tmp_path / "P.md"
+    update_doc_section("a", "first", doc)
+    update_doc_section("b", "other", doc)
+    update_doc_section("a", "second", doc)
+    text = doc.read_text()
+    assert text.count("<!-- bench:a -->") == 1 and "second" in text and "first" not in text
+    assert "other" in text
+
+
+@pytest.mark.parametrize("free, jobs, want_placed", [
+    ([8, 8], [(16, 8)], 1),           # a whole-node gang on two free nodes
+    ([4, 4], [(8, 8)], 0),            # shape: 8 per node does not fit 4 + 4
+    ([4, 4], [(8, None)], 1),         # no shape: 4 + 4 fits
+    ([8, 0], [(8, 8), (1, None)], 1), # first fit takes the node; the second finds nothing
+    ([3, 0, 5], [(2, None), (6, None)], 2),
+])
+def test_naive_tick_is_all_or_nothing_first_fit(free, jobs, want_placed) -> None:
+    snap = naive_tick.NaiveSnapshot(
+        tuple(naive_tick.NaiveJob(f"j{i}", g, s) for i, (g, s) in enumerate(jobs)), tuple(free))
+    outcome = naive_tick.naive_tick(snap)
+    assert outcome.complete and outcome.examined == len(jobs)
+    assert outcome.placed == want_placed
+
+
+def test_run_all_knows_every_benchmark_in_both_sizes() -> None:
+    names = {"tick_latency", "tick_latency_naive", "memory", "sim_speed", "policies",
+             "policies_contended"}
+    assert set(run_all.FULL) == set(run_all.QUICK) == names
+    assert {run_all.module_of(n) for n in names} == {
+        "bench.tick_latency", "bench.memory", "bench.sim_speed", "bench.policies"}
