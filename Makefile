@@ -9,12 +9,14 @@ HOST ?= 127.0.0.1
 PORT ?= 8000
 PYTEST_ARGS ?=
 
-.PHONY: help venv install demo test lint migrate seed serve replay clean
+.PHONY: help venv install demo test lint migrate seed serve replay bench bench-quick scenarios clean
 
 help:
 	@echo "make demo    create .venv, install, migrate SQLite, seed the demo, serve on $(HOST):$(PORT)"
 	@echo "make test    create .venv, install, run the whole test suite (SQLite unless DATABASE_URL)"
 	@echo "make lint    ruff check"
+	@echo "make bench   run the benchmarks (minutes); make bench-quick for a smoke run"
+	@echo "make scenarios   simulate the worked examples in scenarios/examples/"
 	@echo "make migrate / seed / serve / replay"
 
 # The stamp is newer than pyproject.toml once the install succeeded: reinstall only when
@@ -47,7 +49,22 @@ lint: $(VENV)/.installed
 replay: $(VENV)/.installed
 	$(BIN)/python manage.py replay --verify
 
-# bench: the lead adds the benchmark targets here.
+# Benchmarks live outside the test suite (they take minutes); results go to
+# bench/results/*.json and docs/PERFORMANCE.md with the machine and the date.
+bench: $(VENV)/.installed
+	$(BIN)/python -m bench.run_all
+
+bench-quick: $(VENV)/.installed
+	$(BIN)/python -m bench.run_all --quick
+
+# Run the three worked scenarios through the simulator and check each result.
+scenarios: $(VENV)/.installed
+	@mkdir -p bench/out
+	@for f in scenarios/examples/*.yaml; do \
+	    out=bench/out/$$(basename $$f .yaml).json; \
+	    $(BIN)/python -m scheduler_app.sim $$f --out $$out --quiet && \
+	    $(BIN)/python -m scheduler_app.sim.invariants $$f $$out && echo "$$f -> $$out"; \
+	done
 
 clean:
 	rm -rf $(VENV) .pytest_cache .hypothesis staticfiles
