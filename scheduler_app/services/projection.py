@@ -63,8 +63,8 @@ def apply_transition(
     Rules: a job holds its allocation while in HOLDING_STATES and gets it on
     QUEUED -> PLACING (replaced on Shrunk); a run starts when the agent confirms
     (PLACING -> RUNNING); final states set the finish time; Checkpointed records the
-    checkpoint time and resume pointer; each preemption request is timestamped for the
-    daily cap; a node failure sends a job that cannot checkpoint back from scratch and
+    checkpoint time and resume pointer; each preemption is timestamped for the daily cap
+    when the job stops (PREEMPTED); a node failure sends a job that cannot checkpoint back from scratch and
     spends one retry.
     """
     from_state = proj.state
@@ -80,7 +80,9 @@ def apply_transition(
     if reason == Reason.CHECKPOINTED:
         proj.last_checkpoint_at = at
         proj.resume_pointer = str(detail.get("resume_pointer", proj.resume_pointer))
-    if to_state == JobState.PREEMPT_REQUESTED and from_state != JobState.PREEMPT_REQUESTED:
+    if to_state == JobState.PREEMPTED:
+        # Counted when the job actually stops, as the core counts it: a request overtaken
+        # by a completion or a node failure costs the job nothing.
         proj.preemption_times = [*proj.preemption_times, int(at.timestamp())]
     if to_state == JobState.QUEUED and reason == Reason.NODE_FAILED and not checkpointable:
         proj.retry_count += 1

@@ -225,9 +225,11 @@ def test_a_node_failure_costs_a_retry_only_to_a_job_that_cannot_checkpoint():
     assert (plain.retry_count, resumable.retry_count) == (1, 0)
 
 
-def test_each_preemption_request_is_timestamped_for_the_daily_cap():
-    job = job_in_state(JobState.PREEMPT_REQUESTED, tenant=TenantFactory(), node=NodeFactory())
-    assert job.preemption_times == [int((T0 + timedelta(minutes=3)).timestamp())]
+def test_a_preemption_is_timestamped_for_the_daily_cap_when_the_job_stops():
+    asked = job_in_state(JobState.PREEMPT_REQUESTED, tenant=TenantFactory(), node=NodeFactory())
+    assert asked.preemption_times == []  # a request alone costs nothing (it may complete)
+    stopped = job_in_state(JobState.PREEMPTED, tenant=TenantFactory(), node=NodeFactory())
+    assert stopped.preemption_times == [int((T0 + timedelta(minutes=4)).timestamp())]
 
 
 def test_tenant_usage_accrues_the_gpus_held_with_the_core_formula(settings):
