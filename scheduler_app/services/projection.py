@@ -64,8 +64,8 @@ def apply_transition(
     QUEUED -> PLACING (replaced on Shrunk); a run starts when the agent confirms
     (PLACING -> RUNNING); final states set the finish time; Checkpointed records the
     checkpoint time and resume pointer; each preemption is timestamped for the daily cap
-    when the job stops (PREEMPTED); a node failure sends a job that cannot checkpoint back from scratch and
-    spends one retry.
+    when the job stops (PREEMPTED); a node failure sends a job that cannot checkpoint back
+    from scratch and spends one retry.
     """
     from_state = proj.state
     reason = str(reason)
