@@ -239,6 +239,26 @@ class Capacity:
             if self._journal is not None:
                 self._journal.append((_GIVE, name, m))
 
+    def give_back_masks(self, masks: Mapping[str, int]) -> None:
+        """give_back for many allocations at once, merged per node into bitmasks.
+
+        The reservation planner gives back hundreds of releases per plan; merged, each
+        node's bucket moves once instead of once per release. The resulting state is the
+        same as giving each allocation back in turn (buckets are bitmasks and counts,
+        independent of order). All or nothing: ValueError if any GPU is already free.
+        """
+        for name, m in masks.items():
+            node = self._node(name)
+            if node.free_mask & m or m >> node.gpus:
+                raise ValueError(f"node {name}: GPUs {list(indices_of(m & node.free_mask))}"
+                                 " are already free")
+        journal = self._journal
+        for name, m in masks.items():
+            if m:
+                self._apply(name, m)
+                if journal is not None:
+                    journal.append((_GIVE, name, m))
+
     def set_health(self, name: str, health: NodeHealth) -> None:
         node = self._node(name)
         health = NodeHealth(health)
@@ -265,14 +285,37 @@ class Capacity:
             yield self
         finally:
             self._journal = None  # the undo itself must not be journaled
-            for kind, name, arg in reversed(journal):
-                if kind == _TAKE:
-                    self._apply(name, arg)  # type: ignore[arg-type]
-                elif kind == _GIVE:
-                    self._apply(name, -arg)  # type: ignore[operator]
-                else:
-                    self.set_health(name, arg)  # type: ignore[arg-type]
+            self._undo(journal)
             self._journal = outer
+
+    def mark(self) -> int:
+        """Inside a trial: a point to :meth:`rollback` to. Cheaper than a nested trial
+        when the change is usually kept (the planner's gallop keeps every failed step)."""
+        if self._journal is None:
+            raise RuntimeError("mark() outside a trial")
+        return len(self._journal)
+
+    def rollback(self, mark: int) -> None:
+        """Undo the changes made since ``mark`` (newest first); the trial goes on."""
+        journal = self._journal
+        if journal is None:
+            raise RuntimeError("rollback() outside a trial")
+        undo = journal[mark:]
+        del journal[mark:]
+        self._journal = None
+        try:
+            self._undo(undo)
+        finally:
+            self._journal = journal
+
+    def _undo(self, journal: list[tuple[str, str, object]]) -> None:
+        for kind, name, arg in reversed(journal):
+            if kind == _TAKE:
+                self._apply(name, arg)  # type: ignore[arg-type]
+            elif kind == _GIVE:
+                self._apply(name, -arg)  # type: ignore[operator]
+            else:
+                self.set_health(name, arg)  # type: ignore[arg-type]
 
     # ---- reads for placement -----------------------------------------------------------
 
@@ -369,14 +412,13 @@ class Capacity:
     def _apply(self, name: str, signed_mask: int) -> None:
         """Free (positive mask) or use (negative mask) GPUs, keeping the index in step."""
         node = self.nodes[name]
-        old_free = node.free
-        if signed_mask > 0:
-            node.free_mask |= signed_mask
-        else:
-            node.free_mask &= ~(-signed_mask)
-        if node.health != NodeHealth.HEALTHY:
+        old_mask = node.free_mask
+        new_mask = old_mask | signed_mask if signed_mask > 0 else old_mask & ~(-signed_mask)
+        node.free_mask = new_mask
+        if node.health is not NodeHealth.HEALTHY:
             return
-        new_free = node.free
+        old_free = old_mask.bit_count()
+        new_free = new_mask.bit_count()
         delta = new_free - old_free
         self._free[_ALL] += delta
         self._free[node.gpu_type] += delta

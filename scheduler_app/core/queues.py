@@ -135,6 +135,23 @@ class JobQueues:
             self._heaps[key] = heap
             self._stale[key] = 0
 
+    def prune(self, key: QueueKey) -> None:
+        """Pop the stale entries off the top of one heap (jobs that left QUEUED since).
+
+        Every walk of the heap would otherwise step over them again each tick until a
+        compaction. The live entries keep their order (it is total: entry key, version).
+        Not while the heaps are held: a walk may be under way.
+        """
+        if self._held:
+            return
+        heap = self._heaps.get(key)
+        popped = 0
+        while heap and not self._is_live(heap[0]):
+            heapq.heappop(heap)
+            popped += 1
+        if popped:
+            self._stale[key] = max(0, self._stale.get(key, 0) - popped)
+
     def _is_live(self, entry: _Entry) -> bool:
         live = self._live.get(entry[2])
         return live is not None and live[2] == entry[1]

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 from .capacity import Capacity
 from .placement import find_placement
-from .types import Allocation, JobSpec
+from .types import Allocation, JobSpec, NodeHealth
 
 
 @dataclass(frozen=True, slots=True)
@@ -47,6 +47,8 @@ def plan_reservation(
     now: int,
     *,
     exclude: Container[str] = frozenset(),
+    mask_cache: dict[int, tuple[Release, list[tuple[str, int, int]]]] | None = None,
+    presorted: bool = False,
 ) -> Reservation | None:
     """Where and when ``spec`` will fit if every running job ends at its declared limit.
 
@@ -58,7 +60,13 @@ def plan_reservation(
     Cost: releases are given back one by one (cheap, O(1) each) and find_placement is not
     called until enough GPUs are free in aggregate; from there the search gallops
     (1, 2, 4, ... more groups) and then bisects, so a head behind thousands of running
-    jobs costs O(log n) placements, not n.
+    jobs costs O(log n) placements, not n. Groups are given back merged into one bitmask
+    per node (one bucket move per node, not per release); ``mask_cache``, a dict the
+    caller keeps while the releases and node health do not change (one tick), saves
+    re-reading every release's indices in each of the tick's plans. ``presorted``: the
+    caller passes ``releases`` already in (end_s, job_id) order (the scheduler's release
+    index is), so they are grouped lazily and a plan reads only the releases it needs, not
+    all of them; an out-of-order list then raises ValueError instead of planning wrong.
     """
 
     def place() -> Allocation | None:
@@ -81,10 +89,32 @@ def plan_reservation(
             after_job=None,
         )
 
-    groups = _groups(releases)
+    groups: list[tuple[int, list[Release]]] = []
+    src = iter(releases if presorted else sorted(releases, key=lambda r: (r.end_s, r.job_id)))
+    peek: list[Release | None] = [next(src, None)]
+
+    def has(i: int) -> bool:
+        """Group ``i`` exists (grouping the releases up to it, lazily)."""
+        while len(groups) <= i:
+            r = peek[0]
+            if r is None:
+                return False
+            rels = [r]
+            nxt = next(src, None)
+            while nxt is not None and nxt.end_s == r.end_s:
+                if nxt.job_id < rels[-1].job_id:
+                    raise ValueError(f"releases out of (end_s, job_id) order at {nxt.job_id}")
+                rels.append(nxt)
+                nxt = next(src, None)
+            if nxt is not None and nxt.end_s < r.end_s:
+                raise ValueError(f"releases out of (end_s, job_id) order at {nxt.job_id}")
+            peek[0] = nxt
+            groups.append((r.end_s, rels))
+        return True
+
     need = spec.min_gpus if spec.min_gpus is not None else spec.gpus
 
-    def give(lo: int, hi: int) -> None:
+    def give_one_by_one(lo: int, hi: int) -> None:
         for _end, rels in groups[lo:hi]:
             for r in rels:
                 try:
@@ -95,39 +125,75 @@ def plan_reservation(
                         f" not held: {e}. Releases must be disjoint allocations held now."
                     ) from e
 
+    # Each group as per-node bitmasks (None: malformed, left to give_one_by_one to name)
+    # and the GPUs it frees in the aggregate free_gpus(spec.gpu_type) counts, computed
+    # once per plan: the gallop gives the same groups back several times.
+    merged: list[tuple[dict[str, int], int] | None] = []
+
+    def group(i: int) -> tuple[dict[str, int], int] | None:
+        while len(merged) <= i:
+            merged.append(_merge(cap, groups[len(merged)][1], spec.gpu_type, mask_cache))
+        return merged[i]
+
+    def give(lo: int, hi: int) -> None:
+        """Give groups [lo, hi) back in one batch: the same state as one by one."""
+        batch: dict[str, int] = {}
+        for i in range(lo, hi):
+            g = group(i)
+            if g is None:
+                return give_one_by_one(lo, hi)  # raises, naming the release
+            for name, m in g[0].items():
+                old = batch.get(name, 0)
+                if old & m:
+                    return give_one_by_one(lo, hi)
+                batch[name] = old | m
+        try:
+            cap.give_back_masks(batch)
+        except ValueError:  # nothing was applied: replay one by one for the message
+            give_one_by_one(lo, hi)
+            raise
+
     with cap.trial():
         done = 0  # groups given back so far
-        # Not a single placement while the aggregate says it cannot fit.
-        while done < len(groups) and cap.free_gpus(spec.gpu_type) < need:
-            give(done, done + 1)
+        # Not a single placement while the aggregate says it cannot fit: count, then give
+        # the groups back in one batch.
+        free = cap.free_gpus(spec.gpu_type)
+        while free < need and has(done):
+            g = group(done)
+            if g is None:
+                give_one_by_one(0, done + 1)  # raises, naming the release
+            free += g[1]  # type: ignore[index]
             done += 1
+        give(0, done)
         if cap.free_gpus(spec.gpu_type) < need:
             return None
         if done and (alloc := place()) is not None:
             return _reserved(cap, spec, groups, done, alloc, now)
         # Gallop: find a prefix that fits, then bisect between the last failure and it.
+        # A step that does not fit is kept (the next step starts from it); one that fits
+        # is rolled back. The states tried are those of giving back a prefix, whatever
+        # the path to them (the index does not depend on the order of give-backs).
         step = 1
-        while done < len(groups):
-            hi = min(len(groups), done + step)
-            with cap.trial():
-                give(done, hi)
-                fits = place() is not None
-            if not fits:
-                give(done, hi)
+        while has(done):
+            hi = done + step if has(done + step - 1) else len(groups)
+            mark = cap.mark()
+            give(done, hi)
+            if place() is None:
                 done = hi
                 step *= 2
                 continue
+            cap.rollback(mark)
             lo = done  # fails with lo groups back (or it was never tried: lo = 0 fails too)
-            while hi - lo > 1:  # invariant: fails at lo, fits at hi
+            while hi - lo > 1:  # invariant: fails at lo, fits at hi; lo groups are back
                 mid = (lo + hi) // 2
-                with cap.trial():
-                    give(done, mid)
-                    fits = place() is not None
-                if fits:
-                    hi = mid
-                else:
+                mark = cap.mark()
+                give(lo, mid)
+                if place() is None:
                     lo = mid
-            give(done, hi)
+                else:
+                    hi = mid
+                    cap.rollback(mark)
+            give(lo, hi)
             alloc = place()
             assert alloc is not None  # same state as the trial that fitted
             return _reserved(cap, spec, groups, hi, alloc, now)
@@ -153,14 +219,58 @@ def backfill_allowed(res: Reservation, alloc: Allocation, end_s: int | None) -> 
 # ---- helpers -------------------------------------------------------------------------
 
 
-def _groups(releases: Sequence[Release]) -> list[tuple[int, list[Release]]]:
-    """Releases grouped by end instant, in (end_s, job_id) order."""
-    out: list[tuple[int, list[Release]]] = []
-    for r in sorted(releases, key=lambda r: (r.end_s, r.job_id)):
-        if out and out[-1][0] == r.end_s:
-            out[-1][1].append(r)
+def _merge(
+    cap: Capacity,
+    rels: list[Release],
+    gpu_type: str | None,
+    cache: dict[int, tuple[Release, list[tuple[str, int, int]]]] | None = None,
+) -> tuple[dict[str, int], int] | None:
+    """One group's releases as per-node bitmasks, and how many of its GPUs count as free
+    for ``gpu_type`` once back (HEALTHY nodes only). None if malformed (unknown node,
+    index out of range or repeated, releases overlapping): the caller replays it one by
+    one, which raises the precise error."""
+    out: dict[str, int] = {}
+    counted = 0
+    healthy = NodeHealth.HEALTHY
+    nodes = cap.nodes
+    for r in rels:
+        hit = None if cache is None else cache.get(id(r))
+        if hit is not None and hit[0] is r:
+            masks = hit[1]
         else:
-            out.append((r.end_s, [r]))
+            found = _release_masks(cap, r)
+            if found is None:
+                return None
+            masks = found
+            if cache is not None:
+                cache[id(r)] = (r, masks)  # keeps r alive: its id cannot be reused
+        for name, m, n in masks:
+            old = out.get(name, 0)
+            if old & m:
+                return None
+            out[name] = old | m
+            node = nodes[name]
+            if node.health is healthy and (gpu_type is None or node.gpu_type == gpu_type):
+                counted += n
+    return out, counted
+
+
+def _release_masks(cap: Capacity, r: Release) -> list[tuple[str, int, int]] | None:
+    """(node, bitmask, GPUs) per node of a release; None if malformed."""
+    out = []
+    for name, indices in r.alloc.items():
+        node = cap.nodes.get(name)
+        if node is None:
+            return None
+        m = 0
+        for i in indices:
+            if not 0 <= i < node.gpus:
+                return None
+            m |= 1 << i
+        n = m.bit_count()
+        if n != len(indices):
+            return None
+        out.append((name, m, n))
     return out
 
 

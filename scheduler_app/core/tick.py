@@ -40,6 +40,7 @@ only and never into a decision.
 
 from __future__ import annotations
 
+import bisect
 import heapq
 import time
 from collections.abc import Callable, Iterator
@@ -67,6 +68,10 @@ ESTIMATE_REFRESH_S = 60
 RESERVATION_ATTEMPTS = 4
 
 _ZERO_SHARE = (0, 0.0)
+
+
+def _release_key(r: Release) -> tuple[int, str]:
+    return (r.end_s, r.job_id)
 
 
 def alloc_gpus(alloc: Allocation | None) -> int:
@@ -140,6 +145,10 @@ class Tick:
         self._excl_all: frozenset[str] = frozenset()
         self._claimed_all: frozenset[str] = frozenset()
         self._free_cache: dict[tuple[Any, ...], int] = {}
+        # release bitmasks for plan_reservation: releases and node health are fixed while
+        # the tick plans (plans run in trials), so each release is read once per tick
+        self._release_masks: dict[int, Any] = {}
+        self._release_objs: dict[str, Release] = {}
 
     # ------------------------------------------------------------------ the loop
     def run(self) -> TickResult:
@@ -184,6 +193,7 @@ class Tick:
                 n: s.fair.share(n, s.tenants[n].guaranteed_gpus) for n in s.tenant_names
             }
         for key in s.queues.heap_keys():
+            s.queues.prune(key)  # the heads that left since the last tick, once
             it = s.queues.iter_heap(key)
             self._advance(key, it)
 
@@ -471,13 +481,24 @@ class Tick:
         s.reservation = res
 
     def release_list(self) -> list[Any]:
-        return [Release(end_s=e, job_id=j, alloc=a) for e, j, a in self.s.releases.items()]
+        """The running jobs' releases in (end_s, job_id) order. The Release objects are
+        reused within the tick while unchanged, so plan_reservation's mask cache (keyed by
+        the object) serves every plan of the tick, not only those sharing one list."""
+        made = self._release_objs
+        out = []
+        for e, j, a in self.s.releases.items():
+            r = made.get(j)
+            if r is None or r.end_s != e or r.alloc is not a:
+                r = made[j] = Release(end_s=e, job_id=j, alloc=a)
+            out.append(r)
+        return out
 
     def plan(self, rec: JobRecord, releases: list[Any]) -> Any:
         """plan_reservation for ``rec``, started no earlier than its team's quota allows."""
         s = self.s
         spec = rec.spec
-        res = plan_reservation(s.cap, spec, releases, self.now, exclude=self._excluded(spec.id))
+        res = plan_reservation(s.cap, spec, releases, self.now, exclude=self._excluded(spec.id),
+                               mask_cache=self._release_masks, presorted=True)
         if res is None:
             return None
         quota_at = s.quota_free_at(spec.tenant, self._need(spec), self.now, besides=spec.id)
@@ -582,6 +603,17 @@ class Tick:
             s.reservation = self.reservation
             return
         s.reservation = self.reservation
+        res = self.reservation
+        if res is not None:  # the holder is planned first: it owns its plan
+            holder = s.jobs[res.job_id]
+            if holder.estimate is None or holder.estimate.start_s != res.start_s:
+                self._estimate(holder, StartEstimate(res.start_s, res.basis))
+        # Planning replays the running jobs' releases (costly at scale), so the look-ahead
+        # is replanned only when something changed and either a job entered it or the last
+        # plan is ESTIMATE_REFRESH_S old; the reservation holder's estimate (above) is
+        # always current. Nothing changed: not even the look-ahead is walked.
+        if s.version == s.estimates_version:
+            return
         n = self.cfg.estimate_lookahead
         wanted: list[tuple[Any, str]] = []
         for name in s.tenant_names:
@@ -589,23 +621,14 @@ class Tick:
                 if i >= n:
                     break
                 wanted.append(((s.share_keys.get(name, _ZERO_SHARE), ek), job_id))
-        if self.reservation is not None and all(j != self.reservation.job_id for _k, j in wanted):
-            wanted.append(((_ZERO_SHARE, (0, 0, 0)), self.reservation.job_id))
+        if res is not None and all(j != res.job_id for _k, j in wanted):
+            wanted.append(((_ZERO_SHARE, (0, 0, 0)), res.job_id))
         wanted.sort()
-        res = self.reservation
-        if res is not None:  # the holder is planned first: it owns its plan
+        if res is not None:
             wanted.sort(key=lambda kj: kj[1] != res.job_id)
-            holder = s.jobs[res.job_id]
-            if holder.estimate is None or holder.estimate.start_s != res.start_s:
-                self._estimate(holder, StartEstimate(res.start_s, res.basis))
-        # Planning replays the running jobs' releases (costly at scale), so the look-ahead
-        # is replanned only when something changed and either a job entered it or the last
-        # plan is ESTIMATE_REFRESH_S old; the reservation holder's estimate (above) is
-        # always current.
-        changed = s.version != s.estimates_version
         newcomer = any(j not in s.planned for _k, j in wanted)
         due = self.now - s.estimates_at >= ESTIMATE_REFRESH_S
-        if not (changed and (newcomer or due)):
+        if not (newcomer or due):
             return
         self._plan_in_line([s.jobs[j] for _k, j in wanted])
         s.planned = {j for _k, j in wanted}
@@ -615,6 +638,11 @@ class Tick:
     def _plan_in_line(self, recs: list[JobRecord]) -> None:
         s = self.s
         releases = self.release_list()
+        by_id = {r.job_id: r for r in releases}
+        on_node: dict[str, set[str]] = {}  # node -> the releases that give GPUs back there
+        for r in releases:
+            for n in r.alloc:
+                on_node.setdefault(n, set()).add(r.job_id)
         with s.cap.trial():
             for rec in recs:
                 if self.clock is not None and self.out_of_budget():
@@ -645,17 +673,28 @@ class Tick:
                 # start: no other release may give them back (releases stay disjoint, even
                 # when a reservation from earlier in the pass is stale by now).
                 later = minus(dict(res.alloc), free_now)
-                if later:
-                    releases = [
-                        replace(r, alloc=minus(r.alloc, later))
-                        if not later.keys().isdisjoint(r.alloc) else r
-                        for r in releases
-                    ]
-                    releases = [r for r in releases if r.alloc]
+                if later:  # only the releases on those nodes, found by node: O(them)
+                    hit: set[str] = set()
+                    for n in later:
+                        hit |= on_node.get(n, set())
+                    for jid in hit:  # each is replaced in place: the order does not matter
+                        r = by_id[jid]
+                        i = bisect.bisect_left(releases, (r.end_s, jid), key=_release_key)
+                        kept = minus(r.alloc, later)
+                        for n in r.alloc.keys() - kept.keys():
+                            on_node[n].discard(jid)
+                        if kept:
+                            releases[i] = by_id[jid] = replace(r, alloc=kept)
+                        else:
+                            del releases[i], by_id[jid]
                 if rec.spec.max_runtime_s is not None:
                     end = res.start_s + rec.spec.max_runtime_s
-                    releases.append(Release(end_s=end, job_id=job_id, alloc=dict(res.alloc)))
-                    releases.sort(key=lambda r: (r.end_s, r.job_id))
+                    mine = Release(end_s=end, job_id=job_id, alloc=dict(res.alloc))
+                    # kept in (end_s, job_id) order: plan_reservation reads it presorted
+                    bisect.insort(releases, mine, key=_release_key)
+                    by_id[job_id] = mine
+                    for n in mine.alloc:
+                        on_node.setdefault(n, set()).add(job_id)
 
     def _estimate(self, rec: JobRecord, est: Any) -> None:
         rec.estimate = est

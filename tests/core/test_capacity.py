@@ -187,3 +187,69 @@ def test_any_sequence_keeps_aggregates_equal_to_a_recount_and_trials_restore(ops
     assert {p: dict(ix.buckets) for p, ix in cap.pods.items()} == buckets
     assert (cap.free_gpus(), cap.healthy_gpus(), cap.free_gpus("A100")) == aggregates
     cap.check_invariants()
+
+
+# ---- batched give-back (the reservation planner's fast path) ---------------------------
+
+
+def _index_state(cap: Capacity) -> tuple[object, ...]:
+    return (
+        {n: (s.free_mask, s.health) for n, s in cap.nodes.items()},
+        {p: dict(sorted(pod.buckets.items(), key=str)) for p, pod in cap.pods.items()},
+        dict(sorted(cap.key_pods.items(), key=str)),
+        cap.keys_best_fit_first(),
+        [(cap.free_gpus(t), cap.healthy_gpus(t)) for t in (None, *cap.gpu_types)],
+    )
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.lists(op, max_size=30), st.lists(st.tuples(st.sampled_from(_NAMES),
+                                                     st.integers(0, 255)), max_size=12))
+def test_give_back_masks_leaves_the_same_index_as_giving_back_one_by_one(ops, gives):
+    cap = Capacity(_NODES)
+    for kind, name, arg in ops:
+        _apply(cap, kind, name, arg)
+    # disjoint used GPUs to give back, several per node
+    batch: dict[str, int] = {}
+    singles = []
+    for name, arg in gives:
+        node = cap.nodes[name]
+        m = arg & ~node.free_mask & node.full_mask & ~batch.get(name, 0)
+        if m:
+            batch[name] = batch.get(name, 0) | m
+            singles.append({name: indices_of(m)})
+    with cap.trial():
+        for alloc in singles:
+            cap.give_back(alloc)
+        want = _index_state(cap)
+    before = _index_state(cap)
+    with cap.trial():
+        cap.give_back_masks(batch)
+        assert _index_state(cap) == want
+        cap.check_invariants()
+    assert _index_state(cap) == before  # a trial undoes the batch too
+
+
+def test_give_back_masks_refuses_free_gpus_and_changes_nothing():
+    cap = used(cluster({"pod-a": 2}), {"pod-a-000": 4, "pod-a-001": 8})
+    before = {n: s.free_mask for n, s in cap.nodes.items()}
+    with pytest.raises(ValueError, match="already free"):
+        cap.give_back_masks({"pod-a-001": 0b1, "pod-a-000": 0b110000})  # GPU 4, 5 are free
+    assert {n: s.free_mask for n, s in cap.nodes.items()} == before
+    cap.check_invariants()
+
+
+def test_rollback_undoes_only_what_came_after_its_mark_and_the_trial_the_rest():
+    cap = used(cluster({"pod-a": 2}), {"pod-a-000": 8, "pod-a-001": 8})
+    start = _index_state(cap)
+    with cap.trial():
+        cap.give_back({"pod-a-000": (0, 1)})
+        kept = _index_state(cap)
+        mark = cap.mark()
+        cap.give_back_masks({"pod-a-000": 0b100, "pod-a-001": 0b1111})
+        cap.rollback(mark)
+        assert _index_state(cap) == kept
+        cap.check_invariants()
+    assert _index_state(cap) == start
+    with pytest.raises(RuntimeError, match="outside a trial"):
+        cap.mark()

@@ -86,6 +86,28 @@ def test_compaction_keeps_the_order() -> None:
     assert len(q._heaps[("team-a", 0)]) < 400  # rebuilt: stale entries dropped
 
 
+@settings(max_examples=100, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 3), st.booleans()), min_size=1, max_size=60))
+def test_pruning_stale_heads_keeps_the_order_and_the_counts(ops) -> None:
+    q = JobQueues()
+    for i, (prio, _gone) in enumerate(ops):
+        q.push(job(f"j{i}", 1, seq=i, priority=prio))
+    for i, (_prio, gone) in enumerate(ops):
+        if gone:
+            q.remove(f"j{i}")
+    key = ("team-a", 0)
+    before = _order(q, key)
+    q.prune(key)
+    heap = q._heaps[key]
+    assert not heap or q._is_live(heap[0])  # the top is a queued job now
+    assert _order(q, key) == before and q.count(key) == len(before)
+    if before:
+        with q.hold():  # never while a walk may be under way
+            q.remove(before[0])
+            q.prune(key)
+            assert len(q._heaps[key]) == len(heap)
+
+
 def test_walking_a_heap_does_not_change_it() -> None:
     q = JobQueues()
     for i in range(20):

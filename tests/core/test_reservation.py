@@ -210,3 +210,29 @@ def test_overlapping_releases_are_refused_naming_the_release():
         plan_reservation(cap, job("head", 24), releases, 0)
     cap.check_invariants()
     assert cap.free_gpus() == 8  # the trial was undone
+
+
+@settings(max_examples=100, deadline=None)
+@given(busy_clusters(), st.lists(st.tuples(st.integers(1, 40), st.sampled_from([None, 4, 8])),
+                                 max_size=4))
+def test_a_ticks_fast_paths_change_no_plan(scene, heads):
+    cap, releases, first = scene
+    specs = [first] + [
+        job(f"h{i}", max(1, g // s) * s if s else g, gpus_per_node=s)
+        for i, (g, s) in enumerate(heads)
+    ]
+    cache: dict = {}
+    ordered = sorted(releases, key=lambda r: (r.end_s, r.job_id))
+    for spec in specs:
+        fast = plan_reservation(cap, spec, ordered, 25, mask_cache=cache, presorted=True)
+        assert fast == plan_reservation(cap, spec, releases, 25)
+    cap.check_invariants()
+
+
+def test_presorted_releases_out_of_order_are_refused_not_planned_wrong():
+    cap = cluster({"pod-a": 3})
+    releases = _running(cap, {"a": (300, {n(0): ALL8}), "b": (100, {n(1): ALL8})})
+    releases.sort(key=lambda r: -r.end_s)  # 300 before 100
+    with pytest.raises(ValueError, match="out of"):
+        plan_reservation(cap, job("head", 24), releases, 0, presorted=True)
+    cap.check_invariants()
