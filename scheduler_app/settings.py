@@ -165,10 +165,23 @@ CELERY_RESULT_BACKEND = env.str("CELERY_RESULT_BACKEND", default="") or None
 CELERY_TASK_ALWAYS_EAGER = not CELERY_BROKER_URL
 CELERY_TASK_ACKS_LATE = True
 CELERY_TIMEZONE = TIME_ZONE
+#: The scheduler tick, every SCHEDULER_TICK_INTERVAL_S seconds (the leader lease decides
+#: which worker's tick writes; standbys' ticks do nothing).
+CELERY_BEAT_SCHEDULE = {
+    "scheduler-tick": {
+        "task": "scheduler_app.scheduler_tick",
+        "schedule": float(env.int("SCHEDULER_TICK_INTERVAL_S", default=5)),
+    },
+}
 
 # --- Scheduler ------------------------------------------------------------------------
 #: Half-life of a tenant's decayed GPU-second usage (fair share), in seconds.
 SCHEDULER_USAGE_HALF_LIFE_S = env.int("SCHEDULER_USAGE_HALF_LIFE_S", default=86400)
+#: Seconds between ticks (beat schedule and the embedded `run_scheduler` loop).
+SCHEDULER_TICK_INTERVAL_S = env.int("SCHEDULER_TICK_INTERVAL_S", default=5)
+#: Leader lease lifetime: renewed every tick; a standby takes over this long after the
+#: leader's last renewal.
+SCHEDULER_LEASE_TTL_S = env.int("SCHEDULER_LEASE_TTL_S", default=15)
 
 LOGGING = {
     "version": 1,

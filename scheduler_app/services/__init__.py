@@ -4,6 +4,7 @@ Views, API endpoints, tasks and management commands call these; none writes mode
 directly. Job state changes go through :func:`job_transition` alone.
 """
 
+from . import early_tick  # noqa: F401 - connects the early-tick receiver
 from .jobs import job_cancel, job_submit
 from .transitions import AllocationError, job_transition
 

@@ -1,0 +1,82 @@
+"""The leader lease: acquire, renew, expiry, takeover, and the fencing token."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+from django.db import transaction
+
+from scheduler_app.services.lease import LeaseLost, lease_acquire, lease_check, lease_release
+from tests.foundation.factories import T0
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+NAME = "test-lease"
+
+
+def acquire(holder: str, at_s: int, ttl_s: int = 15) -> int | None:
+    return lease_acquire(name=NAME, holder=holder, ttl_s=ttl_s, now=T0 + timedelta(seconds=at_s))
+
+
+def check(holder: str, token: int, at_s: int) -> None:
+    with transaction.atomic():
+        lease_check(name=NAME, holder=holder, token=token, now=T0 + timedelta(seconds=at_s))
+
+
+def test_first_holder_gets_token_1_and_renewing_keeps_it():
+    assert acquire("a", 0) == 1
+    assert acquire("a", 5) == 1
+    assert acquire("a", 18) == 1  # renewed at 5: valid until 20
+
+
+def test_a_live_lease_refuses_another_holder():
+    acquire("a", 0)
+    assert acquire("b", 14) is None
+
+
+def test_takeover_after_expiry_increments_the_token():
+    acquire("a", 0)
+    assert acquire("b", 15) == 2  # expires_at is exclusive: at 15 it is gone
+    assert acquire("a", 16) is None
+    assert acquire("a", 31) == 3
+
+
+def test_a_new_term_of_the_same_holder_gets_a_new_token():
+    acquire("a", 0)
+    assert lease_acquire(name=NAME, holder="a", ttl_s=15, now=T0, new_term=True) == 2
+    assert acquire("a", 1) == 2
+
+
+def test_release_lets_a_standby_take_over_at_once():
+    token = acquire("a", 0)
+    assert not lease_release(name=NAME, holder="a", token=token + 1)  # wrong token: no-op
+    assert acquire("b", 1) is None
+    assert lease_release(name=NAME, holder="a", token=token)
+    assert acquire("b", 1) == token + 1
+
+
+@pytest.mark.parametrize(
+    ("holder", "token", "at_s", "current"),
+    [
+        ("a", 1, 10, False),  # superseded by b's takeover
+        ("b", 2, 20, True),
+        ("b", 2, 31, False),  # expired
+        ("c", 2, 20, False),  # never held
+        ("b", 1, 20, False),  # right holder, stale token
+    ],
+)
+def test_lease_check_refuses_stale_tokens_and_expired_leases(holder, token, at_s, current):
+    acquire("a", 0)
+    acquire("b", 16)  # b holds token 2 until 31
+    if current:
+        check(holder, token, at_s)
+    else:
+        with pytest.raises(LeaseLost):
+            check(holder, token, at_s)
+
+
+def test_lease_check_must_run_inside_a_transaction():
+    acquire("a", 0)
+    with pytest.raises(RuntimeError, match="inside the transaction"):
+        lease_check(name=NAME, holder="a", token=1, now=T0)
