@@ -142,6 +142,7 @@ class Simulation:
         self._reactions: deque[tuple[str, str]] = deque()
         self._touched: set[str] = set()
         self._in_tick = False
+        self._draining = False
 
         for j in scenario.jobs:
             self._push(j.spec.submit_s, _SUBMIT, j.spec.seq, 0, j.id, 0)
@@ -289,9 +290,17 @@ class Simulation:
         for d in decisions:
             self._record(d)
         self._in_tick = False
-        while self._reactions:
-            what, job_id = self._reactions.popleft()
-            self._react(what, job_id, now)
+        if self._draining:
+            return  # the outermost call runs the reactions just queued, in order
+        # One loop drains the reactions (a reaction's decisions queue more) instead of a
+        # call per reaction: a tick that places thousands of jobs must not recurse deeply.
+        self._draining = True
+        try:
+            while self._reactions:
+                what, job_id = self._reactions.popleft()
+                self._react(what, job_id, now)
+        finally:
+            self._draining = False
 
     def _record(self, d: Decision) -> None:
         job_id = d.job_id
@@ -409,7 +418,7 @@ class Simulation:
             for_job=detail.get("for"),
             cost_s=detail.get("cost_s"),
             est_gpu_s_lost=detail.get("est_gpu_s_lost"),
-            why=str(detail.get("why") or detail.get("words") or ""),
+            why=_explain(detail),
         ))
 
     # --- queue bookkeeping (metrics and views) --------------------------------------------
@@ -469,6 +478,11 @@ class Simulation:
             preemptions=self.preemptions,
             tick_ms=self.tick_ms,
         )
+
+
+def _explain(detail: dict[str, Any]) -> str:
+    """The victim's own arithmetic first, then why its set won."""
+    return "; ".join(str(detail[k]) for k in ("words", "why") if detail.get(k))
 
 
 def simulate(scenario: Scenario, *, policy: str = "full", seed: int = 0,
