@@ -449,8 +449,9 @@ def _protected(
         cap_n = config.max_preemptions_per_job_per_day
         if c.preemptions_last_day >= cap_n:
             return (
-                f"protected: already preempted {c.preemptions_last_day} "
-                f"{_plural(c.preemptions_last_day, 'time')} in the last day (cap {cap_n})"
+                f"protected: preempted {c.preemptions_last_day} "
+                f"{_plural(c.preemptions_last_day, 'time')} within a day (cap {cap_n}), "
+                "so it runs until it completes"
             )
     if head.gpu_type is not None and all(
         cap.nodes[n].gpu_type != head.gpu_type for n in c.alloc

@@ -83,6 +83,18 @@ class JobRecord:
     def preemptions_last_day(self, now: int) -> int:
         return sum(1 for t in self.preemption_times if t > now - DAY_S)
 
+    def preemptions_against_cap(self, now: int, cap: int) -> int:
+        """What the cap compares: the preemptions of the last day, except that once any
+        rolling day held ``cap`` of them the job stays at the cap for good (the seed: "a
+        job past the cap is protected until it completes")."""
+        recent = self.preemptions_last_day(now)
+        times = self.preemption_times  # appended in time order
+        if cap > 0 and any(
+            times[i + cap - 1] - times[i] < DAY_S for i in range(len(times) - cap + 1)
+        ):
+            return max(cap, recent)
+        return recent
+
 
 @dataclass(frozen=True, slots=True)
 class JobView:
@@ -396,15 +408,21 @@ class Scheduler:
         assert rec.state is not None
         waiting = rec.state == S.QUEUED
         est = rec.estimate if waiting else None
+        position = self.queues.position_in_tenant(job_id)
+        reason = rec.pending_reason if waiting else PendingReason.NONE
+        if reason == PendingReason.NONE and waiting and position is not None and position > 1:
+            # The tick leaves a heap after a few blocked jobs and never scans the rest; a
+            # job it has not reached waits, by construction, behind higher-ranked ones.
+            reason = PendingReason.PRIORITY
         return JobView(
             id=spec.id,
             tenant=spec.tenant,
             state=rec.state,
             gpus=spec.gpus,
             alloc=dict(rec.alloc) if rec.alloc else None,
-            pending_reason=rec.pending_reason if waiting else PendingReason.NONE,
-            pending_sentence=PENDING_SENTENCES[rec.pending_reason] if waiting else "",
-            queue_position=self.queues.position_in_tenant(job_id),
+            pending_reason=reason,
+            pending_sentence=PENDING_SENTENCES[reason] if waiting else "",
+            queue_position=position,
             cluster_rank=self.queues.cluster_rank(
                 job_id, self.share_keys, lambda: self.tenant_names
             ),

@@ -328,11 +328,14 @@ class Tick:
             detail: dict[str, Any] = {}
             res = self.reservation
             if res is not None:
-                if self._may_pass(res, alloc, spec):
+                if self._may_pass(res, alloc, spec, size):
                     reason = Reason.BACKFILLED
                     detail = {"around": res.job_id}
                 elif self.res_borrowing and entitled and spec.tenant != self.res_tenant:
                     detail = {"entitled_past": res.job_id}  # a borrower's plan never blocks it
+                elif self._takes_holders_quota(res, spec, size):
+                    self._wait(rec, P.RESERVATION)  # other nodes would not help: same quota
+                    return "blocked"
                 else:
                     alt = self._place(spec, size, exclude | frozenset(res.alloc))
                     if alt is None:
@@ -385,9 +388,22 @@ class Tick:
     def _need(self, spec: JobSpec) -> int:
         return spec.min_gpus if spec.elastic and spec.min_gpus else spec.gpus
 
-    def _may_pass(self, res: Any, alloc: Allocation, spec: JobSpec) -> bool:
+    def _may_pass(self, res: Any, alloc: Allocation, spec: JobSpec, size: int) -> bool:
         end = None if spec.max_runtime_s is None else self.now + spec.max_runtime_s
+        if self._takes_holders_quota(res, spec, size):
+            # Reservations count quota as well as capacity: a job of the holder's own team
+            # that leaves no quota for the holder may start only if it ends before it.
+            return end is not None and end <= res.start_s
         return backfill_allowed(res, alloc, end)
+
+    def _takes_holders_quota(self, res: Any, spec: JobSpec, size: int) -> bool:
+        """Would starting ``size`` GPUs of ``spec`` leave the reservation holder's team
+        without the quota the holder needs at its reserved start?"""
+        if spec.tenant != self.res_tenant:
+            return False
+        s = self.s
+        held = s.running[spec.tenant] + s.claimed_gpus(spec.tenant, besides=res.job_id)
+        return held + size + res.gpus > s.limit_of(spec.tenant)
 
     def _place(self, spec: JobSpec, size: int, exclude: frozenset[str]) -> Allocation | None:
         s = self.s
@@ -570,7 +586,8 @@ class Tick:
                     out.append(Candidate(
                         spec=r.spec, alloc=r.alloc, run_start_s=r.run_start_s or 0,
                         last_checkpoint_s=r.last_checkpoint_s,
-                        preemptions_last_day=r.preemptions_last_day(self.now),
+                        preemptions_last_day=r.preemptions_against_cap(
+                            self.now, self.cfg.max_preemptions_per_job_per_day),
                     ))
             self._candidates = out
         return self._candidates

@@ -263,7 +263,8 @@ def test_protected_jobs_say_why_in_the_weighed_list():
     assert plan is not None
     words = {w.job_id: w.words for w in plan.weighed}
     assert "did not opt into preemptible pricing" in words["plain"]
-    assert "already preempted 2 times in the last day (cap 2)" in words["capped"]
+    assert "preempted 2 times within a day (cap 2), so it runs until it completes" in (
+        words["capped"])
 
 
 # ---- properties -------------------------------------------------------------------------
