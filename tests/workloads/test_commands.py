@@ -59,7 +59,11 @@ def test_import_trace_reports_a_missing_file_as_a_command_error(tmp_path: Path) 
     from django.core.management import call_command
     from django.core.management.base import CommandError
 
+    # a quota file of its own, so the test does not depend on the shared traces folder
+    quota = tmp_path / "quota.csv"
+    quota.write_text("date,vcA,total\n2020-04-01,8,8\n")
     with pytest.raises(CommandError, match="nope"):
         call_command("import_trace", "--out", str(tmp_path / "x.yaml"),
-                     "--trace", str(tmp_path / "nope.csv"), stdout=io.StringIO(),
-                     stderr=io.StringIO())
+                     "--trace", str(tmp_path / "nope.csv"), "--quota", str(quota),
+                     stdout=io.StringIO(), stderr=io.StringIO())
+    assert not (tmp_path / "x.yaml").exists()  # nothing half written
