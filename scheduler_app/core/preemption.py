@@ -19,7 +19,7 @@ from dataclasses import dataclass, replace
 
 from .capacity import Capacity
 from .placement import find_placement
-from .types import Allocation, JobSpec, SchedulerConfig
+from .types import Allocation, JobSpec, SchedulerConfig, alloc_gpus
 
 #: the cheapest eligible candidates tried alone, and the pool tried in pairs (bounds)
 SINGLES_TRIED = 32
@@ -40,7 +40,7 @@ class Candidate:
 
     @property
     def gpus(self) -> int:
-        return sum(len(ix) for ix in self.alloc.values())
+        return alloc_gpus(self.alloc)
 
 
 @dataclass(frozen=True, slots=True)

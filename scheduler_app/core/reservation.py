@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 from .capacity import Capacity
 from .placement import find_placement
-from .types import Allocation, JobSpec, NodeHealth
+from .types import Allocation, JobSpec, NodeHealth, alloc_gpus
 
 
 @dataclass(frozen=True, slots=True)
@@ -37,7 +37,7 @@ class Reservation:
 
     @property
     def gpus(self) -> int:
-        return sum(len(ix) for ix in self.alloc.values())
+        return alloc_gpus(self.alloc)
 
 
 def plan_reservation(
@@ -294,7 +294,7 @@ def _reserved(
 
 
 def _where(cap: Capacity, alloc: Allocation, spec: JobSpec) -> str:
-    gpus = sum(len(ix) for ix in alloc.values())
+    gpus = alloc_gpus(alloc)
     pods = sorted({cap.nodes[n].pod for n in alloc})
     in_pods = f"in {pods[0]}" if len(pods) == 1 else f"across {len(pods)} pods ({', '.join(pods)})"
     size = f"{gpus} GPUs" if gpus == spec.gpus else f"{gpus} of {spec.gpus} GPUs (elastic)"

@@ -46,7 +46,16 @@ from .states import (
     Reason,
     check_transition,
 )
-from .types import Allocation, Decision, JobSpec, NodeHealth, NodeSpec, SchedulerConfig, TenantSpec
+from .types import (
+    Allocation,
+    Decision,
+    JobSpec,
+    NodeHealth,
+    NodeSpec,
+    SchedulerConfig,
+    TenantSpec,
+    alloc_gpus,
+)
 
 S = JobState
 DAY_S = 86400
@@ -200,10 +209,6 @@ class ReleaseIndex:
     def items(self) -> Iterable[tuple[int, str, Allocation]]:
         for end_s, job_id in self._keys:
             yield end_s, job_id, self._by_job[job_id][1]
-
-
-def alloc_size(alloc: Allocation | None) -> int:
-    return 0 if not alloc else sum(len(ix) for ix in alloc.values())
 
 
 def interactive_slice(nodes: Sequence[NodeSpec], gpus: int) -> frozenset[str]:
@@ -560,7 +565,7 @@ class Scheduler:
             ends.append((end if end is not None else -1, job_id))
         ends = sorted(e for e in ends if e[0] >= 0)
         for end, job_id in ends:
-            over -= alloc_size(self.jobs[job_id].alloc)
+            over -= alloc_gpus(self.jobs[job_id].alloc)
             if over <= 0:
                 return max(end, now)
         return None
@@ -626,7 +631,7 @@ class Scheduler:
         self.cap.take(alloc)
         tenant = rec.spec.tenant
         self.fair.advance(tenant, now, self.running[tenant])
-        self.running[tenant] += alloc_size(alloc)
+        self.running[tenant] += alloc_gpus(alloc)
         self.holders[tenant].add(rec.spec.id)
         for n in alloc:
             self.node_jobs[n].add(rec.spec.id)
@@ -637,7 +642,7 @@ class Scheduler:
         self.cap.give_back(alloc)
         tenant = rec.spec.tenant
         self.fair.advance(tenant, now, self.running[tenant])
-        self.running[tenant] -= alloc_size(alloc)
+        self.running[tenant] -= alloc_gpus(alloc)
         self.holders[tenant].discard(rec.spec.id)
         for n in alloc:
             self.node_jobs[n].discard(rec.spec.id)
@@ -670,11 +675,11 @@ class Scheduler:
         if (
             spec.elastic
             and rec.state != S.PLACING
-            and alloc_size(rest) >= (spec.min_gpus or spec.gpus)
+            and alloc_gpus(rest) >= (spec.min_gpus or spec.gpus)
         ):
             assert rec.state is not None
             self._move(rec, rec.state, Reason.SHRUNK, now, alloc=rest,
-                       detail={**down, "gpus": alloc_size(rest)})
+                       detail={**down, "gpus": alloc_gpus(rest)})
             return
         if spec.checkpointable:
             self._move(rec, S.QUEUED, Reason.NODE_FAILED, now,
@@ -793,7 +798,7 @@ class Scheduler:
         for rec in self.jobs.values():
             if rec.state in HOLDING_STATES:
                 assert rec.alloc, rec
-                n = alloc_size(rec.alloc)
+                n = alloc_gpus(rec.alloc)
                 low = rec.spec.min_gpus if rec.spec.elastic and rec.spec.min_gpus else rec.spec.gpus
                 assert low <= n <= rec.spec.gpus, (rec.spec.id, n)
                 running[rec.spec.tenant] += n

@@ -54,7 +54,7 @@ from .queues import EntryKey, QueueKey
 from .reservation import Release, Reservation, backfill_allowed, plan_reservation
 from .scheduler import JobRecord, ReclaimClaim, Scheduler, StartEstimate, TickResult
 from .states import JobState, PendingReason, Reason
-from .types import Allocation, JobSpec
+from .types import Allocation, JobSpec, alloc_gpus
 
 S = JobState
 P = PendingReason
@@ -72,10 +72,6 @@ _ZERO_SHARE = (0, 0.0)
 
 def _release_key(r: Release) -> tuple[int, str]:
     return (r.end_s, r.job_id)
-
-
-def alloc_gpus(alloc: Allocation | None) -> int:
-    return 0 if not alloc else sum(len(ix) for ix in alloc.values())
 
 
 def minus(alloc: Allocation, taken: Allocation) -> Allocation:

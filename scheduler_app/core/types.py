@@ -5,6 +5,7 @@ Integer seconds throughout (DESIGN.md: floating-point time makes runs irreproduc
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sized
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
@@ -88,6 +89,11 @@ class TenantSpec:
 
 #: node name -> GPU indices on that node. Sorted by node name when serialised.
 Allocation = dict[str, tuple[int, ...]]
+
+
+def alloc_gpus(alloc: Mapping[str, Sized] | None) -> int:
+    """GPUs held by an allocation (any mapping of node -> GPU indices; None holds none)."""
+    return 0 if not alloc else sum(len(ix) for ix in alloc.values())
 
 
 @dataclass(frozen=True, slots=True)

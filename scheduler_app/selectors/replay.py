@@ -14,12 +14,12 @@ from dataclasses import dataclass, field
 from datetime import datetime
 
 from scheduler_app.core.states import JobState, is_allowed
+from scheduler_app.core.types import alloc_gpus
 from scheduler_app.models import Allocation, Job, Node, Tenant, Transition
 from scheduler_app.services.projection import (
     JOB_COLUMNS,
     AllocMap,
     JobProjection,
-    alloc_gpus,
     apply_transition,
     normalise_alloc,
 )

@@ -88,6 +88,3 @@ def apply_transition(
         proj.retry_count += 1
     proj.state = to_state
 
-
-def alloc_gpus(alloc: AllocMap) -> int:
-    return sum(len(indices) for indices in alloc.values())

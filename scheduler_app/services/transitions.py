@@ -17,14 +17,13 @@ from django.db.models import F
 from django.utils import timezone
 
 from scheduler_app.core.states import JobState, PendingReason, Reason, check_transition
-from scheduler_app.core.types import Actor
+from scheduler_app.core.types import Actor, alloc_gpus
 from scheduler_app.models import Allocation, Job, Node, Tenant, Transition
 
 from .projection import (
     JOB_COLUMNS,
     AllocMap,
     JobProjection,
-    alloc_gpus,
     apply_transition,
     gives_alloc,
     normalise_alloc,
