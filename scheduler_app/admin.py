@@ -12,6 +12,19 @@ from django.http import HttpRequest
 from .models import Allocation, Job, Lease, Membership, Node, Pod, Tenant, Transition
 
 
+class ReadOnlyAdmin(admin.ModelAdmin):
+    """Rows only the transition service writes (the log and its projection): view only."""
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: object = None) -> bool:
+        return False
+
+    def has_delete_permission(self, request: HttpRequest, obj: object = None) -> bool:
+        return False
+
+
 class MembershipInline(admin.TabularInline):
     model = Membership
     extra = 0
@@ -104,38 +117,20 @@ class JobAdmin(admin.ModelAdmin):
 
 
 @admin.register(Allocation)
-class AllocationAdmin(admin.ModelAdmin):
+class AllocationAdmin(ReadOnlyAdmin):
     list_display = ["id", "job", "node", "gpu_indices", "start", "end", "preemptible"]
     list_filter = ["preemptible", "node__pod"]
     search_fields = ["=job__id", "node__name"]
     list_select_related = ["job", "node"]
 
-    def has_add_permission(self, request: HttpRequest) -> bool:
-        return False
-
-    def has_change_permission(self, request: HttpRequest, obj: object = None) -> bool:
-        return False
-
-    def has_delete_permission(self, request: HttpRequest, obj: object = None) -> bool:
-        return False
-
 
 @admin.register(Transition)
-class TransitionAdmin(admin.ModelAdmin):
+class TransitionAdmin(ReadOnlyAdmin):
     list_display = ["id", "job", "from_state", "to_state", "reason", "actor", "at", "tick_id"]
     list_filter = ["to_state", "reason", "actor"]
     search_fields = ["=id", "=job__id", "tick_id", "actor_name"]
     date_hierarchy = "at"
     list_select_related = ["job"]
-
-    def has_add_permission(self, request: HttpRequest) -> bool:
-        return False
-
-    def has_change_permission(self, request: HttpRequest, obj: object = None) -> bool:
-        return False
-
-    def has_delete_permission(self, request: HttpRequest, obj: object = None) -> bool:
-        return False
 
 
 @admin.register(Lease)
