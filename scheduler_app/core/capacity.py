@@ -172,6 +172,8 @@ class Capacity:
         # answers "who has a node with k free GPUs?" without visiting every pod.
         self.key_pods: dict[BucketKey, int] = {}
         self._keys_sorted: list[BucketKey] | None = None
+        #: placement's per-pod masks of exclude/only sets (names and ordinals never change)
+        self.filter_cache: dict[object, object] = {}
         self._free: dict[object, int] = {}
         self._healthy: dict[object, int] = {}
         self._total: dict[object, int] = {}

@@ -31,7 +31,7 @@ from collections.abc import Callable, Collection, Container
 from dataclasses import dataclass
 
 from .capacity import Capacity, PodIndex, indices_of, lowest_bits
-from .types import Allocation, NodeHealth
+from .types import Allocation
 
 
 @dataclass(slots=True)
@@ -135,7 +135,27 @@ def find_placement(
 def _filters(
     cap: Capacity, exclude: Container[str], only: Collection[str] | None
 ) -> tuple[dict[str, int] | None, dict[str, int]]:
-    """``only`` and ``exclude`` as per-pod node bitmasks: (allowed or None: all, banned)."""
+    """``only`` and ``exclude`` as per-pod node bitmasks: (allowed or None: all, banned).
+
+    Memoised per (exclude, only) when both are frozensets: the tick passes the same few
+    sets to thousands of placements, and building the masks walks every name in them.
+    The masks depend on node names and pod ordinals only, which never change.
+    """
+    if not isinstance(exclude, frozenset) or not (only is None or isinstance(only, frozenset)):
+        return _build_filters(cap, exclude, only)
+    key = (exclude, only)
+    cache = cap.filter_cache
+    found = cache.get(key)
+    if found is None:
+        if len(cache) > 64:
+            cache.clear()
+        found = cache[key] = _build_filters(cap, exclude, only)
+    return found  # type: ignore[return-value]
+
+
+def _build_filters(
+    cap: Capacity, exclude: Container[str], only: Collection[str] | None
+) -> tuple[dict[str, int] | None, dict[str, int]]:
     allowed: dict[str, int] | None = None
     if only is not None:
         allowed = {}
@@ -152,7 +172,7 @@ def _filters(
             names = [n for n in cap.nodes if n in exclude]
         for name in names:
             node = cap.nodes.get(name)
-            if node is not None and node.health == NodeHealth.HEALTHY:
+            if node is not None:  # unhealthy nodes are in no bucket: banning them is moot
                 pod = cap.pods[node.pod]
                 banned[node.pod] = banned.get(node.pod, 0) | (1 << pod.ordinal[name])
     return allowed, banned

@@ -143,9 +143,13 @@ def select_victims(
     config: SchedulerConfig,
     policy: str = "full",
     exclude: Container[str] = frozenset(),
+    costs: dict[str, VictimCost] | None = None,
 ) -> PreemptionPlan | None:
     """The set of victims whose eviction gives ``head`` a real placement, losing the
     fewest GPU-seconds; None if no eligible set does (or the head fits without one).
+
+    ``costs``: a cache of ``victim_cost(c, now)`` by job id that the caller keeps for one
+    instant ``now`` (a tick's searches weigh the same candidates); filled as needed.
 
     Eligible (policy ``full``): the tenant is above its guarantee; the job is
     checkpointable or opted into preemptible pricing; not interactive; preempted fewer than
@@ -200,7 +204,11 @@ def select_victims(
     if place() is not None:
         return None  # nothing to reclaim: the head fits as it is
 
-    costs = {c.spec.id: victim_cost(c, now) for c in candidates}
+    if costs is None:
+        costs = {}
+    for c in candidates:
+        if c.spec.id not in costs:
+            costs[c.spec.id] = victim_cost(c, now)
     ratio = {c.spec.id: _ratio(tenants, c.spec.tenant) for c in candidates}
     eligible: list[Candidate] = []
     refused: dict[str, str] = {}

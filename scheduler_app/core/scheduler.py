@@ -268,6 +268,7 @@ class Scheduler:
         self.claims: dict[str, ReclaimClaim] = {}
         self.claimed_nodes: dict[str, str] = {}  # node -> head id
         self.reservation: Any = None  # the last tick's reservation.Reservation, if any
+        self.reservation_planned_at = now  # when that reservation was last planned afresh
         self.share_keys: dict[str, ShareKey] = {}
         # a tick pass cut short by its budget resumes here (see tick.Tick.pop_heads)
         self.pass_seen: set[str] = set()
@@ -277,6 +278,7 @@ class Scheduler:
         self.estimates_version = -1
         self.estimates_at = now
         self.planned: set[str] = set()
+        self.estimate_round: Any = None  # tick.EstimateRound in progress, if any
         self.claims_version = 0
         # head -> version at which its preemption search found nothing
         self.vain_searches: dict[str, int] = {}

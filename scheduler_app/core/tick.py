@@ -17,9 +17,15 @@ Bounds (the tick never scans all jobs or all nodes):
   next tick resumes the same pass where it stopped (jobs already examined in the pass are
   skipped, the pass's reservation stands); a pass that reaches the end is complete.
 - A preemption search that found nothing is not repeated for the same head until some
-  state changes (``Scheduler.version``); the look-ahead estimates are replanned only
-  when something changed and a job entered the look-ahead or the plan is
-  ``ESTIMATE_REFRESH_S`` old (the reservation holder's estimate is current every tick).
+  state changes (``Scheduler.version``); a placement search that failed is not repeated
+  for another job of the same shape until some state changes.
+- The reservation is kept from one tick to the next while it still holds (its GPUs free
+  or released by its start) for up to ``RESERVATION_REFRESH_S``, then planned afresh.
+- Start estimates are planned in *rounds* (phase 4): a round plans the look-ahead in rank
+  order, at most ``config.estimate_plans_per_tick`` plans (and ``estimate_budget_s`` of
+  wall time with a clock) per tick, and goes on at the next tick. A new round starts
+  when something changed and a job entered the look-ahead or the last round is
+  ``ESTIMATE_REFRESH_S`` old. The reservation holder's estimate is current every tick.
 - Inside one heap, the walk stops after ``BLOCKED_PER_HEAP`` jobs that could not start
   (like Slurm's per-user backfill limit): the jobs behind them are of the same tenant and
   size class and almost always wait for the same reason; they keep their last pending
@@ -44,10 +50,10 @@ import bisect
 import heapq
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import replace
+from dataclasses import dataclass, field, replace
 from typing import Any
 
-from .capacity import lowest_bits
+from .capacity import indices_of, lowest_bits
 from .placement import find_placement
 from .preemption import Candidate, TenantLoad, select_victims
 from .queues import EntryKey, QueueKey
@@ -63,6 +69,8 @@ P = PendingReason
 BLOCKED_PER_HEAP = 16
 #: seconds after which the look-ahead estimates are replanned even if no job entered it
 ESTIMATE_REFRESH_S = 60
+#: seconds a still-valid reservation is kept before it is planned afresh
+RESERVATION_REFRESH_S = 30
 #: jobs that may try to take the reservation in one tick when the earlier ones cannot be
 #: planned (a holder without a declared limit makes a start time unknowable)
 RESERVATION_ATTEMPTS = 4
@@ -111,6 +119,120 @@ def first_fit(sched: Scheduler, spec: JobSpec, size: int, least: int,
     return alloc if size - need >= least else None
 
 
+@dataclass(slots=True)
+class EstimateRound:
+    """A look-ahead planning round in progress (see ``Tick.start_estimates``)."""
+
+    line: list[str]  # job ids in planning order, the reservation holder first
+    version: int  # Scheduler.version when the round began
+    started_s: int
+    cursor: int = 0  # line[:cursor] are planned
+    #: what each planned job holds from its planned start: (job id, GPUs, declared end)
+    held: list[tuple[str, Allocation, int | None]] = field(default_factory=list)
+
+
+class _Line:
+    """The running jobs' releases as a look-ahead round plans: each planned job holds its
+    GPUs from now (those free now are taken inside the caller's trial) and gives them back
+    at its declared end, so the jobs behind it plan around it."""
+
+    def __init__(self, releases: list[Release], cap: Any) -> None:
+        self.releases = releases
+        self.cap = cap
+        self.by_id = {r.job_id: r for r in releases}
+        self.on_node: dict[str, set[str]] = {}  # node -> the releases giving GPUs back there
+        for r in releases:
+            for n in r.alloc:
+                self.on_node.setdefault(n, set()).add(r.job_id)
+
+    def hold(self, job_id: str, alloc: Allocation, end: int | None) -> None:
+        self.hold_many([(job_id, alloc, end)])
+
+    def hold_many(self, held: list[tuple[str, Allocation, int | None]]) -> None:
+        """Hold several disjoint plans at once (a round resumed at a later tick holds its
+        earlier plans again): one take, one pass over the releases they touch, one sort."""
+        cap = self.cap
+        free_now: dict[str, int] = {}  # node -> GPU bitmask
+        later: dict[str, int] = {}
+        # A plan may count on GPUs an earlier plan of the batch gives back at its end:
+        # they become the later plan's (removed from the earlier one's release), exactly
+        # as when the plans are held one by one. Bitmasks per node keep this O(nodes).
+        claimed: dict[str, int] = {}
+        owners: dict[str, list[int]] = {}
+        gives: list[dict[str, int]] = []
+        for k, (_job_id, alloc, _end) in enumerate(held):
+            mine_masks: dict[str, int] = {}
+            for n, ix in alloc.items():
+                m = 0
+                for i in ix:
+                    m |= 1 << i
+                mine_masks[n] = m
+                overlap = m & claimed.get(n, 0)
+                if overlap:
+                    for prev in owners[n]:
+                        g = gives[prev]
+                        if g.get(n, 0) & overlap:
+                            g[n] &= ~overlap
+                rest = m & ~overlap
+                if rest:
+                    free_mask = cap.nodes[n].free_mask
+                    if rest & free_mask:
+                        free_now[n] = free_now.get(n, 0) | (rest & free_mask)
+                    if rest & ~free_mask:
+                        later[n] = later.get(n, 0) | (rest & ~free_mask)
+                claimed[n] = claimed.get(n, 0) | m
+                owners.setdefault(n, []).append(k)
+            gives.append(mine_masks)
+        if free_now:
+            cap.take({n: indices_of(m) for n, m in free_now.items()})
+        # The GPUs a plan counts on that someone holds now become its own from its start:
+        # no other release may give them back (releases stay disjoint, even when a plan
+        # from earlier in the round is stale by now).
+        releases, by_id, on_node = self.releases, self.by_id, self.on_node
+        if later:  # only the releases on those nodes, found by node: O(them)
+            taken = {n: indices_of(m) for n, m in later.items()}
+            hit: set[str] = set()
+            for n in taken:
+                hit |= on_node.get(n, set())
+            gone: set[str] = set()
+            old_of = {jid: by_id[jid] for jid in hit}
+            for jid in hit:  # each keeps its place in the order: only its GPUs shrink
+                r = by_id[jid]
+                kept = minus(r.alloc, taken)
+                for n in r.alloc.keys() - kept.keys():
+                    on_node[n].discard(jid)
+                if kept:
+                    by_id[jid] = replace(r, alloc=kept)
+                else:
+                    del by_id[jid]
+                    gone.add(jid)
+            if len(hit) > 32:  # one pass over the list, not a bisect and a shift for each
+                releases[:] = [by_id[r.job_id] for r in releases if r.job_id not in gone]
+            else:
+                for jid in hit:
+                    r = old_of[jid]
+                    i = bisect.bisect_left(releases, (r.end_s, jid), key=_release_key)
+                    if jid in gone:
+                        del releases[i]
+                    else:
+                        releases[i] = by_id[jid]
+        mine = []
+        for (job_id, _alloc, end), give in zip(held, gives, strict=True):
+            kept_alloc = {n: indices_of(m) for n, m in give.items() if m}
+            if end is not None and kept_alloc:
+                mine.append(Release(end_s=end, job_id=job_id, alloc=kept_alloc))
+        if len(mine) == 1:
+            # kept in (end_s, job_id) order: plan_reservation reads it presorted
+            bisect.insort(releases, mine[0], key=_release_key)
+        elif mine:
+            releases.extend(mine)
+            releases.sort(key=_release_key)  # two sorted runs: linear for Timsort
+        for r in mine:
+            by_id[r.job_id] = r
+            for n in r.alloc:
+                on_node.setdefault(n, set()).add(r.job_id)
+
+
 class Tick:
     """One run of the loop over a Scheduler's state. Built and run by ``Scheduler.tick``."""
 
@@ -141,6 +263,10 @@ class Tick:
         self._excl_all: frozenset[str] = frozenset()
         self._claimed_all: frozenset[str] = frozenset()
         self._free_cache: dict[tuple[Any, ...], int] = {}
+        self._failed_places: set[tuple[Any, ...]] = set()
+        self._around_key: tuple[int, int] | None = None
+        self._around_set: frozenset[str] = frozenset()
+        self._victim_costs: dict[str, Any] = {}  # victim_cost at this tick's now, by job
         # release bitmasks for plan_reservation: releases and node health are fixed while
         # the tick plans (plans run in trials), so each release is read once per tick
         self._release_masks: dict[int, Any] = {}
@@ -333,7 +459,7 @@ class Tick:
                     self._wait(rec, P.RESERVATION)  # other nodes would not help: same quota
                     return "blocked"
                 else:
-                    alt = self._place(spec, size, exclude | frozenset(res.alloc))
+                    alt = self._place(spec, size, self._around(exclude, res))
                     if alt is None:
                         self._wait(rec, P.RESERVATION)
                         return "blocked"
@@ -409,12 +535,38 @@ class Tick:
         )
         if kw["min_gpus"] is not None and kw["min_gpus"] > size:
             return None
+        # Jobs of one heap often ask for the same shape: a search that failed cannot
+        # succeed until the state changes (every start, end or health change bumps
+        # Scheduler.version), so it is not repeated.
+        key = (s.version, size, spec.gpus_per_node, spec.gpu_type, kw["min_gpus"],
+               spec.interactive, exclude)
+        if key in self._failed_places:
+            return None
+        alloc = self._search(spec, exclude, kw)
+        if alloc is None:
+            if len(self._failed_places) > 4096:
+                self._failed_places.clear()
+            self._failed_places.add(key)
+        return alloc
+
+    def _search(self, spec: JobSpec, exclude: frozenset[str], kw: dict[str, Any]
+                ) -> Allocation | None:
+        s = self.s
         if spec.interactive and s.interactive_nodes:
             inside = find_placement(s.cap, only=s.interactive_nodes - exclude, **kw)
             if inside is not None:
                 return inside
             exclude = exclude - s.interactive_nodes
         return find_placement(s.cap, exclude=exclude, **kw)
+
+    def _around(self, exclude: frozenset[str], res: Reservation) -> frozenset[str]:
+        """``exclude`` plus the reserved nodes: one set object per (exclude, reservation),
+        so the placement caches keyed by it hit across the jobs that try to pass."""
+        key = (id(exclude), id(res))
+        if self._around_key != key:
+            self._around_key = key
+            self._around_set = exclude | frozenset(res.alloc)
+        return self._around_set
 
     def _excluded(self, job_id: str | None) -> frozenset[str]:
         """Nodes a job may not use: the interactive slice and other heads' reclaimed nodes.
@@ -478,10 +630,53 @@ class Tick:
         if self.policy == "fifo" or self.reserve_attempts >= RESERVATION_ATTEMPTS:
             return
         self.reserve_attempts += 1
-        res = self.plan(rec, self.release_list())
+        res = self._kept_reservation(rec)
         if res is None:
-            return
+            res = self.plan(rec, self.release_list())
+            if res is None:
+                return
+            self.s.reservation_planned_at = self.now
         self._hold_reservation(res, rec)
+
+    def _kept_reservation(self, rec: JobRecord) -> Reservation | None:
+        """Last tick's reservation for the same holder, if it still holds and is less than
+        RESERVATION_REFRESH_S old (Slurm replans its reservations once per backfill cycle,
+        not at every scheduling pass). Still holds: every reserved GPU is free now or held
+        by a job whose declared limit ends by the reserved start, on a node the holder may
+        use, and the team's quota allows it by then. A job ending early could make a
+        better plan possible; that waits for the refresh (the head is not delayed past
+        its promised start, and it starts at once when it fits now)."""
+        s = self.s
+        old = s.reservation
+        if (
+            old is None or old.job_id != rec.spec.id or old.start_s <= self.now
+            or self.now - s.reservation_planned_at >= RESERVATION_REFRESH_S
+        ):
+            return None
+        exclude = self._excluded(rec.spec.id)
+        cap = s.cap
+        for n, ix in old.alloc.items():
+            if n in exclude or not cap.is_schedulable(n):
+                return None
+            node = cap.nodes[n]
+            busy = 0
+            for i in ix:
+                if not node.free_mask >> i & 1:
+                    busy |= 1 << i
+            if not busy:
+                continue
+            for job_id in s.node_jobs[n]:
+                held = s.jobs[job_id].alloc.get(n, ()) if s.jobs[job_id].alloc else ()
+                if not any(busy >> i & 1 for i in held):
+                    continue
+                end = s.releases.end_of(job_id)
+                if end is None or end > old.start_s:
+                    return None
+        quota_at = s.quota_free_at(rec.spec.tenant, self._need(rec.spec), self.now,
+                                   besides=rec.spec.id)
+        if quota_at is None or quota_at > old.start_s:
+            return None
+        return old
 
     def _hold_reservation(self, res: Reservation, rec: JobRecord) -> None:
         s = self.s
@@ -538,7 +733,7 @@ class Tick:
             loads[name] = TenantLoad(name, g, run, ratio)
         plan = select_victims(
             s.cap, spec, cands, loads, self.now, config=self.cfg,
-            policy=self.policy, exclude=self._excluded(spec.id),
+            policy=self.policy, exclude=self._excluded(spec.id), costs=self._victim_costs,
         )
         if plan is None or not plan.victims:
             return False
@@ -610,23 +805,51 @@ class Tick:
     def start_estimates(self) -> None:
         """Plan the reservation holder and the first ``estimate_lookahead`` jobs of each
         tenant's queue one after the other, each holding its planned GPUs from its planned
-        start to its declared end, so a later job's estimate accounts for those ahead."""
+        start to its declared end, so a later job's estimate accounts for those ahead.
+
+        The holder's estimate is current every tick. The rest is a *round* that may span
+        ticks, like Slurm's backfill cycle: each tick plans at most
+        ``estimate_plans_per_tick`` jobs of it (and, with a clock, stops after
+        ``estimate_budget_s``), and the next tick goes on where it stopped, first holding
+        again what the round's earlier jobs planned. Estimates are not decisions: a round
+        that takes a few ticks delays no job, while planning 300 jobs in one tick at
+        100,000 jobs would take seconds.
+        """
         s = self.s
-        if not len(s.queues):
-            s.reservation = self.reservation
-            return
         s.reservation = self.reservation
+        if not len(s.queues):
+            s.estimate_round = None
+            return
         res = self.reservation
         if res is not None:  # the holder is planned first: it owns its plan
             holder = s.jobs[res.job_id]
             if holder.estimate is None or holder.estimate.start_s != res.start_s:
                 self._estimate(holder, StartEstimate(res.start_s, res.basis))
-        # Planning replays the running jobs' releases (costly at scale), so the look-ahead
-        # is replanned only when something changed and either a job entered it or the last
-        # plan is ESTIMATE_REFRESH_S old; the reservation holder's estimate (above) is
-        # always current. Nothing changed: not even the look-ahead is walked.
+        rnd = s.estimate_round
+        if rnd is None:
+            rnd = self._new_round()
+            if rnd is None:
+                return
+            s.estimate_round = rnd
+        self._plan_in_line(rnd)
+        self.stats["estimate_round_left"] = len(rnd.line) - rnd.cursor
+        if rnd.cursor >= len(rnd.line):
+            s.estimate_round = None
+            s.planned = set(rnd.line)
+            s.estimates_version = rnd.version
+            s.estimates_at = rnd.started_s
+
+    def _new_round(self) -> EstimateRound | None:
+        """The look-ahead to plan now, or None if the last round still stands.
+
+        Planning replays the running jobs' releases (costly at scale), so the look-ahead
+        is replanned only when something changed and either a job entered it or the last
+        round is ESTIMATE_REFRESH_S old. Nothing changed: not even the look-ahead is walked.
+        """
+        s = self.s
         if s.version == s.estimates_version:
-            return
+            return None
+        res = self.reservation
         n = self.cfg.estimate_lookahead
         wanted: list[tuple[Any, str]] = []
         for name in s.tenant_names:
@@ -642,24 +865,30 @@ class Tick:
         newcomer = any(j not in s.planned for _k, j in wanted)
         due = self.now - s.estimates_at >= ESTIMATE_REFRESH_S
         if not (newcomer or due):
-            return
-        self._plan_in_line([s.jobs[j] for _k, j in wanted])
-        s.planned = {j for _k, j in wanted}
-        s.estimates_version = s.version
-        s.estimates_at = self.now
+            return None
+        return EstimateRound(line=[j for _k, j in wanted], version=s.version,
+                             started_s=self.now)
 
-    def _plan_in_line(self, recs: list[JobRecord]) -> None:
+    def _plan_in_line(self, rnd: EstimateRound) -> None:
         s = self.s
-        releases = self.release_list()
-        by_id = {r.job_id: r for r in releases}
-        on_node: dict[str, set[str]] = {}  # node -> the releases that give GPUs back there
-        for r in releases:
-            for n in r.alloc:
-                on_node.setdefault(n, set()).add(r.job_id)
+        line = _Line(self.release_list(), s.cap)
+        cfg = self.cfg
+        phase_started = self.timer()
+        plans = 0
         with s.cap.trial():
-            for rec in recs:
-                if self.clock is not None and self.out_of_budget():
+            # what the round's earlier jobs planned (in earlier ticks) holds again, unless
+            # they have left the queue since (a started job's GPUs are really held)
+            line.hold_many([h for h in rnd.held if s.jobs[h[0]].state == S.QUEUED])
+            while rnd.cursor < len(rnd.line):
+                if plans >= cfg.estimate_plans_per_tick or (
+                    self.clock is not None
+                    and self.timer() - phase_started >= cfg.estimate_budget_s
+                ):
                     break
+                rec = s.jobs[rnd.line[rnd.cursor]]
+                rnd.cursor += 1
+                if rec.state != S.QUEUED:
+                    continue
                 job_id = rec.spec.id
                 claim = s.claims.get(job_id)
                 if claim is not None:
@@ -669,45 +898,21 @@ class Tick:
                                         "when the preempted jobs have exited (grace window)")
                     self._estimate(rec, est)
                     continue
-                res = self.reservation if (
-                    self.reservation is not None and self.reservation.job_id == job_id
-                ) else self.plan(rec, releases)
+                if self.reservation is not None and self.reservation.job_id == job_id:
+                    res = self.reservation
+                else:
+                    plans += 1
+                    res = self.plan(rec, line.releases)
                 if res is None:
                     self._estimate(rec, None)
                     continue
                 self._estimate(rec, StartEstimate(res.start_s, res.basis))
-                # hold the planned GPUs for the jobs behind it
-                free_now = {n: tuple(i for i in ix if s.cap.nodes[n].free_mask >> i & 1)
-                            for n, ix in res.alloc.items()}
-                free_now = {n: ix for n, ix in free_now.items() if ix}
-                if free_now:
-                    s.cap.take(free_now)
-                # The GPUs it counts on that someone holds now become its own from its
-                # start: no other release may give them back (releases stay disjoint, even
-                # when a reservation from earlier in the pass is stale by now).
-                later = minus(dict(res.alloc), free_now)
-                if later:  # only the releases on those nodes, found by node: O(them)
-                    hit: set[str] = set()
-                    for n in later:
-                        hit |= on_node.get(n, set())
-                    for jid in hit:  # each is replaced in place: the order does not matter
-                        r = by_id[jid]
-                        i = bisect.bisect_left(releases, (r.end_s, jid), key=_release_key)
-                        kept = minus(r.alloc, later)
-                        for n in r.alloc.keys() - kept.keys():
-                            on_node[n].discard(jid)
-                        if kept:
-                            releases[i] = by_id[jid] = replace(r, alloc=kept)
-                        else:
-                            del releases[i], by_id[jid]
-                if rec.spec.max_runtime_s is not None:
-                    end = res.start_s + rec.spec.max_runtime_s
-                    mine = Release(end_s=end, job_id=job_id, alloc=dict(res.alloc))
-                    # kept in (end_s, job_id) order: plan_reservation reads it presorted
-                    bisect.insort(releases, mine, key=_release_key)
-                    by_id[job_id] = mine
-                    for n in mine.alloc:
-                        on_node.setdefault(n, set()).add(job_id)
+                end = None if rec.spec.max_runtime_s is None else (
+                    res.start_s + rec.spec.max_runtime_s)
+                alloc = dict(res.alloc)
+                line.hold(job_id, alloc, end)  # the jobs behind it plan around it
+                rnd.held.append((job_id, alloc, end))
+        self.stats["estimate_plans"] = plans
 
     def _estimate(self, rec: JobRecord, est: Any) -> None:
         rec.estimate = est

@@ -26,7 +26,7 @@ MAX_NODES_PER_POD = 100_000
 MAX_PRIORITY = 1_000_000_000
 
 #: The simulator bounds a tick by work, not wall time, so its results are reproducible.
-DEFAULT_TICK_WORK_BUDGET = 4000
+DEFAULT_TICK_WORK_BUDGET = 500
 
 EVENT_KINDS = ("node_down", "node_up", "node_drain", "node_undrain", "cancel", "set_quota")
 
@@ -177,8 +177,9 @@ _SETTINGS_INT = {
     "placing_timeout_s": 1,
     "interactive_reserved_gpus": 0,
     "max_preemption_searches_per_tick": 0,
+    "estimate_plans_per_tick": 1,
 }
-_SETTINGS_FLOAT = {"tick_budget_s"}
+_SETTINGS_FLOAT = {"tick_budget_s", "estimate_budget_s"}
 _POD_KEYS = ("name", "nodes", "gpus_per_node", "gpu_type")
 _TENANT_KEYS = ("name", "guaranteed_gpus", "borrow_limit_gpus", "initial_usage_gpu_s")
 _JOB_KEYS = (

@@ -120,7 +120,9 @@ class Sim:
             last_tick = t
             # Between events and timers the state only changes by ticking; after a tick
             # that changed nothing, the next one waits for an event (keeps tests fast).
-            self._busy = bool(result.decisions) or result.stats["budget_exhausted"]
+            # (A look-ahead round still in progress also goes on at the next periodic tick.)
+            self._busy = (bool(result.decisions) or result.stats["budget_exhausted"]
+                          or bool(result.stats.get("estimate_round_left")))
             self.ticks.append((t, result))
             for job_id, est in result.start_estimates.items():
                 shown = None if est is None else est.start_s

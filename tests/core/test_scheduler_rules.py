@@ -121,3 +121,32 @@ def test_every_queued_job_has_a_reason_even_deep_in_its_queue() -> None:
     ).run(20)
     reasons = {sim.sched.job(f"q{i:02d}").pending_reason for i in range(40)}
     assert P.NONE not in reasons
+
+
+def _look_ahead_sim(plans_per_tick: int) -> Sim:
+    # Two teams, each queue behind jobs with declared limits, so every plan in the round
+    # depends on the ones before it (q1 counts on the GPUs q0 gives back at its end).
+    return Sim(
+        nodes({"pod-a": 2}),
+        [tenant("team-a", 8, 8), tenant("team-b", 8, 8)],
+        [work("big-a", 8, 1000, max_runtime_s=1000),
+         work("big-b", 8, 1500, tenant="team-b", max_runtime_s=1500)]
+        + [work(f"a{i}", 8, 100, at=10, max_runtime_s=100 + i) for i in range(4)]
+        + [work(f"b{i}", 4, 100, at=10, tenant="team-b", max_runtime_s=200) for i in range(4)],
+        config=cfg(estimate_lookahead=4, estimate_plans_per_tick=plans_per_tick),
+    )
+
+
+def test_a_look_ahead_round_spread_over_ticks_plans_what_one_tick_plans() -> None:
+    ids = [f"a{i}" for i in range(4)] + [f"b{i}" for i in range(4)]
+    whole = _look_ahead_sim(100).run(20)
+    at_once = {j: whole.sched.job(j).start_estimate_s for j in ids}
+    assert at_once["a0"] == 1000 and at_once["a1"] == 1100  # a1 behind a0, on its GPUs
+    assert all(at_once[j] is not None for j in ids)
+
+    spread = _look_ahead_sim(1)
+    spread.run(10)  # the first tick with the jobs queued: the holder and one more
+    partly = {j: spread.sched.job(j).start_estimate_s for j in ids}
+    assert sum(v is not None for v in partly.values()) < len(ids)
+    spread.run(200)  # one plan per 5-second tick: the round completes well before this
+    assert {j: spread.sched.job(j).start_estimate_s for j in ids} == at_once

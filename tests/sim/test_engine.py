@@ -194,6 +194,8 @@ def test_a_tick_that_places_thousands_of_jobs_does_not_recurse() -> None:
     jobs = [job(f"j{i:04d}", gpus=1, runtime_s=50) for i in range(1500)]
     scenario = make(
         until_s=100,
+        # every one of them examined (and placed) in the first tick
+        settings={"tick_work_budget": 2000},
         cluster={"pods": [{"name": "pod-a", "nodes": 200, "gpus_per_node": 8}]},
         tenants=[{"name": "team-a", "guaranteed_gpus": 1600, "borrow_limit_gpus": 0}],
         jobs=jobs,
