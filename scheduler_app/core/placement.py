@@ -74,8 +74,13 @@ def find_placement(
     min_gpus: int | None = None,
     exclude: Container[str] = frozenset(),
     only: Collection[str] | None = None,
+    materialise: bool = True,
 ) -> Allocation | None:
     """The allocation for a gang of ``gpus`` GPUs, or None if it does not fit now.
+
+    ``materialise=False``: only whether it fits; a fit returns an empty dict instead of
+    the GPU indices (searches that try many states, like the reservation planner's
+    gallop, need the indices of the last one only; building them is half the cost).
 
     Never mutates ``cap``. Uses HEALTHY nodes only. ``exclude``: node names not to use;
     ``only``: if set, use nothing else. Raises ValueError for a request that can never be
@@ -126,7 +131,11 @@ def find_placement(
         if size < low:
             return None
         plan = _plan_shaped(views, g, size // g)
-    return None if plan is None else _materialise(cap, plan)
+    if plan is None:
+        return None
+    if not materialise:
+        return {} if plan else None  # what _materialise would say, without the indices
+    return _materialise(cap, plan)
 
 
 # ---- the view of the index that the request sees -----------------------------------------

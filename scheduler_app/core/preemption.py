@@ -190,7 +190,7 @@ def select_victims(
     if policy not in ("full", "priority-kill"):
         raise ValueError(f"policy {policy!r} does not preempt")
 
-    def place(only: list[str] | None = None) -> Allocation | None:
+    def place(only: list[str] | None = None, materialise: bool = True) -> Allocation | None:
         return find_placement(
             cap,
             gpus=head.gpus,
@@ -199,6 +199,7 @@ def select_victims(
             min_gpus=head.min_gpus,
             exclude=exclude,
             only=only,
+            materialise=materialise,
         )
 
     if place() is not None:
@@ -256,7 +257,7 @@ def select_victims(
                 hi = min(len(seq), done + step)
                 with cap.trial():
                     give(done, hi)
-                    ok = place(only) is not None
+                    ok = place(only, materialise=False) is not None
                 if not ok:
                     give(done, hi)
                     done, step = hi, step * 2
@@ -266,7 +267,7 @@ def select_victims(
                     mid = (lo + hi) // 2
                     with cap.trial():
                         give(done, mid)
-                        ok = place(only) is not None
+                        ok = place(only, materialise=False) is not None
                     lo, hi = (lo, mid) if ok else (mid, hi)
                 return seq[:hi]
         return None

@@ -69,7 +69,7 @@ def plan_reservation(
     all of them; an out-of-order list then raises ValueError instead of planning wrong.
     """
 
-    def place() -> Allocation | None:
+    def place(materialise: bool = True) -> Allocation | None:
         return find_placement(
             cap,
             gpus=spec.gpus,
@@ -77,7 +77,11 @@ def plan_reservation(
             gpu_type=spec.gpu_type,
             min_gpus=spec.min_gpus,
             exclude=exclude,
+            materialise=materialise,
         )
+
+    def fits() -> bool:
+        return place(materialise=False) is not None
 
     alloc = place()
     if alloc is not None:
@@ -178,7 +182,7 @@ def plan_reservation(
             hi = done + step if has(done + step - 1) else len(groups)
             mark = cap.mark()
             give(done, hi)
-            if place() is None:
+            if not fits():
                 done = hi
                 step *= 2
                 continue
@@ -188,7 +192,7 @@ def plan_reservation(
                 mid = (lo + hi) // 2
                 mark = cap.mark()
                 give(lo, mid)
-                if place() is None:
+                if not fits():
                     lo = mid
                 else:
                     hi = mid
