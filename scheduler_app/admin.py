@@ -126,11 +126,14 @@ class AllocationAdmin(ReadOnlyAdmin):
 
 @admin.register(Transition)
 class TransitionAdmin(ReadOnlyAdmin):
-    list_display = ["id", "job", "from_state", "to_state", "reason", "actor", "at", "tick_id"]
-    list_filter = ["to_state", "reason", "actor"]
-    search_fields = ["=id", "=job__id", "tick_id", "actor_name"]
+    list_display = [
+        "id", "kind", "job", "node", "tenant", "from_state", "to_state", "reason", "actor", "at",
+        "tick_id",
+    ]
+    list_filter = ["kind", "to_state", "reason", "actor"]
+    search_fields = ["=id", "=job__id", "node__name", "tenant__name", "tick_id", "actor_name"]
     date_hierarchy = "at"
-    list_select_related = ["job"]
+    list_select_related = ["job", "node", "tenant"]
 
 
 @admin.register(Lease)

@@ -408,6 +408,81 @@ class Scheduler:
             heapq.heappop(self._timers)
         return self._timers[0][0] if self._timers else None
 
+    # ---------------------------------------------------------------- restore
+    def restore_job(
+        self,
+        spec: JobSpec,
+        state: JobState,
+        *,
+        alloc: Allocation | None = None,
+        run_start_s: int | None = None,
+        confirmed_s: int | None = None,
+        last_checkpoint_s: int | None = None,
+        resume_pointer: Any = None,
+        preemption_times: Iterable[int] = (),
+        retries: int = 0,
+        preempt_requested_s: int | None = None,
+        preempted_for: str | None = None,
+    ) -> None:
+        """Put a job into the state as it was persisted, making no decision (a production
+        leader rebuilding from its database: the moves that led here are in its log).
+
+        A QUEUED job joins its queue; a holding job (PLACING, RUNNING, PREEMPT_REQUESTED,
+        CHECKPOINTING) takes exactly ``alloc`` and gets the timers its state needs: the
+        placing timeout and time limit from ``run_start_s`` (default: now), the grace
+        deadline from ``preempt_requested_s``. Other states only record the job (a
+        PREEMPTED job waits for :meth:`requeue_preempted`).
+        """
+        if spec.id in self.jobs:
+            raise ValueError(f"job {spec.id}: already known")
+        self._tenant(spec.tenant)
+        state = JobState(state)
+        rec = JobRecord(
+            spec=spec,
+            last_checkpoint_s=last_checkpoint_s,
+            resume_pointer=resume_pointer,
+            preemption_times=list(preemption_times),
+            retries=retries,
+        )
+        if state in HOLDING_STATES and not alloc:
+            raise ValueError(f"job {spec.id}: {state} needs the allocation it holds")
+        self.jobs[spec.id] = rec
+        rec.state = state
+        self.version += 1
+        if state == S.QUEUED:
+            self.queues.push(spec)
+            return
+        if state not in HOLDING_STATES:
+            if state in FINAL_STATES:
+                rec.end_s = self.now
+            return
+        assert alloc is not None
+        now = self.now
+        self._hold(rec, alloc, now)
+        rec.run_id = 1
+        rec.run_start_s = run_start_s if run_start_s is not None else now
+        rec.confirmed_s = confirmed_s
+        if state == S.PLACING:
+            self._arm(rec.run_start_s + self.config.placing_timeout_s, "placing", spec.id, 1)
+        if spec.max_runtime_s is not None:
+            self._arm(rec.run_start_s + spec.max_runtime_s, "limit", spec.id, 1)
+        if state in (S.PREEMPT_REQUESTED, S.CHECKPOINTING):
+            rec.preempt_id = 1
+            asked = preempt_requested_s if preempt_requested_s is not None else now
+            rec.grace_deadline_s = asked + self.grace_window(spec)
+            self._arm(rec.grace_deadline_s, "grace", spec.id, 1)
+            rec.preempted_for = preempted_for
+        self._refresh_release(rec)
+
+    def requeue_preempted(self, job_id: str, now: int) -> list[Decision]:
+        """PREEMPTED -> QUEUED (Requeued) for a restored job whose requeue was cut off
+        (the event methods always requeue a preempted job at once)."""
+        rec = self._rec(job_id)
+        self._clock(now)
+        self._move(rec, S.QUEUED, Reason.REQUEUED, now,
+                   detail={"resume_pointer": rec.resume_pointer})
+        return self._flush()
+
     # ---------------------------------------------------------------- reads
     def job(self, job_id: str) -> JobView:
         rec = self._rec(job_id)

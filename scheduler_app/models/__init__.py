@@ -8,6 +8,8 @@ and tenant usage; ``manage.py replay --verify`` checks the projection against th
 from .cluster import Node, Pod
 from .jobs import Allocation, Job, Transition
 from .lease import Lease
+from .reservations import Reservation
 from .tenants import Membership, Tenant
 
-__all__ = ["Allocation", "Job", "Lease", "Membership", "Node", "Pod", "Tenant", "Transition"]
+__all__ = ["Allocation", "Job", "Lease", "Membership", "Node", "Pod", "Reservation", "Tenant",
+           "Transition"]

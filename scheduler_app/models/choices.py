@@ -17,3 +17,5 @@ PENDING_REASON_CHOICES = choices_of(PendingReason)
 REASON_CHOICES = choices_of(Reason)
 ACTOR_CHOICES = choices_of(Actor)
 NODE_HEALTH_CHOICES = choices_of(NodeHealth)
+#: A log row's from/to: job states on job rows, node health on node rows.
+LOG_STATE_CHOICES = JOB_STATE_CHOICES + NODE_HEALTH_CHOICES

@@ -6,7 +6,13 @@ from django.db.models import F, Q
 
 from scheduler_app.core.states import JobState, PendingReason
 
-from .choices import ACTOR_CHOICES, JOB_STATE_CHOICES, PENDING_REASON_CHOICES, REASON_CHOICES
+from .choices import (
+    ACTOR_CHOICES,
+    JOB_STATE_CHOICES,
+    LOG_STATE_CHOICES,
+    PENDING_REASON_CHOICES,
+    REASON_CHOICES,
+)
 from .cluster import Node
 from .tenants import Tenant
 
@@ -56,6 +62,11 @@ class Job(models.Model):
     pending_reason = models.CharField(
         max_length=32, choices=PENDING_REASON_CHOICES, default=PendingReason.NONE.value
     )
+    #: Written by the leader after a tick (not from the log): when the job should start by
+    #: the reservation plan, and the plan's sentence (which release makes it fit). Null:
+    #: not planned (too far down the queue, or it waits on a job without a declared limit).
+    estimate_start_at = models.DateTimeField(null=True, blank=True)
+    estimate_basis = models.TextField(blank=True, default="")
     submitted_at = models.DateTimeField()
     #: Start of the current (or last) run: set when the agent confirms (-> RUNNING).
     started_at = models.DateTimeField(null=True, blank=True)
@@ -118,27 +129,67 @@ class Allocation(models.Model):
 
 
 class Transition(models.Model):
-    """One row of the append-only log: every change of a job's state, in order.
+    """One row of the append-only log: every change of a job's state, a node's health and a
+    tenant's quota, in one order.
 
     The primary key is the sequence number (``seq``): a BigAutoField, so it only grows.
     Writers serialise their appends (see services.transitions) so seq order is commit
-    order. Database triggers refuse UPDATE and DELETE (migration 0002).
+    order. Database triggers refuse UPDATE and DELETE (migrations 0002, 0003).
 
-    ``detail`` carries what the log needs to rebuild the projection: ``{"alloc": {node:
-    [gpu indices]}}`` on QUEUED -> PLACING and on Shrunk self-transitions,
-    ``{"resume_pointer": ...}`` on Checkpointed, and the human explanation of a decision.
+    ``kind`` says what the row is about; exactly the foreign key of that kind is set (a
+    check constraint holds it):
+
+    - ``job``: ``from_state``/``to_state`` are job states. ``detail`` carries what the log
+      needs to rebuild the projection: ``{"alloc": {node: [gpu indices]}}`` on
+      QUEUED -> PLACING and on Shrunk self-transitions, ``{"resume_pointer": ...}`` on
+      Checkpointed, and the human explanation of a decision.
+    - ``node``: ``from_state``/``to_state`` are node health values (``healthy``,
+      ``draining``, ``down``; from is null when the node registers), reason NodeHealth;
+      ``detail`` = ``{"action": drain|undrain|down|up|register|heartbeat_timeout,
+      "before": {...}, "after": {...}, "why": ...}``.
+    - ``tenant``: reason QuotaChanged, states null/empty; ``detail`` = ``{"before":
+      {"guaranteed_gpus", "borrow_limit_gpus"}, "after": {...}}``.
     """
 
+    class Kind(models.TextChoices):
+        JOB = "job", "job"
+        NODE = "node", "node"
+        TENANT = "tenant", "tenant"
+
     id = models.BigAutoField(primary_key=True)
+    kind = models.CharField(max_length=8, choices=Kind.choices, default=Kind.JOB)
     # indexed by (job, id) below; a separate job_id index would be redundant
     job = models.ForeignKey(
-        Job, on_delete=models.PROTECT, related_name="transitions", db_index=False
+        Job,
+        on_delete=models.PROTECT,
+        related_name="transitions",
+        db_index=False,
+        null=True,
+        blank=True,
     )
-    # NULL only on the first row of a job: "(none) -> SUBMITTED", no state before it.
+    node = models.ForeignKey(
+        Node,
+        on_delete=models.PROTECT,
+        related_name="transitions",
+        db_index=False,
+        null=True,
+        blank=True,
+    )
+    tenant = models.ForeignKey(
+        Tenant,
+        on_delete=models.PROTECT,
+        related_name="transitions",
+        db_index=False,
+        null=True,
+        blank=True,
+    )
+    # NULL on the first row of a job ("(none) -> SUBMITTED"), a node's registration and
+    # every tenant row: there is no state before it.
     from_state = models.CharField(  # noqa: DJ001
-        max_length=24, choices=JOB_STATE_CHOICES, null=True, blank=True
+        max_length=24, choices=LOG_STATE_CHOICES, null=True, blank=True
     )
-    to_state = models.CharField(max_length=24, choices=JOB_STATE_CHOICES)
+    #: Empty on tenant rows (a quota has no state).
+    to_state = models.CharField(max_length=24, choices=LOG_STATE_CHOICES, blank=True)
     at = models.DateTimeField()
     reason = models.CharField(max_length=32, choices=REASON_CHOICES)
     detail = models.JSONField(default=dict, blank=True)
@@ -151,11 +202,37 @@ class Transition(models.Model):
         ordering = ["id"]
         indexes = [
             models.Index(fields=["job", "id"], name="transition_job_seq"),
+            models.Index(
+                fields=["node", "id"],
+                name="transition_node_seq",
+                condition=Q(node__isnull=False),
+            ),
+            models.Index(
+                fields=["tenant", "id"],
+                name="transition_tenant_seq",
+                condition=Q(tenant__isnull=False),
+            ),
             models.Index(fields=["at"], name="transition_at"),
+        ]
+        constraints = [
+            models.CheckConstraint(
+                condition=(
+                    Q(kind="job", job__isnull=False, node__isnull=True, tenant__isnull=True)
+                    | Q(kind="node", node__isnull=False, job__isnull=True, tenant__isnull=True)
+                    | Q(kind="tenant", tenant__isnull=False, job__isnull=True, node__isnull=True)
+                ),
+                name="transition_kind_matches_fk",
+            ),
         ]
 
     def __str__(self) -> str:
-        return f"#{self.pk} job {self.job_id}: {self.from_state} -> {self.to_state} ({self.reason})"
+        if self.kind == self.Kind.NODE:
+            subject = f"node {self.node_id}"
+        elif self.kind == self.Kind.TENANT:
+            subject = f"tenant {self.tenant_id}"
+        else:
+            subject = f"job {self.job_id}"
+        return f"#{self.pk} {subject}: {self.from_state} -> {self.to_state} ({self.reason})"
 
     @property
     def seq(self) -> int:

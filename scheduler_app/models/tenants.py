@@ -19,6 +19,13 @@ class Tenant(models.Model):
     usage_gpu_s = models.FloatField(default=0.0)
     usage_at = models.DateTimeField(null=True, blank=True)
     held_gpus = models.PositiveIntegerField(default=0)
+    #: Written by the leader after each tick: the fair-share key of that tick (usage /
+    #: guarantee; null for a tenant without a guarantee that has used GPUs: infinite) and
+    #: the tenant's place in the tick's order (1 = served first; equal keys share a rank);
+    #: ``share_at``: the tick that last changed them.
+    share = models.FloatField(null=True, blank=True)
+    share_rank = models.PositiveIntegerField(null=True, blank=True)
+    share_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         ordering = ["name"]

@@ -5,7 +5,19 @@ directly. Job state changes go through :func:`job_transition` alone.
 """
 
 from . import early_tick  # noqa: F401 - connects the early-tick receiver
-from .jobs import job_cancel, job_submit
+from .errors import Conflict, Forbidden, Invalid, NotFound, ServiceError
+from .jobs import job_cancel, job_submit, jobs_submit_batch
 from .transitions import AllocationError, job_transition
 
-__all__ = ["AllocationError", "job_cancel", "job_submit", "job_transition"]
+__all__ = [
+    "AllocationError",
+    "Conflict",
+    "Forbidden",
+    "Invalid",
+    "NotFound",
+    "ServiceError",
+    "job_cancel",
+    "job_submit",
+    "job_transition",
+    "jobs_submit_batch",
+]

@@ -1,8 +1,9 @@
 """Ask for an early tick when something the scheduler waits on was committed.
 
 Listens to ``transition_committed`` (sent after commit, never for a rolled-back change):
-a job admitted to the queue, cancelled or exited frees or needs GPUs, so the leader
-should not wait for the next beat. The scheduler's own rows do not ask (it just ticked).
+a job admitted to the queue, cancelled or exited frees or needs GPUs, and a node's health
+or a tenant's quota changes what fits, so the leader should not wait for the next beat.
+The scheduler's own rows do not ask (it just ticked, or is about to).
 """
 
 from __future__ import annotations
@@ -27,6 +28,8 @@ WAKES_THE_SCHEDULER = frozenset(
 def wakes_the_scheduler(row: Transition) -> bool:
     if row.actor == Actor.SCHEDULER:
         return False
+    if row.kind != Transition.Kind.JOB:
+        return True  # node health or tenant quota
     return row.reason in WAKES_THE_SCHEDULER or row.to_state == JobState.CANCELLED
 
 

@@ -1,20 +1,23 @@
-"""Job services: submit and cancel. Both go through ``services.transitions``."""
+"""Job services: submit (one job, or a batch), and cancel. All go through
+``services.transitions``."""
 
 from __future__ import annotations
 
+import bisect
 from datetime import datetime
 from typing import Any
 
 from django.contrib.auth.models import AbstractBaseUser
 from django.core.exceptions import ValidationError
 from django.db import IntegrityError, transaction
-from django.db.models import Max, Sum
 
 from scheduler_app.core.states import JobState, Reason
 from scheduler_app.core.types import Actor
 from scheduler_app.models import Job, Node, Tenant, Transition
 
-from .transitions import append_first, apply_locked, job_transition, now_s
+from .copy_insert import new_instances
+from .errors import Invalid
+from .transitions import admit_new_jobs, job_transition, now_s
 
 
 def job_submit(
@@ -38,6 +41,7 @@ def job_submit(
     idempotency_key: str = "",
     at: datetime | None = None,
     actor: Actor = Actor.USER,
+    capacity: ClusterShape | None = None,
 ) -> Job:
     """Create a job and admit it: (none) -> SUBMITTED -> QUEUED, all in one transaction.
 
@@ -45,7 +49,8 @@ def job_submit(
     type; or more than its team's guarantee plus borrow limit) goes SUBMITTED -> FAILED
     with reason NeverFits and the arithmetic in ``detail["why"]``. Invalid input raises
     ValidationError keyed by the field. Submitting again with the same idempotency key
-    (per tenant) returns the first job and writes nothing.
+    (per tenant) returns the first job and writes nothing. ``capacity``: the cluster's
+    shape if the caller read it already (the API checks the same rule first).
     """
     spec: dict[str, Any] = {
         "name": name,
@@ -69,31 +74,159 @@ def job_submit(
     actor_name = owner.get_username() if owner is not None else ""
     key = spec["idempotency_key"]
     try:
+        # no look-up first: the unique key refuses a second job (IntegrityError below)
         with transaction.atomic(durable=True):
-            existing = _job_with_key(tenant, key)
-            if existing is not None:
-                return existing
-            job = Job.objects.create(
-                tenant=tenant, owner=owner, state=JobState.SUBMITTED, submitted_at=at, **spec
-            )
-            append_first(job, actor=actor, at=at, actor_name=actor_name)
-            why = never_fits(job, tenant)
-            apply_locked(
-                job,
-                to_state=JobState.FAILED if why else JobState.QUEUED,
-                reason=Reason.NEVER_FITS if why else Reason.ADMITTED,
-                actor=actor,
-                at=at,
-                detail={"why": why} if why else None,
-                actor_name=actor_name,
-            )
+            (job,) = _submit_locked(tenant, owner, [spec], at=at, actor=actor,
+                                    actor_name=actor_name, fits=capacity or ClusterShape())
             return job
     except IntegrityError:
-        # Two submissions with the same key raced and the other one committed first.
+        # The key was used before (a retry), or a concurrent submission with it committed
+        # first: return that job; nothing of this one was written.
         existing = _job_with_key(tenant, key)
         if existing is None:
             raise
+        existing.replayed = True  # type: ignore[attr-defined]  # read by submit_replayed
         return existing
+
+
+#: The most jobs one batch may submit (one transaction holds the log's append lock).
+MAX_BATCH = 1000
+
+#: What a batch spec may set: job_submit's job fields.
+BATCH_FIELDS = frozenset(
+    {
+        "name", "command", "gpus", "gpus_per_node", "gpu_type", "priority", "checkpointable",
+        "checkpoint_interval_s", "checkpoint_time_s", "restart_s", "max_runtime_s",
+        "min_gpus", "preemptible", "interactive",
+    }
+)
+_SPEC_DEFAULTS: dict[str, Any] = {
+    "command": "", "gpus_per_node": None, "gpu_type": "", "priority": 0,
+    "checkpointable": False, "checkpoint_interval_s": None, "checkpoint_time_s": None,
+    "restart_s": 0, "max_runtime_s": None, "min_gpus": None, "preemptible": False,
+    "interactive": False,
+}
+
+
+def jobs_submit_batch(
+    *,
+    tenant: Tenant,
+    owner: AbstractBaseUser | None,
+    specs: list[dict[str, Any]],
+    idempotency_key: str = "",
+    at: datetime | None = None,
+    actor: Actor = Actor.USER,
+    capacity: ClusterShape | None = None,
+) -> list[Job]:
+    """Submit up to :data:`MAX_BATCH` jobs all or nothing, in one transaction, in order.
+
+    Every spec is validated first; any bad field raises ``Invalid`` naming it
+    ``jobs[i].field`` (``errors`` holds them all) and nothing is written. With an
+    ``idempotency_key`` the jobs get the keys ``<key>#0``, ``<key>#1``, ...: submitting the
+    same batch again returns the first batch's jobs and writes nothing.
+    """
+    if not isinstance(specs, list) or not specs:
+        raise Invalid("A batch needs at least one job.", field="jobs", code="empty")
+    if len(specs) > MAX_BATCH:
+        raise Invalid(f"At most {MAX_BATCH} jobs per batch, got {len(specs)}.",
+                      field="jobs", code="too_many")
+    if len(idempotency_key) > 128 - len(f"#{MAX_BATCH}"):
+        raise Invalid("At most 123 characters.", field="idempotency_key")
+    prepared: list[dict[str, Any]] = []
+    errors: dict[str, str] = {}
+    for i, raw in enumerate(specs):
+        spec, problems = _batch_spec(raw)
+        if spec is not None:
+            spec["idempotency_key"] = f"{idempotency_key}#{i}" if idempotency_key else ""
+            try:
+                validate_job_spec(spec)
+            except ValidationError as error:
+                problems.update({f: " ".join(m) for f, m in error.message_dict.items()})
+        for name, message in problems.items():
+            errors[f"jobs[{i}].{name}"] = message
+        if spec is not None:
+            prepared.append(spec)
+    if errors:
+        first = next(iter(errors))
+        raise Invalid(errors[first], field=first, errors=errors)
+    at = at or now_s()
+    actor_name = owner.get_username() if owner is not None else ""
+    try:
+        # no look-up first: the unique keys refuse a second batch (IntegrityError below)
+        with transaction.atomic(durable=True):
+            return _submit_locked(tenant, owner, prepared, at=at, actor=actor,
+                                  actor_name=actor_name, fits=capacity or ClusterShape())
+    except IntegrityError:
+        existing = _batch_with_key(tenant, idempotency_key)
+        if existing is None:
+            raise
+        for job in existing:
+            job.replayed = True  # type: ignore[attr-defined]  # read by submit_replayed
+        return existing
+
+
+def submit_replayed(job: Job) -> bool:
+    """Did ``job_submit`` / ``jobs_submit_batch`` return ``job`` from an earlier submission
+    with the same idempotency key (and write nothing)?"""
+    return bool(getattr(job, "replayed", False))
+
+
+def _batch_spec(raw: object) -> tuple[dict[str, Any] | None, dict[str, str]]:
+    if not isinstance(raw, dict):
+        return None, {"spec": "Each job is an object of job fields."}
+    unknown = sorted(set(raw) - BATCH_FIELDS)
+    if unknown:
+        return None, {name: "Not a job field." for name in unknown}
+    if "name" not in raw or "gpus" not in raw:
+        return None, {
+            name: "Required." for name in ("name", "gpus") if name not in raw
+        }
+    spec = {**_SPEC_DEFAULTS, **raw}
+    spec["gpu_type"] = spec["gpu_type"] or ""
+    problems: dict[str, str] = {}
+    for name in ("name", "command", "gpu_type"):
+        if not isinstance(spec[name], str):
+            problems[name] = "Must be text."
+    for name in ("checkpointable", "preemptible", "interactive"):
+        if not isinstance(spec[name], bool):
+            problems[name] = "Must be true or false."
+    if isinstance(spec["priority"], bool) or not isinstance(spec["priority"], int):
+        problems["priority"] = "Must be an integer."
+    if problems:
+        return None, problems
+    return spec, {}
+
+
+def _batch_with_key(tenant: Tenant, key: str) -> list[Job] | None:
+    if not key:
+        return None
+    jobs = list(
+        Job.objects.filter(tenant=tenant, idempotency_key__startswith=f"{key}#").order_by("pk")
+    )
+    return jobs or None
+
+
+def _submit_locked(
+    tenant: Tenant,
+    owner: AbstractBaseUser | None,
+    specs: list[dict[str, Any]],
+    *,
+    at: datetime,
+    actor: Actor,
+    actor_name: str,
+    fits: ClusterShape,
+) -> list[Job]:
+    """Create and admit validated jobs inside the caller's transaction, in a few
+    statements whatever their number (``transitions.admit_new_jobs``)."""
+    owner_id = owner.pk if owner is not None else None
+    jobs = new_instances(Job, ({"tenant_id": tenant.pk, "owner_id": owner_id,
+                                "state": JobState.SUBMITTED.value, "submitted_at": at, **spec}
+                               for spec in specs))
+    for job in jobs:  # the caller reads them: no query per job for either
+        job.tenant = tenant
+        job.owner = owner
+    refusals = [never_fits(job, tenant, capacity=fits) for job in jobs]
+    return admit_new_jobs(jobs, refusals=refusals, actor=actor, at=at, actor_name=actor_name)
 
 
 def _job_with_key(tenant: Tenant, key: str) -> Job | None:
@@ -122,8 +255,17 @@ def job_cancel(
     )
 
 
+#: The longest duration a job spec may give: a year. A larger value is a unit mistake
+#: (milliseconds for seconds), not a plan.
+MAX_DURATION_S = 366 * 24 * 3600
+
+#: The spec's durations, in seconds.
+DURATION_FIELDS = ("checkpoint_interval_s", "checkpoint_time_s", "max_runtime_s", "restart_s")
+
+
 def validate_job_spec(spec: dict[str, Any]) -> None:
-    """Raise ValidationError naming each bad field."""
+    """Raise ValidationError naming each bad field. Durations are whole seconds, at most
+    :data:`MAX_DURATION_S` (366 days)."""
     errors: dict[str, str] = {}
     gpus = spec["gpus"]
     if not spec["name"] or len(spec["name"]) > 200:
@@ -147,26 +289,63 @@ def validate_job_spec(spec: dict[str, Any]) -> None:
             errors[field] = "Must be a positive number of seconds, or empty."
     if not isinstance(spec["restart_s"], int) or spec["restart_s"] < 0:
         errors["restart_s"] = "Must be zero or a positive number of seconds."
+    for field in DURATION_FIELDS:
+        value = spec[field]
+        if field not in errors and isinstance(value, int) and value > MAX_DURATION_S:
+            errors[field] = (f"At most {MAX_DURATION_S} seconds (366 days): durations are in "
+                             "seconds.")
     if len(spec["idempotency_key"]) > 128:
         errors["idempotency_key"] = "At most 128 characters."
     if errors:
         raise ValidationError(errors)
 
 
-def never_fits(job: Job, tenant: Tenant) -> str:
+class ClusterShape:
+    """The cluster's GPU types and node sizes, read in one query when first needed (a
+    batch, and the API's checks before it, read them once)."""
+
+    def __init__(self) -> None:
+        self._by_type: dict[str, list[int]] | None = None
+
+    def _load(self) -> dict[str, list[int]]:
+        if self._by_type is None:
+            by_type: dict[str, list[int]] = {"": []}
+            for gpu_type, count in Node.objects.order_by().values_list("gpu_type", "gpu_count"):
+                by_type[""].append(count)
+                if gpu_type:
+                    by_type.setdefault(gpu_type, []).append(count)
+            self._by_type = {t: sorted(sizes) for t, sizes in by_type.items()}
+        return self._by_type
+
+    def gpu_types(self) -> list[str]:
+        """The cluster's GPU types (not the empty "any type"), sorted."""
+        return sorted(t for t in self._load() if t)
+
+    def sizes(self, gpu_type: str) -> list[int]:
+        """GPUs of each node of ``gpu_type`` ("" any type), sorted."""
+        return self._load().get(gpu_type, [])
+
+
+def never_fits(job: Job, tenant: Tenant, *, capacity: ClusterShape | None = None) -> str:
     """Why ``job`` can never run, or "" if it might. Counts every node whatever its health
-    (a down node may come back). Elastic jobs need only their minimum."""
+    (a down node may come back). Elastic jobs need only their minimum. The same rules as
+    the core's admission (``Scheduler._never_fits``), so the two agree on every job."""
     need = job.min_gpus or job.gpus
-    nodes = Node.objects.all()
-    if job.gpu_type:
-        nodes = nodes.filter(gpu_type=job.gpu_type)
-    totals = nodes.aggregate(total=Sum("gpu_count"), largest=Max("gpu_count"))
-    total, largest = totals["total"] or 0, totals["largest"] or 0
+    sizes = (capacity or ClusterShape()).sizes(job.gpu_type)
+    total, largest = sum(sizes), (sizes[-1] if sizes else 0)
     kind = f"{job.gpu_type} GPUs" if job.gpu_type else "GPUs"
     if need > total:
         return f"needs {need} {kind}; the cluster has {total}"
-    if job.gpus_per_node and job.gpus_per_node > largest:
-        return f"needs {job.gpus_per_node} {kind} per node; the largest node has {largest}"
+    if job.gpus_per_node:
+        per_node = job.gpus_per_node
+        if per_node > largest:
+            return f"needs {per_node} {kind} per node; the largest node has {largest}"
+        nodes_needed = -(-need // per_node)
+        wide = len(sizes) - bisect.bisect_left(sizes, per_node)
+        if nodes_needed > wide:
+            return (
+                f"needs {nodes_needed} nodes with {per_node} {kind} each; the cluster has {wide}"
+            )
     if need > tenant.quota_limit_gpus:
         return (
             f"needs {need} GPUs; team {tenant.name} may hold at most "

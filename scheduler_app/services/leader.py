@@ -3,16 +3,28 @@
 One :meth:`LeaderLoop.step` is one tick of the production path:
 
 1. acquire or renew the leader lease (a standby returns at once);
-2. build the core's state from the database if it has none (first step, new token, or
+2. mark down the nodes silent past ``SCHEDULER_HEARTBEAT_TIMEOUT_S`` (node rows in the log;
+   nodes that never sent a heartbeat are exempt);
+3. build the core's state from the database if it has none (first step, new token, or
    after any failure), else advance it from Transition rows committed since its watermark
-   that it did not write itself (submits, cancels, agent confirmations, exits,
-   checkpoints), each mapped to the Scheduler's event method;
-3. run ``Scheduler.tick(now, clock=time.perf_counter)``;
-4. persist every Decision in ONE transaction that first checks the lease token
-   (``lease_check``): a stale leader writes nothing. Each decision goes through
-   ``apply_locked`` (the composing form of ``job_transition``; ``job_transition`` itself
-   opens a durable transaction and so cannot share the fenced one), after checking the
-   job row still is in the state the core moved it from.
+   that it did not write itself, each mapped to the Scheduler's event method: job rows
+   (submits, cancels, agent confirmations, exits, checkpoints), node rows
+   (``node_down/up/drain/undrain``) and tenant rows (``set_quota``);
+4. run ``Scheduler.tick(now, clock=...)``;
+5. persist every Decision in ONE transaction that first checks the lease token
+   (``lease_check``): a stale leader writes nothing. Then the log's append lock, then
+   all the decisions at once through ``transitions.apply_moves_locked`` (the bulk form of
+   ``apply_locked``, the composing form of ``job_transition``: the same rows and
+   projection in a constant number of statements), which locks every touched job row
+   and checks it still is in the state the core moved it from. The same transaction publishes
+   what the tick learnt: the pending reasons and start estimates that changed
+   (``Job.pending_reason``, ``estimate_start_at``, ``estimate_basis``), the tenants'
+   fair-share order (``Tenant.share``, ``share_rank``) and, when the list changed, the
+   core's current reservations (``Scheduler.reservations()``, the ``Reservation`` table).
+
+:meth:`LeaderLoop.follow` is steps 1-3 and 5 without the tick: it folds new rows into the
+core and persists the follow-on decisions at once (the db simulator calls it after every
+event, as the memory engine applies every event at once).
 
 Any failure (lost lease, a conflict with a concurrent write, a database error) rolls the
 transaction back and drops the in-memory state: the next step rebuilds it from the
@@ -34,10 +46,11 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
+from django.conf import settings
 from django.db import connection, transaction
 from django.db.models import Max
 
-from scheduler_app.core.scheduler import JobRecord, ReclaimClaim, Scheduler
+from scheduler_app.core.scheduler import ReclaimClaim, Scheduler, StartEstimate, TickResult
 from scheduler_app.core.states import FINAL_STATES, HOLDING_STATES, JobState, Reason
 from scheduler_app.core.types import (
     Actor,
@@ -48,10 +61,21 @@ from scheduler_app.core.types import (
     SchedulerConfig,
     TenantSpec,
 )
-from scheduler_app.models import Allocation, Job, Node, Tenant, Transition
+from scheduler_app.models import Allocation, Job, Node, Reservation, Tenant, Transition
+from scheduler_app.observability import log_context
 
+from .bulk import update_from_values
+from .cluster import nodes_mark_silent_down
 from .lease import LEADER_LEASE, LeaseLost, lease_acquire, lease_check, lease_release
-from .transitions import LOG_APPEND_LOCK_KEY, apply_locked, now_s
+from .transitions import (
+    LOG_APPEND_LOCK_KEY,
+    Move,
+    StaleMove,
+    append_lock,
+    apply_locked,
+    apply_moves_locked,
+    now_s,
+)
 from .usage import half_life_s, usage_at
 
 log = logging.getLogger("scheduler_app.leader")
@@ -63,8 +87,8 @@ class NeedRebuild(RuntimeError):
     """The log holds something the in-memory state cannot follow incrementally."""
 
 
-class Conflict(RuntimeError):
-    """A decision no longer matches the database (a concurrent write got there first)."""
+#: A decision no longer matches the database (a concurrent write got there first).
+Conflict = StaleMove
 
 
 @dataclass(slots=True)
@@ -106,10 +130,29 @@ def from_epoch(at_s: int) -> datetime:
     return datetime.fromtimestamp(at_s, tz=UTC)
 
 
-def job_spec(job: Job) -> JobSpec:
+class JobKeys:
+    """How the leader names jobs in the core: the primary key as text, and the primary key
+    as the total-order tie-break (``JobSpec.seq``). The db simulator names them by the
+    scenario's ids and file order instead, so its core decides exactly as the memory
+    engine's (the core breaks some ties by id)."""
+
+    def core_id(self, pk: int) -> str:
+        return str(pk)
+
+    def pk(self, core_id: str) -> int:
+        return int(core_id)
+
+    def seq(self, job: Job) -> int:
+        return job.pk
+
+
+PK_KEYS = JobKeys()
+
+
+def job_spec(job: Job, keys: JobKeys = PK_KEYS) -> JobSpec:
     return JobSpec(
-        id=str(job.pk),
-        seq=job.pk,
+        id=keys.core_id(job.pk),
+        seq=keys.seq(job),
         tenant=job.tenant.name,
         gpus=job.gpus,
         submit_s=epoch(job.submitted_at),
@@ -127,8 +170,23 @@ def job_spec(job: Job) -> JobSpec:
     )
 
 
+#: A published value not known to this leader (after a rebuild every value is written).
+_UNKNOWN: Any = object()
+
+
+def heartbeat_timeout_s() -> int:
+    return int(getattr(settings, "SCHEDULER_HEARTBEAT_TIMEOUT_S", 30))
+
+
 class LeaderLoop:
-    """The leader's state and its tick. Not thread-safe: one step at a time."""
+    """The leader's state and its tick. Not thread-safe: one step at a time.
+
+    ``clock``: the tick's wall-time budget (``config.tick_budget_s``) reads it; None bounds
+    the tick by work only (``config.tick_work_budget``), as the simulator needs.
+    ``heartbeat_timeout_s``: None reads settings.SCHEDULER_HEARTBEAT_TIMEOUT_S; 0 disables.
+    ``bulk_writes``: False writes the decisions one ``apply_locked`` at a time (about 14
+    statements each), the reference for the tests of the bulk path.
+    """
 
     def __init__(
         self,
@@ -137,24 +195,38 @@ class LeaderLoop:
         lease_name: str = LEADER_LEASE,
         ttl_s: int = 15,
         config: SchedulerConfig | None = None,
-        clock: Callable[[], float] = time.perf_counter,
+        clock: Callable[[], float] | None = time.perf_counter,
+        keys: JobKeys = PK_KEYS,
+        heartbeat_timeout_s: int | None = None,
+        bulk_writes: bool = True,
     ) -> None:
         self.holder = holder
         self.lease_name = lease_name
         self.ttl_s = ttl_s
         self.config = config or SchedulerConfig(usage_half_life_s=half_life_s())
         self.clock = clock
+        self.keys = keys
+        self.heartbeat_timeout_s = heartbeat_timeout_s
+        self.bulk_writes = bulk_writes
         self.scheduler: Scheduler | None = None
         self.token: int | None = None
         self.watermark = 0  # highest Transition seq folded into self.scheduler
         self.own_seqs: set[int] = set()  # rows above the watermark this leader wrote
         self.ticks = 0
+        self.last_result: TickResult | None = None
+        # what this leader last wrote to Job/Tenant rows: only changes are written again
+        self.published: dict[str, tuple[Any, Any]] = {}  # core id -> (reason, estimate)
+        self.published_shares: dict[str, tuple[float | None, int]] = {}
+        # the Reservation rows last written (None: unknown, write them at the next persist)
+        self.published_reservations: list[dict[str, Any]] | None = None
 
     # ------------------------------------------------------------------ the step
-    def step(self, now: datetime | None = None) -> StepReport:
+    def step(self, now: datetime | None = None, *, tick: bool = True) -> StepReport:
+        """One tick (``tick=False``: only follow the log and persist what that decided)."""
         now = now or now_s()
         started = time.perf_counter()
         report = StepReport(holder=self.holder, leader=False)
+        self.last_result = None
         try:
             token = lease_acquire(
                 name=self.lease_name, holder=self.holder, ttl_s=self.ttl_s, now=now,
@@ -169,21 +241,32 @@ class LeaderLoop:
                 self.token = token
             self.ticks += 1
             report.tick_id = f"{token}.{self.ticks}"
-            pending, report.rebuilt, report.caught_up = self.sync(now)
-            sched = self.scheduler
-            assert sched is not None
-            result = sched.tick(epoch(now), clock=self.clock)
-            decisions = pending + result.decisions
-            report.stats = dict(result.stats)
-            self.persist(decisions, tick_id=report.tick_id, now=now)
-            report.decisions = len(decisions)
+            # every log line of the tick (rebuilding, conflicts, the core's) names it
+            with log_context(tick_id=report.tick_id):
+                self.mark_silent_nodes(now)
+                pending, report.rebuilt, report.caught_up = self.sync(now)
+                sched = self.scheduler
+                assert sched is not None
+                result = None
+                if tick:
+                    result = sched.tick(epoch(now), clock=self.clock)
+                    report.stats = dict(result.stats)
+                decisions = pending + (result.decisions if result else [])
+                self.persist(decisions, tick_id=report.tick_id, now=now, result=result)
+                self.last_result = result
+                report.decisions = len(decisions)
         except Exception as error:  # noqa: BLE001 - any failure: drop state, rebuild next step
             self.drop()
             report.error = f"{type(error).__name__}: {error}"
-            log.warning("tick failed, state dropped: %s", report.error, exc_info=True)
+            with log_context(tick_id=report.tick_id):
+                log.warning("tick failed, state dropped: %s", report.error, exc_info=True)
         finally:
             report.duration_ms = (time.perf_counter() - started) * 1000
         return report
+
+    def follow(self, now: datetime | None = None) -> StepReport:
+        """Fold new log rows into the core and persist the follow-on decisions, no tick."""
+        return self.step(now, tick=False)
 
     def release(self) -> None:
         """Give the lease up (clean shutdown) so a standby takes over at once."""
@@ -196,6 +279,20 @@ class LeaderLoop:
         self.scheduler = None
         self.watermark = 0
         self.own_seqs.clear()
+        self.published.clear()
+        self.published_shares.clear()
+        self.published_reservations = None
+
+    def mark_silent_nodes(self, now: datetime) -> list[Node]:
+        """Node rows for the nodes whose agents went quiet; the sync below follows them.
+        Not fenced by the token: any leader would mark the same silent nodes, and the
+        move is refused for a node already down."""
+        timeout = self.heartbeat_timeout_s
+        if timeout is None:
+            timeout = heartbeat_timeout_s()
+        if timeout <= 0:
+            return []
+        return nodes_mark_silent_down(now=now, timeout_s=timeout, actor_name=self.holder)
 
     def sync(self, now: datetime) -> tuple[list[Decision], bool, int]:
         """Bring the in-memory state up to the log: (decisions to persist, rebuilt, rows
@@ -211,9 +308,12 @@ class LeaderLoop:
 
     # ------------------------------------------------------------------ build
     def build(self, now: datetime) -> list[Decision]:
-        """Build the Scheduler from the database; returns decisions the build itself made
-        (a job left PREEMPTED by a leader that died before requeueing it)."""
+        """Build the Scheduler from the database; returns decisions the build itself made:
+        a job left PREEMPTED by a leader that died before requeueing it, and the jobs
+        still holding GPUs on a node that is down (a leader died between the node row and
+        its node-failure decisions)."""
         now_i = epoch(now)
+        keys = self.keys
         with transaction.atomic():
             if connection.vendor == "postgresql":
                 # no append commits while we read: the snapshot and the watermark agree
@@ -253,71 +353,43 @@ class LeaderLoop:
             placed = last_move_at(S.PLACING)
             asked = last_preempt_requests()
         for job in jobs:
+            state = JobState(job.state)
+            alloc = allocs.get(job.pk)
+            if state in HOLDING_STATES and not alloc:
+                raise NeedRebuild(f"job {job.pk} is {state} without an open allocation")
             request = asked.get(job.pk)
-            self._restore(sched, job, allocs.get(job.pk), placed.get(job.pk),
-                          epoch(request.at) if request else None)
+            sched.restore_job(
+                job_spec(job, keys),
+                state,
+                alloc=alloc if state in HOLDING_STATES else None,
+                run_start_s=placed.get(job.pk),
+                confirmed_s=epoch(job.started_at) if job.started_at else None,
+                last_checkpoint_s=epoch(job.last_checkpoint_at) if job.last_checkpoint_at else None,
+                resume_pointer=job.resume_pointer or None,
+                preemption_times=[int(t) for t in job.preemption_times],
+                retries=job.retry_count,
+                preempt_requested_s=epoch(request.at) if request else None,
+                preempted_for=request.detail.get("for") if request else None,
+            )
         restore_claims(sched, asked)
+        made: list[Decision] = []
         for job in jobs:
             if job.state == S.PREEMPTED:
                 # the core always requeues a preempted job at once; finish what was cut off
-                rec = sched.jobs[str(job.pk)]
-                sched._move(rec, S.QUEUED, Reason.REQUEUED, now_i,
-                            detail={"resume_pointer": rec.resume_pointer})
+                made += sched.requeue_preempted(keys.core_id(job.pk), now_i)
+        for name in sorted(sched.unhealthy):
+            if sched.cap.nodes[name].health == NodeHealth.DOWN and sched.node_jobs[name]:
+                made += sched.node_down(name, now_i)
         self.scheduler = sched
         self.watermark = watermark
         self.own_seqs.clear()
-        return sched.flush()
-
-    def _restore(
-        self,
-        sched: Scheduler,
-        job: Job,
-        alloc: dict[str, tuple[int, ...]] | None,
-        placed_at: int | None,
-        asked_at: int | None,
-    ) -> None:
-        """Put one non-final job into the core as it stands in the database. Uses the
-        core's record and index helpers directly: the core has no restore API, and going
-        through the event methods would emit decisions that are already in the log."""
-        spec = job_spec(job)
-        state = JobState(job.state)
-        rec = JobRecord(
-            spec=spec,
-            last_checkpoint_s=epoch(job.last_checkpoint_at) if job.last_checkpoint_at else None,
-            resume_pointer=job.resume_pointer or None,
-            preemption_times=[int(t) for t in job.preemption_times],
-            retries=job.retry_count,
-        )
-        sched.jobs[spec.id] = rec
-        if state == S.QUEUED:
-            rec.state = state
-            sched.queues.push(spec)
-            return
-        if state not in HOLDING_STATES:
-            rec.state = state  # SUBMITTED or PREEMPTED: nothing held, not queued
-            return
-        if not alloc:
-            raise NeedRebuild(f"job {job.pk} is {state} without an open allocation")
-        now_i = sched.now
-        sched._hold(rec, alloc, now_i)
-        rec.state = state
-        rec.run_id = 1
-        rec.run_start_s = placed_at if placed_at is not None else now_i
-        rec.confirmed_s = epoch(job.started_at) if job.started_at else None
-        if state == S.PLACING:
-            sched._arm(rec.run_start_s + sched.config.placing_timeout_s, "placing", spec.id, 1)
-        if spec.max_runtime_s is not None:
-            sched._arm(rec.run_start_s + spec.max_runtime_s, "limit", spec.id, 1)
-        if state in (S.PREEMPT_REQUESTED, S.CHECKPOINTING):
-            rec.preempt_id = 1
-            rec.grace_deadline_s = (asked_at or now_i) + sched.grace_window(spec)
-            sched._arm(rec.grace_deadline_s, "grace", spec.id, 1)
-        sched._refresh_release(rec)
+        return made + sched.flush()
 
     # ------------------------------------------------------------------ catch up
     def catch_up(self, now: datetime) -> tuple[list[Decision], int]:
         """Fold the rows committed since the watermark that this leader did not write.
-        Returns the follow-on decisions the core made (e.g. Requeued after an exit)."""
+        Returns the follow-on decisions the core made (e.g. Requeued after an exit, the
+        node-failure moves after a node row)."""
         sched = self.scheduler
         assert sched is not None
         rows = list(Transition.objects.filter(id__gt=self.watermark).order_by("id"))
@@ -325,30 +397,53 @@ class LeaderLoop:
         new_jobs = {
             j.pk: j
             for j in Job.objects.filter(
-                pk__in={r.job_id for r in foreign if r.from_state == S.SUBMITTED}
+                pk__in={r.job_id for r in foreign
+                        if r.kind == Transition.Kind.JOB and r.from_state == S.SUBMITTED}
             ).select_related("tenant")
         }
+        names = {
+            Transition.Kind.NODE: dict(
+                Node.objects.filter(pk__in={r.node_id for r in foreign if r.node_id})
+                .values_list("pk", "name")
+            ),
+            Transition.Kind.TENANT: dict(
+                Tenant.objects.filter(pk__in={r.tenant_id for r in foreign if r.tenant_id})
+                .values_list("pk", "name")
+            ),
+        }
         pending: list[Decision] = []
+        now_i = epoch(now)
         for row in foreign:
-            pending.extend(self._follow(sched, row, new_jobs, epoch(now)))
+            if row.kind == Transition.Kind.NODE:
+                pending.extend(self._follow_node(sched, row, names[row.kind][row.node_id], now_i))
+            elif row.kind == Transition.Kind.TENANT:
+                name = names[row.kind][row.tenant_id]
+                pending.extend(self._follow_tenant(sched, row, name, now_i))
+            else:
+                self.published.pop(self.keys.core_id(row.job_id), None)
+                pending.extend(self._follow(sched, row, new_jobs, now_i))
         if rows:
             self.watermark = rows[-1].pk
         self.own_seqs = {seq for seq in self.own_seqs if seq > self.watermark}
         return pending, len(foreign)
 
+    @staticmethod
+    def _at(sched: Scheduler, row: Transition, now: int) -> int:
+        # the core's clock only moves forward, and never past the tick about to run: a row
+        # stamped earlier (or by a skewed clock, later) is applied at the nearest instant
+        return max(sched.now, min(epoch(row.at), now))
+
     def _follow(
         self, sched: Scheduler, row: Transition, new_jobs: dict[int, Job], now: int
     ) -> list[Decision]:
-        job_id = str(row.job_id)
-        # the core's clock only moves forward, and never past the tick about to run: a row
-        # stamped earlier (or by a skewed clock, later) is applied at the nearest instant
-        at = max(sched.now, min(epoch(row.at), now))
+        job_id = self.keys.core_id(row.job_id)
+        at = self._at(sched, row, now)
         frm, to, reason = row.from_state, JobState(row.to_state), Reason(row.reason)
         if frm is None:
             return []  # the SUBMITTED row: the job joins the core when admitted
         if frm == S.SUBMITTED:
             if to == S.QUEUED:
-                self._restore(sched, new_jobs[row.job_id], None, None, None)
+                return self._follow_admission(sched, new_jobs[row.job_id], at)
             return []  # NeverFits: never entered the core
         rec = sched.jobs.get(job_id)
         if rec is None or rec.state != frm:
@@ -373,10 +468,65 @@ class LeaderLoop:
             raise NeedRebuild(f"log row #{row.pk}: the core did not follow {frm} -> {to}")
         return made[1:]  # the first is the row itself, already in the log
 
+    def _follow_admission(self, sched: Scheduler, job: Job, at: int) -> list[Decision]:
+        """A job the services admitted enters the core through ``submit``, as the memory
+        engine's jobs do (same counters, same admission check)."""
+        if job.tenant.name not in sched.tenants:
+            raise NeedRebuild(f"job {job.pk}: tenant {job.tenant.name} is new")
+        spec = job_spec(job, self.keys)
+        made = sched.submit(spec, at)
+        states = [d.to_state for d in made]
+        if states == [S.SUBMITTED, S.QUEUED]:
+            return []  # both rows are in the log already
+        if states == [S.SUBMITTED, S.FAILED]:
+            # the core refuses what the services admitted (it also counts the interactive
+            # slice): the job leaves the queue it is in, with the core's reason
+            refused = made[-1]
+            return [Decision(spec.id, S.QUEUED, S.FAILED, refused.reason, at,
+                             detail=refused.detail)]
+        raise NeedRebuild(f"job {job.pk}: the core admitted it as {states}")
+
+    def _follow_node(self, sched: Scheduler, row: Transition, name: str, now: int
+                     ) -> list[Decision]:
+        if row.detail.get("action") == "register" or name not in sched.cap.nodes:
+            raise NeedRebuild(f"log row #{row.pk}: node {name} registered or changed shape")
+        at = self._at(sched, row, now)
+        to = NodeHealth(row.to_state)
+        if to == NodeHealth.DOWN:
+            return sched.node_down(name, at)
+        if to == NodeHealth.DRAINING:
+            return sched.node_drain(name, at)
+        if row.from_state == NodeHealth.DRAINING:
+            return sched.node_undrain(name, at)
+        return sched.node_up(name, at)
+
+    def _follow_tenant(self, sched: Scheduler, row: Transition, name: str, now: int
+                       ) -> list[Decision]:
+        after = row.detail.get("after") or {}
+        if name not in sched.tenants or "guaranteed_gpus" not in after:
+            raise NeedRebuild(f"log row #{row.pk}: tenant {name} is new or the row is unreadable")
+        return sched.set_quota(name, int(after["guaranteed_gpus"]),
+                               int(after.get("borrow_limit_gpus", 0)), self._at(sched, row, now))
+
     # ------------------------------------------------------------------ persist
-    def persist(self, decisions: list[Decision], *, tick_id: str, now: datetime) -> None:
-        """Write the decisions, fenced by the lease, all or nothing."""
-        if not decisions:
+    def persist(
+        self,
+        decisions: list[Decision],
+        *,
+        tick_id: str,
+        now: datetime,
+        result: TickResult | None = None,
+    ) -> None:
+        """Write the decisions (and what ``result`` learnt), fenced by the lease, all or
+        nothing."""
+        for d in decisions:
+            # a move resets the row's pending reason and estimate: write them again
+            self.published.pop(d.job_id, None)
+        published = self._publishable(result)
+        reservations = self._reservations()
+        if reservations == self.published_reservations:
+            reservations = None  # unchanged: leave the table as it is
+        if not decisions and not any(published) and reservations is None:
             # still fence an empty tick: a stale leader must notice it lost the lease
             with transaction.atomic():
                 lease_check(name=self.lease_name, holder=self.holder, token=self.token or 0,
@@ -385,24 +535,161 @@ class LeaderLoop:
         written: list[int] = []
         with transaction.atomic(durable=True):
             lease_check(name=self.lease_name, holder=self.holder, token=self.token or 0, now=now)
-            for d in decisions:
-                job = Job.objects.select_for_update().get(pk=int(d.job_id))
-                if d.from_state is None or job.state != d.from_state:
-                    raise Conflict(f"job {d.job_id} is {job.state}, the core moved it from "
-                                   f"{d.from_state}")
-                row = apply_locked(
-                    job,
-                    to_state=d.to_state,
-                    reason=d.reason,
-                    actor=Actor.SCHEDULER,
-                    at=from_epoch(d.at_s),
-                    detail=with_claim(self.scheduler, d),
-                    alloc={n: list(ix) for n, ix in d.alloc.items()} if d.alloc else None,
-                    tick_id=tick_id,
-                    actor_name=self.holder,
-                )
-                written.append(row.pk)
+            # the log's append lock right after the lease's row lock and before any job,
+            # node or tenant row lock, as every writer takes them (services, agents,
+            # cluster): one order everywhere, so no deadlock
+            with append_lock():
+                self._write_decisions(decisions, tick_id=tick_id, written=written)
+                self._publish(published[1], published[2], now=now)
+                if reservations is not None:
+                    self._publish_reservations(reservations, tick_id=tick_id, now=now)
         self.own_seqs.update(written)
+        if reservations is not None:
+            self.published_reservations = reservations
+        jobs, shares = published[0], published[2]
+        self.published.update(jobs)
+        self.published_shares.update(shares)
+
+    def _publishable(self, result: TickResult | None) -> tuple[
+        dict[str, tuple[Any, Any]], dict[str, dict[str, Any]], dict[str, tuple[float | None, int]]
+    ]:
+        """What changed since this leader last wrote it: (new job values by core id,
+        the Job fields to write by core id, the tenants' (share, rank) by name)."""
+        sched = self.scheduler
+        if result is None or sched is None:
+            return {}, {}, {}
+        values: dict[str, tuple[Any, Any]] = {}
+        fields: dict[str, dict[str, Any]] = {}
+        for job_id in {*result.pending_reasons, *result.start_estimates}:
+            rec = sched.jobs.get(job_id)
+            if rec is None or rec.state != S.QUEUED:
+                continue  # it started (or left) in this tick: the decision says so
+            old_reason, old_est = self.published.get(job_id, (_UNKNOWN, _UNKNOWN))
+            reason = result.pending_reasons.get(job_id, old_reason)
+            est = result.start_estimates.get(job_id, old_est)
+            changed: dict[str, Any] = {}
+            if reason is not _UNKNOWN and reason != old_reason:
+                changed["pending_reason"] = str(reason)
+            if est is not _UNKNOWN and est != old_est:
+                changed["estimate"] = est
+            if changed:
+                values[job_id] = (reason, est)
+                fields[job_id] = changed
+        shares: dict[str, tuple[float | None, int]] = {}
+        keys = sched.share_keys
+        if keys:
+            ranks = {key: i + 1 for i, key in enumerate(sorted(set(keys.values())))}
+            for name, key in keys.items():
+                share = key[1] if key[0] == 0 else None  # None: infinite (no guarantee)
+                value = (share, ranks[key])
+                if self.published_shares.get(name) != value:
+                    shares[name] = value
+        return values, fields, shares
+
+    def _write_decisions(self, decisions: list[Decision], *, tick_id: str,
+                         written: list[int]) -> None:
+        """The decisions' rows and projection in a constant number of statements
+        (``apply_moves_locked``), or one ``apply_locked`` each (``bulk_writes`` False: the
+        reference the bulk path is tested against)."""
+        if not self.bulk_writes:
+            self._write_decisions_one_by_one(decisions, tick_id=tick_id, written=written)
+            return
+        sched, keys = self.scheduler, self.keys
+        moves = [
+            Move(
+                job_id=keys.pk(d.job_id),
+                from_state=d.from_state,
+                to_state=d.to_state,
+                reason=d.reason,
+                at=from_epoch(d.at_s),
+                detail=with_claim(sched, d),
+                alloc={n: list(ix) for n, ix in d.alloc.items()} if d.alloc else None,
+            )
+            for d in decisions
+        ]
+        rows = apply_moves_locked(moves, actor=Actor.SCHEDULER, actor_name=self.holder,
+                                  tick_id=tick_id)
+        written.extend(row.pk for row in rows)
+
+    def _write_decisions_one_by_one(self, decisions: list[Decision], *, tick_id: str,
+                                    written: list[int]) -> None:
+        for d in decisions:
+            job = Job.objects.select_for_update().get(pk=self.keys.pk(d.job_id))
+            if d.from_state is None or job.state != d.from_state:
+                raise Conflict(f"job {d.job_id} is {job.state}, the core moved it from "
+                               f"{d.from_state}")
+            row = apply_locked(
+                job,
+                to_state=d.to_state,
+                reason=d.reason,
+                actor=Actor.SCHEDULER,
+                at=from_epoch(d.at_s),
+                detail=with_claim(self.scheduler, d),
+                alloc={n: list(ix) for n, ix in d.alloc.items()} if d.alloc else None,
+                tick_id=tick_id,
+                actor_name=self.holder,
+            )
+            written.append(row.pk)
+
+    def _reservations(self) -> list[dict[str, Any]] | None:
+        """The core's reservations as Reservation rows (without the tick's stamp), in its
+        order; None without a core."""
+        sched = self.scheduler
+        if sched is None:
+            return None
+        rows = []
+        for position, view in enumerate(sched.reservations()):
+            if view.kind == "reservation":
+                gpus = sched.reservation.gpus
+            else:
+                gpus = sched.claims[view.job_id].gpus
+            rows.append({
+                "position": position,
+                "job_id": self.keys.pk(view.job_id),
+                "kind": view.kind,
+                "start_at": None if view.start_s is None else from_epoch(view.start_s),
+                "gpus": gpus,
+                "nodes": list(view.nodes),
+                "victims": [self.keys.pk(v) for v in view.victims],
+                "basis": view.basis,
+            })
+        return rows
+
+    @staticmethod
+    def _publish_reservations(rows: list[dict[str, Any]], *, tick_id: str,
+                              now: datetime) -> None:
+        """Replace the Reservation table by ``rows`` (inside the fenced transaction)."""
+        Reservation.objects.all().delete()
+        Reservation.objects.bulk_create(
+            Reservation(**row, tick_id=tick_id, published_at=now) for row in rows
+        )
+
+    def _publish(
+        self,
+        fields: dict[str, dict[str, Any]],
+        shares: dict[str, tuple[float | None, int]],
+        *,
+        now: datetime,
+    ) -> None:
+        """Write the changed values, in three UPDATEs whatever their number; only jobs
+        still QUEUED are touched (a cancel may have landed since the tick)."""
+        reasons: list[tuple[int, str]] = []
+        estimates: list[tuple[int, datetime | None, str]] = []
+        for job_id, changed in fields.items():
+            pk = self.keys.pk(job_id)
+            if "pending_reason" in changed:
+                reasons.append((pk, changed["pending_reason"]))
+            if "estimate" in changed:
+                est: StartEstimate | None = changed["estimate"]
+                estimates.append((pk, None, "") if est is None else
+                                 (pk, from_epoch(est.start_s), est.basis))
+        queued = {"state": S.QUEUED.value}
+        update_from_values(Job, ["pending_reason"], sorted(reasons), where=queued)
+        update_from_values(Job, ["estimate_start_at", "estimate_basis"], sorted(estimates),
+                           where=queued)
+        update_from_values(Tenant, ["share", "share_rank", "share_at"], [
+            (name, share, rank, now) for name, (share, rank) in sorted(shares.items())
+        ], key="name")
 
 
 def last_move_at(to_state: JobState) -> dict[int, int]:
@@ -449,7 +736,8 @@ def with_claim(sched: Scheduler | None, d: Decision) -> dict[str, Any]:
 
 
 def restore_claims(sched: Scheduler, asked: dict[int, Transition]) -> None:
-    """Re-make the reclaim claims of waiting heads from their victims' request rows.
+    """Re-make the reclaim claims of waiting heads from their victims' request rows (each
+    victim already knows its head: ``restore_job(preempted_for=...)``).
 
     Known gap: a claim whose victims have all stopped already, while its head still waits,
     is not restored (no row of a holding job names it); the head simply searches again.
@@ -457,8 +745,6 @@ def restore_claims(sched: Scheduler, asked: dict[int, Transition]) -> None:
     claims: dict[str, ReclaimClaim] = {}
     for row in asked.values():
         head, saved = row.detail.get("for"), row.detail.get("claim")
-        victim = sched.jobs[str(row.job_id)]
-        victim.preempted_for = head
         head_rec = sched.jobs.get(str(head))
         if not saved or head_rec is None or head_rec.state != S.QUEUED or head in claims:
             continue
@@ -475,4 +761,12 @@ def restore_claims(sched: Scheduler, asked: dict[int, Transition]) -> None:
         sched.add_claim(claims[head])
 
 
-__all__ = ["Conflict", "LeaderLoop", "LeaseLost", "NeedRebuild", "StepReport"]
+__all__ = [
+    "PK_KEYS",
+    "Conflict",
+    "JobKeys",
+    "LeaderLoop",
+    "LeaseLost",
+    "NeedRebuild",
+    "StepReport",
+]

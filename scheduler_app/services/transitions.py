@@ -2,24 +2,45 @@
 
 ``job_transition`` validates a move against the core's table, locks the job row, appends
 the Transition row and updates the projection (Job fields, Allocation rows, Node.free_gpus,
-tenant held GPUs and usage) in one durable transaction. An illegal move raises the core's
-``IllegalTransition`` and writes nothing. Side effects (signals) run only after commit.
+tenant held GPUs and usage) in one durable transaction. An illegal move raises
+``TransitionConflict`` (both a ``services.errors.Conflict`` and the core's
+``IllegalTransition``) and writes nothing. Side effects (signals) run only after commit.
 Nothing else in the code base writes Job.state.
+
+Node and tenant rows (cluster events) are appended by ``services.cluster`` and
+``services.agents`` through :func:`append_cluster_row`, under the same append lock.
+New jobs enter through :func:`admit_new_jobs` (the two first rows of each, in bulk), and
+a transaction that appends many rows takes the append lock once with :func:`append_lock`.
+The leader writes a tick's decisions with :func:`apply_moves_locked`: the same rows and
+projection as one :func:`apply_locked` per move, in a constant number of statements.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from contextvars import ContextVar
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
 from django.db import connection, transaction
-from django.db.models import F
+from django.db.models import F, Q
 from django.utils import timezone
 
-from scheduler_app.core.states import JobState, PendingReason, Reason, check_transition
+from scheduler_app.core.states import (
+    HOLDING_STATES,
+    JobState,
+    PendingReason,
+    Reason,
+    is_allowed,
+)
 from scheduler_app.core.types import Actor, alloc_gpus
 from scheduler_app.models import Allocation, Job, Node, Tenant, Transition
 
+from .bulk import update_from_values
+from .copy_insert import insert_new, new_instances
+from .errors import TransitionConflict
 from .projection import (
     JOB_COLUMNS,
     AllocMap,
@@ -34,6 +55,9 @@ from .usage import accrued, half_life_s
 #: Key of the PostgreSQL advisory lock that serialises appends to the log, so that seq
 #: order is commit order (a reader tailing by seq never skips a late-committing row).
 LOG_APPEND_LOCK_KEY = 0x5C4ED
+
+#: Set inside :func:`append_lock`: this transaction holds the append lock already.
+_LOCK_HELD: ContextVar[bool] = ContextVar("log_append_lock_held", default=False)
 
 
 class AllocationError(ValueError):
@@ -62,7 +86,9 @@ def job_transition(
     ``alloc`` (node name -> GPU indices) is required on QUEUED -> PLACING and on a Shrunk
     self-transition (the new, whole allocation), and refused elsewhere.
     """
-    with transaction.atomic(durable=True):
+    # the append lock before the job's row lock, in the order the leader takes them (the
+    # other order deadlocks with a tick moving the same job)
+    with transaction.atomic(durable=True), append_lock():
         job = Job.objects.select_for_update().get(pk=job_id)
         return apply_locked(
             job,
@@ -95,7 +121,8 @@ def apply_locked(
     else calls :func:`job_transition`.
     """
     from_state = JobState(job.state)
-    check_transition(job.pk, from_state, to_state)
+    if not is_allowed(from_state, to_state):
+        raise TransitionConflict(job.pk, from_state, to_state)
     detail = dict(detail or {})
     if gives_alloc(from_state, to_state, reason):
         if not alloc:
@@ -124,6 +151,226 @@ def apply_locked(
     return row
 
 
+class StaleMove(RuntimeError):
+    """A move's job is no longer in the state its caller saw (a concurrent write landed)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Move:
+    """One job move for :func:`apply_moves_locked`: ``from_state`` is the state the caller
+    believes the job is in (checked against the locked row)."""
+
+    job_id: int
+    from_state: JobState | None
+    to_state: JobState
+    reason: Reason
+    at: datetime
+    detail: dict[str, Any] = field(default_factory=dict)
+    alloc: dict[str, Any] | None = None
+
+
+@dataclass(slots=True)
+class _OpenAlloc:
+    """An allocation open in the simulation: an existing row (``pk``) or one to insert."""
+
+    node: str
+    indices: list[int]
+    pk: int | None = None
+    new: Allocation | None = None
+
+
+def apply_moves_locked(
+    moves: Sequence[Move],
+    *,
+    actor: Actor | str,
+    actor_name: str = "",
+    tick_id: str | int | None = None,
+) -> list[Transition]:
+    """Apply ``moves`` in order, inside the caller's transaction, which must hold the
+    log's append lock (:func:`append_lock`) before calling. All or nothing: any refused
+    move raises before anything is written.
+
+    Exactly the rows and projection that one :func:`apply_locked` per move would write
+    (same checks, same errors, log rows in the same seq order, allocations opened and
+    closed in the same order), in a constant number of statements whatever the number of
+    moves: one ``SELECT ... FOR UPDATE`` of every touched job (by id), the open
+    allocations and nodes involved, the touched tenants (locked, by id); then one INSERT of
+    the log rows, one UPDATE of the jobs, of the closed allocations, of the nodes' free
+    GPUs and of the tenants, and one INSERT of the new allocations. The moves are first
+    played in memory, against the locked rows, with the same rules
+    (``projection.apply_transition``, the free-GPU check, the usage accrual).
+    """
+    if not moves:
+        return []
+    _serialise_log_appends()  # a no-op under append_lock(); else before any row lock
+    pks = sorted({m.job_id for m in moves})
+    jobs = {job.pk: job for job in Job.objects.select_for_update().filter(pk__in=pks)
+            .order_by("pk")}
+    missing = [pk for pk in pks if pk not in jobs]
+    if missing:
+        raise Job.DoesNotExist(f"job(s) {missing} do not exist")
+    new_nodes = sorted({name for m in moves if m.alloc for name in m.alloc})
+    # the open allocations of the touched jobs and of every node they move to
+    holders: dict[str, dict[int, set[int]]] = {}  # node name -> job -> GPU indices
+    open_of: dict[int, list[_OpenAlloc]] = {pk: [] for pk in pks}
+    node_pk: dict[str, int] = {}
+    touching = Q(job_id__in=pks) | Q(node__name__in=new_nodes) if new_nodes else Q(job_id__in=pks)
+    for alloc_pk, job_id, node_id, name, indices in (
+        Allocation.objects.filter(touching, end__isnull=True).order_by("pk")
+        .values_list("pk", "job_id", "node_id", "node__name", "gpu_indices")
+    ):
+        node_pk[name] = node_id
+        holders.setdefault(name, {}).setdefault(job_id, set()).update(indices)
+        if job_id in open_of:
+            open_of[job_id].append(_OpenAlloc(name, list(indices), pk=alloc_pk))
+    nodes = {name: (pk, count) for pk, name, count in
+             Node.objects.filter(name__in=new_nodes).values_list("pk", "name", "gpu_count")}
+    node_pk.update({name: pk for name, (pk, _count) in nodes.items()})
+
+    rows: list[Transition] = []
+    closed: list[tuple[int, datetime]] = []  # existing allocation rows ended, by pk
+    opened: list[Allocation] = []
+    free_delta: dict[str, int] = {}
+    held_moves: list[tuple[int, datetime, int]] = []  # (tenant, at, held GPUs delta)
+    tick = "" if tick_id is None else str(tick_id)
+    for m in moves:
+        job = jobs[m.job_id]
+        from_state = JobState(job.state)
+        if m.from_state is None or from_state != m.from_state:
+            raise StaleMove(f"job {job.pk} is {from_state}, the core moved it from "
+                            f"{m.from_state}")
+        to_state, reason = JobState(m.to_state), Reason(m.reason)
+        if not is_allowed(from_state, to_state):
+            raise TransitionConflict(job.pk, from_state, to_state)
+        detail = dict(m.detail or {})
+        if gives_alloc(from_state, to_state, reason):
+            if not m.alloc:
+                raise AllocationError(
+                    f"job {job.pk}: {from_state} -> {to_state} ({reason}) needs an allocation"
+                )
+            detail["alloc"] = normalise_alloc(m.alloc)
+        elif m.alloc:
+            raise AllocationError(
+                f"job {job.pk}: {from_state} -> {to_state} ({reason}) does not take an "
+                "allocation"
+            )
+        rows.append(Transition(
+            kind=Transition.Kind.JOB, job_id=job.pk, from_state=from_state.value,
+            to_state=to_state.value, at=m.at, reason=reason.value, detail=detail,
+            actor=Actor(actor).value, actor_name=actor_name, tick_id=tick,
+        ))
+        # the projection, as _update_projection does it against the rows written so far
+        mine = open_of[job.pk]
+        before = (normalise_alloc(_merged(mine)) if from_state in HOLDING_STATES else {})
+        proj = JobProjection(state=from_state, alloc=before,
+                             **{name: getattr(job, name) for name in JOB_COLUMNS})
+        apply_transition(proj, to_state=to_state, reason=reason, at=m.at, detail=detail,
+                         checkpointable=job.checkpointable)
+        if proj.alloc != before:
+            after = proj.alloc
+            unknown = sorted(set(after) - set(nodes))
+            if unknown:
+                raise AllocationError(f"job {job.pk}: unknown node(s) {', '.join(unknown)}")
+            _check_free_in(job, after, nodes, holders)
+            delta = alloc_gpus(after) - alloc_gpus(before)
+            if delta:
+                held_moves.append((job.tenant_id, m.at, delta))
+            for name, indices in before.items():
+                free_delta[name] = free_delta.get(name, 0) + len(indices)
+            for alloc in mine:  # every open allocation of the job ends, as in the service
+                holders[alloc.node].pop(job.pk, None)
+                if alloc.new is not None:
+                    alloc.new.end = m.at
+                else:
+                    assert alloc.pk is not None
+                    closed.append((alloc.pk, m.at))
+            mine.clear()
+            for name, indices in after.items():
+                free_delta[name] = free_delta.get(name, 0) - len(indices)
+                new = Allocation(job_id=job.pk, node_id=nodes[name][0], gpu_indices=indices,
+                                 start=m.at, preemptible=job.preemptible)
+                opened.append(new)
+                mine.append(_OpenAlloc(name, indices, new=new))
+                holders.setdefault(name, {})[job.pk] = set(indices)
+        if proj.state != job.state:
+            job.pending_reason = PendingReason.NONE.value
+            job.estimate_start_at = None
+            job.estimate_basis = ""
+        job.state = to_state.value
+        for name in JOB_COLUMNS:
+            setattr(job, name, getattr(proj, name))
+
+    Transition.objects.bulk_create(rows)  # ids in list order: seq order is move order
+    job_fields = ["state", "pending_reason", "estimate_start_at", "estimate_basis",
+                  *JOB_COLUMNS]
+    update_from_values(Job, job_fields, [
+        (pk, *(getattr(jobs[pk], name) for name in job_fields)) for pk in pks
+    ])
+    update_from_values(Allocation, ["end"], closed)
+    Allocation.objects.bulk_create(opened)
+    update_from_values(Node, ["free_gpus"], [
+        (node_pk[name], delta) for name, delta in sorted(free_delta.items()) if delta
+    ], add=["free_gpus"])
+    _accrue_tenants_usage(held_moves)
+    transaction.on_commit(lambda: _announce(rows))
+    return rows
+
+
+def _merged(allocs: list[_OpenAlloc]) -> dict[str, list[int]]:
+    # by node name, a later row winning, as _open_alloc_map reads them (one row per node)
+    return {alloc.node: alloc.indices for alloc in allocs}
+
+
+def _check_free_in(job: Job, alloc: AllocMap, nodes: dict[str, tuple[int, int]],
+                   holders: dict[str, dict[int, set[int]]]) -> None:
+    """:func:`_check_free` against the simulated open allocations (``holders``)."""
+    for name, indices in alloc.items():
+        count = nodes[name][1]
+        if not indices or len(set(indices)) != len(indices):
+            raise AllocationError(f"job {job.pk}: bad GPU indices {indices} on {name}")
+        out_of_range = [i for i in indices if not 0 <= i < count]
+        if out_of_range:
+            raise AllocationError(
+                f"job {job.pk}: {name} has GPUs 0-{count - 1}, not {out_of_range}"
+            )
+        held: set[int] = set()
+        for other, taken in holders.get(name, {}).items():
+            if other != job.pk:
+                held |= taken
+        taken_now = sorted(held & set(indices))
+        if taken_now:
+            raise AllocationError(
+                f"job {job.pk}: GPUs {taken_now} on {name} are already allocated"
+            )
+
+
+def _accrue_tenants_usage(held_moves: list[tuple[int, datetime, int]]) -> None:
+    """:func:`_accrue_tenant_usage` for each (tenant, at, delta) in order, one read (the
+    tenants locked by id) and one write."""
+    if not held_moves:
+        return
+    tenants = {t.pk: t for t in Tenant.objects.select_for_update()
+               .filter(pk__in={tenant_id for tenant_id, _at, _d in held_moves}).order_by("pk")}
+    half_life = half_life_s()
+    for tenant_id, at, delta in held_moves:
+        tenant = tenants[tenant_id]
+        since = int(tenant.usage_at.timestamp()) if tenant.usage_at else None
+        usage, as_of = accrued(
+            tenant.usage_gpu_s, since, tenant.held_gpus, int(at.timestamp()), half_life
+        )
+        tenant.usage_gpu_s = usage
+        tenant.usage_at = datetime.fromtimestamp(as_of, tz=UTC)
+        tenant.held_gpus += delta
+    update_from_values(Tenant, ["usage_gpu_s", "usage_at", "held_gpus"], [
+        (t.pk, t.usage_gpu_s, t.usage_at, t.held_gpus) for t in tenants.values()
+    ])
+
+
+def _announce(rows: list[Transition]) -> None:
+    for row in rows:
+        transition_committed.send(sender=Transition, transition=row)
+
+
 def append_first(job: Job, *, actor: Actor, at: datetime, actor_name: str = "") -> Transition:
     """The first row of every job: (none) -> SUBMITTED. Only ``job_submit`` calls it."""
     _serialise_log_appends()
@@ -142,13 +389,113 @@ def append_first(job: Job, *, actor: Actor, at: datetime, actor_name: str = "") 
     return row
 
 
+def append_cluster_row(
+    *,
+    node: Node | None = None,
+    tenant: Tenant | None = None,
+    from_state: str | None,
+    to_state: str,
+    reason: Reason,
+    actor: Actor,
+    at: datetime,
+    detail: dict[str, Any],
+    actor_name: str = "",
+) -> Transition:
+    """Append a node row (``node`` given) or a tenant row (``tenant`` given). The caller
+    holds the row's lock inside its durable transaction and updates the projection."""
+    if (node is None) == (tenant is None):
+        raise ValueError("a cluster row is about one node or one tenant")
+    _serialise_log_appends()
+    row = Transition.objects.create(
+        kind=Transition.Kind.NODE if node is not None else Transition.Kind.TENANT,
+        node=node,
+        tenant=tenant,
+        from_state=from_state,
+        to_state=to_state,
+        at=at,
+        reason=reason.value,
+        detail=detail,
+        actor=actor.value,
+        actor_name=actor_name,
+    )
+    _announce_after_commit(row)
+    return row
+
+
+def admit_new_jobs(
+    jobs: list[Job],
+    *,
+    refusals: list[str],
+    actor: Actor,
+    at: datetime,
+    actor_name: str = "",
+) -> list[Job]:
+    """Insert new (unsaved) ``jobs`` and their first two rows, inside the caller's durable
+    transaction: (none) -> SUBMITTED, then SUBMITTED -> QUEUED (Admitted), or -> FAILED
+    (NeverFits, ``{"why": refusals[i]}``) where ``refusals[i]`` is not empty.
+
+    The same rows and projection as :func:`append_first` followed by :func:`apply_locked`
+    (the projection through ``apply_transition``), in three statements whatever the
+    number of jobs: the append lock, one INSERT of the jobs, one INSERT of the rows. An
+    idempotency key already taken raises IntegrityError (the caller looks the job up).
+    """
+    if len(refusals) != len(jobs):
+        raise ValueError("one refusal (or '') per job")
+    if any(job.pk is not None for job in jobs):
+        raise ValueError("admit_new_jobs takes new jobs only")
+    rows_of: list[tuple[Job, str, JobState, Reason]] = []
+    for job, why in zip(jobs, refusals, strict=True):
+        to_state, reason = (
+            (JobState.FAILED, Reason.NEVER_FITS) if why else (JobState.QUEUED, Reason.ADMITTED)
+        )
+        proj = JobProjection(state=JobState.SUBMITTED)
+        apply_transition(proj, to_state=to_state, reason=reason, at=at,
+                         detail={"why": why} if why else {}, checkpointable=job.checkpointable)
+        job.state = to_state.value
+        job.pending_reason = PendingReason.NONE.value
+        for name in JOB_COLUMNS:
+            setattr(job, name, getattr(proj, name))
+        rows_of.append((job, why, to_state, reason))
+    # The append lock first: inserting a job takes a key-share lock on its tenant's row,
+    # which the leader locks (after the append lock) to accrue usage. One order, no
+    # deadlock.
+    with append_lock():
+        insert_new(Job, jobs)  # COPY for a batch on PostgreSQL; sets the primary keys
+        values = []
+        for job, why, to_state, reason in rows_of:
+            common = {"kind": Transition.Kind.JOB.value, "job_id": job.pk, "at": at,
+                      "actor": actor.value, "actor_name": actor_name, "tick_id": ""}
+            values.append({**common, "from_state": None, "to_state": JobState.SUBMITTED.value,
+                           "reason": Reason.SUBMITTED.value, "detail": {}})
+            values.append({**common, "from_state": JobState.SUBMITTED.value,
+                           "to_state": to_state.value, "reason": reason.value,
+                           "detail": {"why": why} if why else {}})
+        rows = new_instances(Transition, values)
+        insert_new(Transition, rows)  # seq order is list order
+    transaction.on_commit(lambda: _announce(rows))
+    return jobs
+
+
+@contextmanager
+def append_lock() -> Iterator[None]:
+    """Take the log's append lock once for a transaction that appends many rows (inside
+    the caller's transaction: the lock lasts until it ends); appends inside the block do
+    not ask for it again."""
+    _serialise_log_appends()
+    token = _LOCK_HELD.set(True)
+    try:
+        yield
+    finally:
+        _LOCK_HELD.reset(token)
+
+
 def _announce_after_commit(row: Transition) -> None:
     transaction.on_commit(lambda: transition_committed.send(sender=Transition, transition=row))
 
 
 def _serialise_log_appends() -> None:
     # SQLite has a single writer already (transactions BEGIN IMMEDIATE).
-    if connection.vendor == "postgresql":
+    if connection.vendor == "postgresql" and not _LOCK_HELD.get():
         with connection.cursor() as cursor:
             cursor.execute("SELECT pg_advisory_xact_lock(%s)", [LOG_APPEND_LOCK_KEY])
 
@@ -166,6 +513,7 @@ def _append_log(
     actor_name: str,
 ) -> Transition:
     return Transition.objects.create(
+        kind=Transition.Kind.JOB,
         job=job,
         from_state=from_state.value if from_state else None,
         to_state=to_state.value,
@@ -180,9 +528,11 @@ def _append_log(
 
 def _update_projection(job: Job, row: Transition) -> None:
     """Bring Job, Allocation, Node and Tenant rows in line with the appended ``row``."""
+    held = JobState(job.state) in HOLDING_STATES
     proj = JobProjection(
         state=JobState(job.state),
-        alloc=_open_alloc_map(job),
+        # open allocations belong to holding jobs only (replay --verify checks it)
+        alloc=_open_alloc_map(job) if held else {},
         **{name: getattr(job, name) for name in JOB_COLUMNS},
     )
     before = proj.alloc
@@ -198,12 +548,19 @@ def _update_projection(job: Job, row: Transition) -> None:
         _move_allocations(job, before, proj.alloc, row.at)
 
     if proj.state != job.state:
-        # the tick sets a fresh pending reason for a queued job; an old one would mislead
+        # the tick sets a fresh pending reason and estimate for a queued job; old ones
+        # would mislead
         job.pending_reason = PendingReason.NONE.value
+        job.estimate_start_at = None
+        job.estimate_basis = ""
     job.state = row.to_state
     for name in JOB_COLUMNS:
         setattr(job, name, getattr(proj, name))
-    job.save(update_fields=["state", "pending_reason", *JOB_COLUMNS])
+    job.save(
+        update_fields=[
+            "state", "pending_reason", "estimate_start_at", "estimate_basis", *JOB_COLUMNS
+        ]
+    )
 
 
 def _open_alloc_map(job: Job) -> AllocMap:

@@ -27,18 +27,27 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--policy", choices=POLICIES, default="full")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--quiet", action="store_true", help="no progress bar on stderr")
+    parser.add_argument("--flush", action="store_true",
+                        help="--engine db: wipe the configured database first (it must be "
+                             "empty of jobs, nodes and tenants otherwise)")
 
 
 def run_simulation(scenario_path: str, out: str, *, engine: str = "memory",
                    policy: str = "full", seed: int = 0, quiet: bool = False,
-                   stderr: TextIO | None = None) -> dict:
-    """Load, simulate, write ``out``. Raises SimulateError with a one-line message."""
+                   stderr: TextIO | None = None, flush: bool = False) -> dict:
+    """Load, simulate, write ``out``. Raises SimulateError with a one-line message.
+
+    ``engine="db"`` runs through the production path on the configured database
+    (``db_engine.simulate_db``): it needs Django set up (``manage.py simulate``).
+    """
     from .engine import simulate
     from .result import build_result, dump_result
 
-    if engine == "db":
-        raise SimulateError("--engine db is not available yet (it lands with the "
-                            "persistence issue); use --engine memory")
+    if engine not in ENGINES:
+        raise SimulateError(f"--engine: must be one of {', '.join(ENGINES)}")
+    if engine == "db" and not _django_ready():
+        raise SimulateError("--engine db runs on the configured database: use "
+                            "`python manage.py simulate SCENARIO --engine db --out R.json`")
     if policy not in POLICIES:
         raise SimulateError(f"--policy: must be one of {', '.join(POLICIES)}")
     try:
@@ -47,7 +56,16 @@ def run_simulation(scenario_path: str, out: str, *, engine: str = "memory",
         raise SimulateError(str(exc)) from exc
     progress, close = _progress_bar(scenario.until_s, quiet, stderr or sys.stderr)
     try:
-        outcome = simulate(scenario, policy=policy, seed=seed, progress=progress)
+        if engine == "db":
+            from .db_engine import DbEngineError, simulate_db
+
+            try:
+                outcome = simulate_db(scenario, policy=policy, seed=seed, progress=progress,
+                                      flush=flush)
+            except DbEngineError as exc:
+                raise SimulateError(str(exc)) from exc
+        else:
+            outcome = simulate(scenario, policy=policy, seed=seed, progress=progress)
     finally:
         close()
     result = build_result(outcome)
@@ -60,6 +78,14 @@ def run_simulation(scenario_path: str, out: str, *, engine: str = "memory",
     except OSError as exc:
         raise SimulateError(f"--out: cannot write {out} ({exc.strerror or exc})") from exc
     return result
+
+
+def _django_ready() -> bool:
+    try:
+        from django.apps import apps
+    except ImportError:
+        return False
+    return apps.ready
 
 
 def _progress_bar(until_s: int, quiet: bool, stream: TextIO

@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import logging
+
 import pytest
 
 from scheduler_app.core.states import JobState, Reason
 from scheduler_app.core.types import Actor
 from scheduler_app.models import Allocation, Job, Node, Transition
+from scheduler_app.observability import LogContextFilter
 from scheduler_app.services import job_cancel
+from scheduler_app.services.agents import agent_register
 from scheduler_app.services.leader import epoch
 from scheduler_app.services.lease import LEADER_LEASE, LeaseLost, lease_acquire
 from tests.foundation.test_replay import replay_verify
@@ -233,3 +237,42 @@ def test_a_rebuild_finishes_a_preemption_the_dead_leader_left_half_done(cluster)
     assert Transition.objects.filter(job=victim).last().actor_name == "leader-b"
     ok, output = replay_verify()
     assert ok, output
+
+
+class _Records(logging.Handler):
+    """Keeps the records it sees, with the bound log context copied onto them."""
+
+    def __init__(self) -> None:
+        super().__init__(level=logging.INFO)
+        self.addFilter(LogContextFilter())
+        self.records: list[logging.LogRecord] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.records.append(record)
+
+
+def test_the_leaders_own_log_lines_carry_the_tick_id(cluster, caplog, monkeypatch):
+    loop = leader()
+    loop.step(now=at(1))
+    agent_register(name="n9", pod="pod9", gpus=8, at=at(2))  # a new node: rebuild
+    handler = _Records()
+    logger = logging.getLogger("scheduler_app.leader")
+    caplog.set_level(logging.INFO, logger="scheduler_app.leader")
+    logger.addHandler(handler)
+    try:
+        report = loop.step(now=at(3))
+        submit(cluster["vision"], gpus=4, at_s=4)
+
+        def connection_lost(*args: object, **kwargs: object) -> None:
+            raise RuntimeError("server closed the connection unexpectedly")
+
+        monkeypatch.setattr(loop, "persist", connection_lost)
+        failed = loop.step(now=at(5))
+    finally:
+        logger.removeHandler(handler)
+    assert report.rebuilt and not report.error, report
+    rebuilding = [r for r in handler.records if r.getMessage().startswith("rebuilding")]
+    assert [r.tick_id for r in rebuilding] == [report.tick_id]
+    failing = [r for r in handler.records if r.getMessage().startswith("tick failed")]
+    assert failed.error and [r.tick_id for r in failing] == [failed.tick_id]
+    assert failed.tick_id != report.tick_id

@@ -1,8 +1,9 @@
 """``manage.py replay [--verify]``: rebuild the projection from the Transition log.
 
-Without ``--verify`` it prints what the log rebuilds (jobs per state). With ``--verify``
-it compares the rebuild with the Job, Allocation, Node and Tenant tables, prints every
-mismatch and exits non-zero if there is any.
+Without ``--verify`` it prints what the log rebuilds (jobs per state, node health and
+tenant quotas from the cluster rows). With ``--verify`` it compares the rebuild with the
+Job, Allocation, Node (free GPUs, health) and Tenant (held GPUs, usage, quota) tables,
+prints every mismatch and exits non-zero if there is any.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ PROGRESS_FROM_ROWS = 50_000
 
 
 class Command(BaseCommand):
-    help = "Rebuild job state, allocations and node free GPUs from the Transition log."
+    help = "Rebuild job state, allocations, node GPUs and health, tenant quotas from the log."
 
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument(
@@ -45,6 +46,13 @@ class Command(BaseCommand):
         summary = ", ".join(f"{state} {n}" for state, n in sorted(states.items())) or "no jobs"
         self.stdout.write(f"replayed {rebuilt.rows} transitions of {len(rebuilt.jobs)} jobs")
         self.stdout.write(f"  {summary}")
+        if rebuilt.cluster_rows:
+            health = Counter(rebuilt.node_health.values())
+            nodes = ", ".join(f"{h} {n}" for h, n in sorted(health.items()))
+            self.stdout.write(
+                f"  {rebuilt.cluster_rows} node/tenant rows: nodes with rows {nodes or 'none'}; "
+                f"{len(rebuilt.tenant_quota)} tenant quota(s) changed"
+            )
         if not verify:
             return
         mismatches = compare_with_tables(rebuilt)

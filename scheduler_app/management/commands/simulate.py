@@ -1,4 +1,6 @@
-"""``manage.py simulate SCENARIO --out RESULT.json``: a thin shell over scheduler_app.sim.cli."""
+"""``manage.py simulate SCENARIO --out RESULT.json [--engine memory|db] [--flush]``: a thin
+shell over scheduler_app.sim.cli. ``--engine db`` runs the scenario through the models, the
+log, the services and the leader on the configured database (see sim/db_engine.py)."""
 
 from __future__ import annotations
 
@@ -19,7 +21,7 @@ class Command(BaseCommand):
                 str(options["scenario"]), str(options["out"]),
                 engine=str(options["engine"]), policy=str(options["policy"]),
                 seed=int(options["seed"]),  # type: ignore[call-overload]
-                quiet=bool(options["quiet"]),
+                quiet=bool(options["quiet"]), flush=bool(options["flush"]),
             )
         except SimulateError as exc:
             raise CommandError(str(exc)) from exc

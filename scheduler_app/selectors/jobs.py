@@ -1,0 +1,53 @@
+"""Reads about one job: its history in the log and its place in the queues.
+
+Queue positions are computed on read (never stored: they change with every submit and
+start), with the core's definitions (``core.queues``): inside a tenant, priority (higher
+first), then submit time, then seq (the primary key); across the cluster, tenants in the
+order of the last tick's fair-share key (``Tenant.share_rank``, written by the leader):
+every queued job of a tenant ranked before counts whole, a tenant of equal rank (the
+job's own included) counts only its jobs that order before this one.
+"""
+
+from __future__ import annotations
+
+from django.db.models import Q, QuerySet
+
+from scheduler_app.core.states import JobState
+from scheduler_app.models import Job, Tenant, Transition
+
+
+def job_history(*, job: Job) -> QuerySet[Transition]:
+    """Every log row of ``job``, oldest first (index ``transition_job_seq``)."""
+    return Transition.objects.filter(job=job).order_by("id")
+
+
+def _ahead_of(job: Job) -> Q:
+    """Queued jobs that order before ``job`` inside one heap (priority, age, seq)."""
+    return (
+        Q(priority__gt=job.priority)
+        | Q(priority=job.priority, submitted_at__lt=job.submitted_at)
+        | Q(priority=job.priority, submitted_at=job.submitted_at, pk__lt=job.pk)
+    )
+
+
+def job_queue_position(*, job: Job) -> tuple[int | None, int | None]:
+    """(position in its tenant's queue, rank across the cluster), 1 = next; (None, None)
+    unless the job is QUEUED. Cost: three COUNTs over the queued jobs."""
+    if job.state != JobState.QUEUED:
+        return None, None
+    queued = Job.objects.filter(state=JobState.QUEUED)
+    ahead = _ahead_of(job)
+    in_tenant = 1 + queued.filter(ahead, tenant_id=job.tenant_id).count()
+    mine = Tenant.objects.filter(pk=job.tenant_id).values_list("share_rank", flat=True).first()
+    if mine is None:
+        # not ranked yet: every ranked tenant comes first, the unranked ones tie
+        before = Q(tenant__share_rank__isnull=False)
+        equal = Q(tenant__share_rank__isnull=True)
+    else:
+        before = Q(tenant__share_rank__lt=mine)
+        equal = Q(tenant__share_rank=mine)
+    rank = 1 + queued.filter(before).count() + queued.filter(equal).filter(ahead).count()
+    return in_tenant, rank
+
+
+__all__ = ["job_history", "job_queue_position"]

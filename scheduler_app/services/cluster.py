@@ -1,0 +1,292 @@
+"""Cluster services: node health and tenant quotas, logged as rows of the Transition table.
+
+Tenant rows: ``tenant_create`` (action ``register``: quota and carried-in usage) and
+``tenant_set_quota`` (action ``set_quota``).
+
+Each call locks the node or tenant row, appends one row to the log (kind ``node`` or
+``tenant``, reason NodeHealth or QuotaChanged, before/after in ``detail``) and updates the
+projection (Node.health, Tenant quota) in one durable transaction; the early tick follows
+on commit. The leader follows the rows into the core (``Scheduler.node_down/up/drain/
+undrain/set_quota``): a node going down requeues or fails what ran there, a draining node
+keeps its jobs and takes nothing new.
+
+Node health moves (anything else raises Conflict and writes nothing):
+
+    drain              healthy            -> draining
+    undrain            draining           -> healthy
+    down               healthy | draining -> down
+    up                 down | draining    -> healthy   (as the core's node_up)
+    heartbeat_timeout  healthy | draining -> down      (nodes_mark_silent_down)
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+from typing import Any
+
+from django.db import transaction
+
+from scheduler_app.core.states import Reason
+from scheduler_app.core.types import Actor, NodeHealth
+from scheduler_app.models import Node, Tenant, Transition
+
+from .errors import Conflict, Invalid, NotFound
+from .transitions import append_cluster_row, append_lock, now_s
+
+H = NodeHealth
+
+#: action -> (health it may start from, health it leads to)
+NODE_MOVES: dict[str, tuple[frozenset[NodeHealth], NodeHealth]] = {
+    "drain": (frozenset({H.HEALTHY}), H.DRAINING),
+    "undrain": (frozenset({H.DRAINING}), H.HEALTHY),
+    "down": (frozenset({H.HEALTHY, H.DRAINING}), H.DOWN),
+    "up": (frozenset({H.DOWN, H.DRAINING}), H.HEALTHY),
+    "heartbeat_timeout": (frozenset({H.HEALTHY, H.DRAINING}), H.DOWN),
+}
+
+MAX_GPUS_QUOTA = 10_000_000
+
+
+def tenant_create(
+    *,
+    name: str,
+    guaranteed_gpus: int,
+    borrow_limit_gpus: int,
+    actor_name: str,
+    usage_gpu_s: float = 0.0,
+    usage_at: datetime | None = None,
+    at: datetime | None = None,
+) -> Tenant:
+    """Create a team, logged (tenant row, action ``register``) with its quota and the
+    decayed usage it carries in (as of ``usage_at``, default ``at``), so that a replay of
+    the log rebuilds its usage from the same starting point as the services."""
+    _check_quota(guaranteed_gpus, borrow_limit_gpus)
+    if not isinstance(name, str) or not name or len(name) > 64:
+        raise Invalid("A team name of 1 to 64 characters is needed.", field="name")
+    if isinstance(usage_gpu_s, bool) or not isinstance(usage_gpu_s, int | float) \
+            or usage_gpu_s < 0:
+        raise Invalid("Usage is 0 or more GPU-seconds.", field="usage_gpu_s")
+    at = at or now_s()
+    usage_at = usage_at or at
+    with transaction.atomic(durable=True):
+        if Tenant.objects.filter(name=name).exists():
+            raise Conflict(f"team {name} exists already", field="name", code="exists")
+        tenant = Tenant.objects.create(
+            name=name, guaranteed_gpus=guaranteed_gpus, borrow_limit_gpus=borrow_limit_gpus,
+            usage_gpu_s=float(usage_gpu_s), usage_at=usage_at,
+        )
+        append_cluster_row(
+            tenant=tenant,
+            from_state=None,
+            to_state="",
+            reason=Reason.QUOTA_CHANGED,
+            actor=Actor.OPERATOR,
+            at=at,
+            detail={
+                "action": "register",
+                "before": {},
+                "after": {
+                    **_quota(tenant),
+                    "usage_gpu_s": float(usage_gpu_s),
+                    "usage_at_s": int(usage_at.timestamp()),
+                },
+            },
+            actor_name=actor_name,
+        )
+    return tenant
+
+
+def tenant_set_quota(
+    *,
+    tenant: Tenant,
+    guaranteed_gpus: int,
+    borrow_limit_gpus: int,
+    actor_name: str,
+    at: datetime | None = None,
+) -> Transition:
+    """Set a team's guarantee and borrow limit. Always logged, even when unchanged (an
+    operator's decision is worth a row, and the core re-reads the quota either way)."""
+    _check_quota(guaranteed_gpus, borrow_limit_gpus)
+    at = at or now_s()
+    # the log's append lock before the row lock, as the leader takes them (no deadlock)
+    with transaction.atomic(durable=True), append_lock():
+        locked = _locked(Tenant, tenant.pk, "tenant")
+        before = _quota(locked)
+        locked.guaranteed_gpus = guaranteed_gpus
+        locked.borrow_limit_gpus = borrow_limit_gpus
+        row = append_cluster_row(
+            tenant=locked,
+            from_state=None,
+            to_state="",
+            reason=Reason.QUOTA_CHANGED,
+            actor=Actor.OPERATOR,
+            at=at,
+            detail={"action": "set_quota", "before": before, "after": _quota(locked)},
+            actor_name=actor_name,
+        )
+        locked.save(update_fields=["guaranteed_gpus", "borrow_limit_gpus"])
+    tenant.guaranteed_gpus, tenant.borrow_limit_gpus = guaranteed_gpus, borrow_limit_gpus
+    return row
+
+
+def node_drain(*, node: Node, actor_name: str, at: datetime | None = None) -> Transition:
+    """Stop placing new work on ``node``; what runs there keeps running."""
+    return node_move(node=node, action="drain", actor=Actor.OPERATOR, actor_name=actor_name, at=at)
+
+
+def node_undrain(*, node: Node, actor_name: str, at: datetime | None = None) -> Transition:
+    return node_move(
+        node=node, action="undrain", actor=Actor.OPERATOR, actor_name=actor_name, at=at
+    )
+
+
+def node_mark_down(
+    *, node: Node, actor_name: str, why: str, at: datetime | None = None
+) -> Transition:
+    """The node is gone: the leader requeues (or fails) every job holding GPUs on it."""
+    return node_move(
+        node=node, action="down", actor=Actor.OPERATOR, actor_name=actor_name, why=why, at=at
+    )
+
+
+def node_mark_up(
+    *, node: Node, actor_name: str, why: str = "", at: datetime | None = None
+) -> Transition:
+    """The node is back (or a drain is lifted). A node that has been heartbeating gets a
+    fresh timeout window from now, so it is not marked down again before it can speak."""
+    return node_move(
+        node=node, action="up", actor=Actor.OPERATOR, actor_name=actor_name, why=why, at=at
+    )
+
+
+def nodes_mark_silent_down(
+    *, now: datetime, timeout_s: int, actor_name: str = "heartbeat-timeout"
+) -> list[Node]:
+    """Mark down every node whose last heartbeat is older than ``timeout_s`` at ``now``.
+
+    Nodes that never sent a heartbeat (``last_heartbeat`` null: seeded, or not run by an
+    agent) are exempt. One log row per node, all in one transaction.
+    """
+    cutoff = now - timedelta(seconds=timeout_s)
+    stale = Node.objects.filter(last_heartbeat__isnull=False, last_heartbeat__lt=cutoff).exclude(
+        health=H.DOWN
+    )
+    if not stale.exists():
+        return []  # the usual case: no lock taken
+    # the log's append lock before the row locks, as the leader takes them (no deadlock)
+    with transaction.atomic(durable=True), append_lock():
+        silent = list(stale.select_for_update().order_by("name"))
+        for node in silent:
+            quiet_s = int((now - node.last_heartbeat).total_seconds())
+            _apply_move(
+                node,
+                "heartbeat_timeout",
+                actor=Actor.SCHEDULER,
+                actor_name=actor_name,
+                at=now,
+                why=f"no heartbeat for {quiet_s} s (timeout {timeout_s} s)",
+            )
+    return silent
+
+
+def node_move(
+    *,
+    node: Node,
+    action: str,
+    actor: Actor,
+    actor_name: str,
+    why: str = "",
+    at: datetime | None = None,
+) -> Transition:
+    """One node health move of :data:`NODE_MOVES`, logged; Conflict if the node's health
+    does not allow it."""
+    if action not in NODE_MOVES:
+        raise Invalid(f"unknown node action {action!r}", field="action")
+    at = at or now_s()
+    # the log's append lock before the row lock, as the leader takes them (no deadlock)
+    with transaction.atomic(durable=True), append_lock():
+        locked = _locked(Node, node.pk, "node")
+        row = _apply_move(locked, action, actor=actor, actor_name=actor_name, at=at, why=why)
+    node.health, node.last_heartbeat = locked.health, locked.last_heartbeat
+    return row
+
+
+def _apply_move(
+    node: Node, action: str, *, actor: Actor, actor_name: str, at: datetime, why: str
+) -> Transition:
+    allowed, to = NODE_MOVES[action]
+    health = H(node.health)
+    if health not in allowed:
+        raise Conflict(
+            f"node {node.name} is {health}: cannot {action.replace('_', ' ')} it "
+            f"(only from {' or '.join(sorted(allowed))})",
+            field="health",
+            code=f"node_{health}",
+        )
+    detail: dict[str, Any] = {
+        "action": action,
+        "before": {"health": health.value},
+        "after": {"health": to.value},
+    }
+    if why:
+        detail["why"] = why
+    row = append_cluster_row(
+        node=node,
+        from_state=health.value,
+        to_state=to.value,
+        reason=Reason.NODE_HEALTH,
+        actor=actor,
+        at=at,
+        detail=detail,
+        actor_name=actor_name,
+    )
+    node.health = to.value
+    fields = ["health"]
+    if action == "up" and node.last_heartbeat is not None:
+        node.last_heartbeat = at
+        fields.append("last_heartbeat")
+    node.save(update_fields=fields)
+    return row
+
+
+def _check_quota(guaranteed_gpus: object, borrow_limit_gpus: object) -> None:
+    errors = {
+        name: "Must be a whole number of GPUs, 0 or more."
+        for name, value in (
+            ("guaranteed_gpus", guaranteed_gpus),
+            ("borrow_limit_gpus", borrow_limit_gpus),
+        )
+        if isinstance(value, bool)
+        or not isinstance(value, int)
+        or not 0 <= value <= MAX_GPUS_QUOTA
+    }
+    if errors:
+        first = next(iter(errors))
+        raise Invalid(errors[first], field=first, errors=errors)
+
+
+def _quota(tenant: Tenant) -> dict[str, int]:
+    return {
+        "guaranteed_gpus": tenant.guaranteed_gpus,
+        "borrow_limit_gpus": tenant.borrow_limit_gpus,
+    }
+
+
+def _locked(model: type, pk: int | None, what: str) -> Any:
+    found = model.objects.select_for_update().filter(pk=pk).first()
+    if found is None:
+        raise NotFound(f"{what} {pk} does not exist", field=what)
+    return found
+
+
+__all__ = [
+    "NODE_MOVES",
+    "node_drain",
+    "node_mark_down",
+    "node_mark_up",
+    "node_move",
+    "node_undrain",
+    "nodes_mark_silent_down",
+    "tenant_create",
+    "tenant_set_quota",
+]

@@ -1,0 +1,70 @@
+"""Errors the services raise, one family, so every edge (API, tasks, commands) maps them the
+same way: ``NotFound`` -> 404, ``Forbidden`` -> 403, ``Conflict`` -> 409, any other
+``ServiceError`` -> 400.
+
+Each carries ``field`` (the input it is about, e.g. ``"jobs[3].gpus"``, or None) and
+``code`` (a stable machine-readable word). ``Invalid`` may carry every bad field at once in
+``errors`` ({field: message}).
+"""
+
+from __future__ import annotations
+
+from scheduler_app.core.states import IllegalTransition, JobState
+
+
+class ServiceError(ValueError):
+    """A request the services refuse. Nothing was written."""
+
+    default_code = "invalid"
+
+    def __init__(self, message: str, *, field: str | None = None, code: str | None = None):
+        super().__init__(message)
+        self.message = message
+        self.field = field
+        self.code = code or self.default_code
+
+
+class Invalid(ServiceError):
+    """Bad input. ``errors`` maps each bad field to its message (``field`` is the first)."""
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        field: str | None = None,
+        code: str | None = None,
+        errors: dict[str, str] | None = None,
+    ):
+        super().__init__(message, field=field, code=code)
+        self.errors = dict(errors or ({field: message} if field else {}))
+
+
+class NotFound(ServiceError):
+    default_code = "not_found"
+
+
+class Forbidden(ServiceError):
+    """The caller may not act on this object (an agent asking about another node's job)."""
+
+    default_code = "forbidden"
+
+
+class Conflict(ServiceError):
+    """The object's current state does not allow the request (e.g. confirm a job that is
+    not PLACING, drain a node that is down)."""
+
+    default_code = "conflict"
+
+
+class TransitionConflict(Conflict, IllegalTransition):
+    """A job move the state machine refuses. Also an ``IllegalTransition``, so callers that
+    think in core terms and callers that think in service errors both catch it."""
+
+    def __init__(self, job_id: object, from_state: JobState | str, to_state: JobState | str):
+        IllegalTransition.__init__(self, job_id, from_state, to_state)
+        self.message = str(self)
+        self.field = None
+        self.code = "illegal_transition"
+
+
+__all__ = ["Conflict", "Forbidden", "Invalid", "NotFound", "ServiceError", "TransitionConflict"]

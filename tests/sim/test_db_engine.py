@@ -1,0 +1,175 @@
+"""The db engine: the same scenario through models, the log, the services and the leader
+gives the same transitions (job, from, to, reason, time) as the memory engine, and in
+fact the same result file (tick timings aside)."""
+
+from __future__ import annotations
+
+import json
+from io import StringIO
+from pathlib import Path
+from typing import Any
+
+import pytest
+from django.core.management import CommandError, call_command
+from django.db.models import F
+
+from scheduler_app.core.states import is_allowed
+from scheduler_app.models import Job, Node, Tenant, Transition
+from scheduler_app.sim.db_engine import DbEngineError, simulate_db
+from scheduler_app.sim.engine import simulate
+from scheduler_app.sim.invariants import check_result
+from scheduler_app.sim.result import build_result
+from scheduler_app.sim.scenario import Scenario, load_scenario, validate_scenario
+from tests.foundation.test_replay import replay_verify
+
+from .helpers import job, make, scenario_dir
+
+pytestmark = pytest.mark.django_db
+
+SHARED = sorted(p.stem for p in scenario_dir().glob("*.yaml"))
+#: the slow one: 1,440 ticks of a 2-hour run through the database
+HEAVY = {"reclaim-cheapest-victim"}
+
+
+def without_timings(result: dict[str, Any]) -> dict[str, Any]:
+    out = json.loads(json.dumps(result))
+    out["metrics"] = {k: v for k, v in out["metrics"].items() if not k.startswith("tick_ms")}
+    return out
+
+
+def moves(result: dict[str, Any]) -> dict[str, list[tuple[str | None, str, str, int]]]:
+    """Every job's transitions as (from, to, reason, time)."""
+    out = {}
+    for job_id, rec in result["jobs"].items():
+        before = None
+        out[job_id] = []
+        for t in rec["transitions"]:
+            out[job_id].append((before, t["to"], t["reason"], t["at_s"]))
+            before = t["to"]
+    return out
+
+
+def both(scenario: Scenario, policy: str = "full") -> tuple[dict, dict]:
+    memory = build_result(simulate(scenario, policy=policy))
+    db = build_result(simulate_db(scenario, policy=policy))
+    return memory, db
+
+
+def assert_equivalent(scenario: Scenario, policy: str = "full") -> dict[str, Any]:
+    memory, db = both(scenario, policy)
+    assert moves(db) == moves(memory)
+    assert without_timings(db) == without_timings(memory)
+    assert check_result(db, scenario) == []
+    ok, output = replay_verify()
+    assert ok, output
+    return db
+
+
+@pytest.mark.parametrize(
+    "name",
+    [pytest.param(n, marks=pytest.mark.slow) if n in HEAVY else n for n in SHARED],
+)
+def test_every_shared_scenario_gives_the_same_transitions_on_both_engines(name):
+    db = assert_equivalent(load_scenario(scenario_dir() / f"{name}.yaml"))
+    # the run really went through the database: every transition of the result is a row
+    moves_logged = Transition.objects.filter(kind="job").exclude(from_state=F("to_state"))
+    assert moves_logged.count() == sum(len(j["transitions"]) for j in db["jobs"].values())
+
+
+def events_scenario(**changes: Any) -> Scenario:
+    """Node failures and repairs, drains, a quota change, a cancel, an elastic job, a job
+    that ignores preemption, checkpointing and non-checkpointing jobs."""
+    return validate_scenario(make(
+        name="events",
+        until_s=3000,
+        cluster={"pods": [{"name": "pod-a", "nodes": 2, "gpus_per_node": 8},
+                          {"name": "pod-b", "nodes": 2, "gpus_per_node": 8}]},
+        tenants=[
+            {"name": "team-a", "guaranteed_gpus": 16, "borrow_limit_gpus": 16},
+            {"name": "team-b", "guaranteed_gpus": 16, "borrow_limit_gpus": 0},
+            {"name": "team-c", "guaranteed_gpus": 0, "borrow_limit_gpus": 8,
+             "initial_usage_gpu_s": 5000},
+        ],
+        jobs=[
+            job("a-big", gpus=24, gpus_per_node=8, runtime_s=2000, max_runtime_s=2600,
+                checkpointable=True, checkpoint_interval_s=300, checkpoint_time_s=30,
+                restart_s=60),
+            job("a-elastic", gpus=8, min_gpus=4, runtime_s=1500, checkpointable=True,
+                checkpoint_interval_s=200, checkpoint_time_s=20, submit_at_s=5),
+            job("c-free", tenant="team-c", gpus=4, preemptible=True, runtime_s=5000,
+                ignores_preempt=True),
+            job("b-plain", tenant="team-b", gpus=2, runtime_s=2500, submit_at_s=10),
+            job("a-cancel", gpus=2, runtime_s=9000, submit_at_s=50),
+            job("b-1", tenant="team-b", gpus=8, runtime_s=600, max_runtime_s=900,
+                submit_at_s=100),
+            job("b-2", tenant="team-b", gpus=16, gpus_per_node=8, runtime_s=800,
+                submit_at_s=200, priority=3),
+            job("b-huge", tenant="team-b", gpus=64, runtime_s=10, submit_at_s=20),
+        ],
+        events=[
+            {"at_s": 300, "node_down": "pod-a-001"},
+            {"at_s": 400, "cancel": "a-cancel"},
+            {"at_s": 500, "node_drain": "pod-b-000"},
+            {"at_s": 700, "set_quota": {"tenant": "team-b", "guaranteed_gpus": 24}},
+            {"at_s": 900, "node_up": "pod-a-001"},
+            {"at_s": 950, "node_drain": "pod-a-001"},
+            {"at_s": 1000, "node_down": "pod-b-000"},
+            {"at_s": 1200, "node_undrain": "pod-a-001"},
+            {"at_s": 1500, "node_up": "pod-b-000"},
+        ],
+        **changes,
+    ))
+
+
+@pytest.mark.parametrize("policy", ["full", "fifo", "priority-kill"])
+def test_node_quota_and_cancel_events_give_the_same_transitions(policy):
+    db = assert_equivalent(events_scenario(), policy)
+    kinds = set(Transition.objects.values_list("kind", flat=True))
+    assert kinds == {"job", "node", "tenant"}
+    reasons = {t["reason"] for j in db["jobs"].values() for t in j["transitions"]}
+    if policy == "full":
+        # the scenario exercises what it claims to
+        assert {"NodeFailed", "Cancelled", "NeverFits"} <= reasons, reasons
+
+
+def test_every_logged_job_row_is_a_legal_move_and_a_transition_of_the_result():
+    db = assert_equivalent(events_scenario())
+    ids = dict(Job.objects.values_list("pk", "name"))
+    logged: dict[str, list[tuple[str | None, str, str, int]]] = {}
+    # self-transitions (Checkpointed, Shrunk) are logged but are not moves of the result
+    for row in Transition.objects.filter(kind="job").exclude(from_state=F("to_state")):
+        logged.setdefault(ids[row.job_id], []).append(
+            (row.from_state, row.to_state, row.reason, int(row.at.timestamp()))
+        )
+        if row.from_state:
+            assert is_allowed(row.from_state, row.to_state)
+    assert logged == moves(db)
+
+
+def test_the_db_engine_refuses_a_database_that_is_not_empty():
+    Tenant.objects.create(name="someone-else")
+    with pytest.raises(DbEngineError, match=r"not empty \(1 tenants\).*--flush"):
+        simulate_db(events_scenario())
+    assert not Node.objects.exists()
+
+
+def test_simulate_engine_db_writes_the_same_result_file(tmp_path: Path):
+    path = scenario_dir() / "gang-no-deadlock.yaml"
+    out_db, out_mem = tmp_path / "db.json", tmp_path / "mem.json"
+    call_command("simulate", str(path), "--engine", "db", "--out", str(out_db), "--quiet")
+    call_command("simulate", str(path), "--out", str(out_mem), "--quiet")
+    db, memory = (json.loads(p.read_text()) for p in (out_db, out_mem))
+    assert without_timings(db) == without_timings(memory)
+    with pytest.raises(CommandError, match="not empty"):
+        call_command("simulate", str(path), "--engine", "db", "--out", str(out_db), "--quiet")
+
+
+@pytest.mark.django_db(transaction=True)
+def test_flush_wipes_the_database_before_the_run(tmp_path: Path):
+    path = scenario_dir() / "gang-no-deadlock.yaml"
+    out = tmp_path / "r.json"
+    call_command("seed_demo", "--password", "pw-for-tests-1", stdout=StringIO())
+    call_command("simulate", str(path), "--engine", "db", "--flush", "--out", str(out),
+                 "--quiet")
+    assert sorted(Tenant.objects.values_list("name", flat=True)) == ["team-a", "team-b"]
+    assert json.loads(out.read_text())["jobs"]["gang-a"]["state"] == "COMPLETED"
