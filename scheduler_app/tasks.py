@@ -1,9 +1,14 @@
 """Celery tasks of the production path: the scheduler tick and the early-tick request.
 
-``scheduler_tick`` is thin: one :meth:`LeaderLoop.step` of this worker process's loop. It
-is idempotent: a step by a standby does nothing, and two steps in a row by the leader
-simply tick twice (the core decides from the current state, the log fences the writes).
-Beat runs it every ``SCHEDULER_TICK_INTERVAL_S`` (settings.CELERY_BEAT_SCHEDULE).
+``scheduler_tick`` is thin: one :meth:`LeaderLoop.step` of this worker process's loop
+(through ``observability.step_observed``: its log line and metrics). It is idempotent: a
+step by a standby does nothing, and two steps in a row by the leader simply tick twice
+(the core decides from the current state, the log fences the writes). Beat runs it every
+``SCHEDULER_TICK_INTERVAL_S`` (settings.CELERY_BEAT_SCHEDULE).
+
+Run the worker with one process per host for this task (``--concurrency 1`` or
+``--pool solo``): each worker process has its own loop and its own holder name, so with
+several processes an early tick delivered to a standby process does nothing.
 """
 
 from __future__ import annotations
@@ -14,9 +19,16 @@ import socket
 import threading
 
 from celery import shared_task
+from celery.signals import worker_process_shutdown, worker_shutdown
 from django.conf import settings
 from django.core.cache import cache
 
+from scheduler_app.observability import (
+    early_tick_counted,
+    process_dead,
+    serve_metrics,
+    step_observed,
+)
 from scheduler_app.services.leader import LeaderLoop
 
 log = logging.getLogger("scheduler_app.tick")
@@ -24,6 +36,7 @@ log = logging.getLogger("scheduler_app.tick")
 EARLY_TICK_KEY = "scheduler:early-tick-pending"
 #: At most one early tick pending: later requests within this window are dropped.
 EARLY_TICK_DEBOUNCE_S = 1
+EARLY_TICK_EXPIRES_S = 30
 
 _loop: LeaderLoop | None = None
 _loop_lock = threading.Lock()
@@ -38,6 +51,8 @@ def leader_loop() -> LeaderLoop:
     global _loop
     if _loop is None:
         _loop = LeaderLoop(holder=worker_holder(), ttl_s=settings.SCHEDULER_LEASE_TTL_S)
+        if settings.SCHEDULER_METRICS_PORT:
+            serve_metrics(settings.SCHEDULER_METRICS_PORT)  # this process records them
     return _loop
 
 
@@ -47,10 +62,9 @@ def scheduler_tick() -> str:
     if not _loop_lock.acquire(blocking=False):
         return "busy"  # a step is already running in this process: it is the tick
     try:
-        report = leader_loop().step()
+        report = step_observed(leader_loop())
     finally:
         _loop_lock.release()
-    log.info("tick %s", report.line())
     return report.line()
 
 
@@ -62,13 +76,34 @@ def request_early_tick() -> bool:
     ticks on its own. Returns whether a tick was enqueued.
     """
     if not settings.CELERY_BROKER_URL:
+        early_tick_counted("no_broker")
         return False
     if not cache.add(EARLY_TICK_KEY, 1, timeout=EARLY_TICK_DEBOUNCE_S):
+        early_tick_counted("debounced")
         return False
     try:
-        scheduler_tick.apply_async()
+        # No publish retries: with the broker down the caller (a web request that has
+        # committed already) must not wait; beat ticks once the broker is back. A tick
+        # still queued after a few intervals is stale: the beat ticks cover it.
+        scheduler_tick.apply_async(retry=False, expires=EARLY_TICK_EXPIRES_S)
     except Exception:  # noqa: BLE001 - broker down: the beat tick will come anyway
         cache.delete(EARLY_TICK_KEY)
+        early_tick_counted("broker_error")
         log.warning("early tick not enqueued (broker unreachable)", exc_info=True)
         return False
+    early_tick_counted("enqueued")
     return True
+
+
+@worker_process_shutdown.connect
+@worker_shutdown.connect
+def release_on_shutdown(**kwargs: object) -> None:
+    """A worker process stopping cleanly gives the lease up (a standby leads at once
+    instead of after the lease expires) and, in multiprocess metrics mode, drops its live
+    gauges. Prefork children get worker_process_shutdown, a solo worker worker_shutdown."""
+    if _loop is not None:
+        try:
+            _loop.release()
+        except Exception:  # noqa: BLE001 - the lease simply expires
+            log.warning("could not release the lease at shutdown", exc_info=True)
+    process_dead(os.getpid())

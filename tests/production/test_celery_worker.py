@@ -1,0 +1,122 @@
+"""A real Celery worker (and beat) on Redis and PostgreSQL drive the tick.
+
+The worker and beat are subprocesses on the test database, with a queue of their own on
+our database number of the shared Redis (procs.SHARED_REDIS_DB), so parallel runs never
+take each other's ticks.
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+import urllib.request
+from datetime import datetime
+
+import pytest
+
+from scheduler_app.core.states import JobState
+from scheduler_app.core.types import Actor
+from scheduler_app.models import Lease, Transition
+from scheduler_app.services import job_submit
+from scheduler_app.services.lease import LEADER_LEASE
+
+from .procs import SHARED_REDIS_DB, free_port, poll, shared_redis_base, started_procs
+
+pytestmark = [pytest.mark.postgres, pytest.mark.slow, pytest.mark.django_db(transaction=True)]
+
+S = JobState
+
+
+@pytest.fixture
+def procs(tmp_path):
+    with started_procs(tmp_path) as started:
+        yield started
+
+
+@pytest.fixture(autouse=True)
+def no_early_ticks_from_this_process(settings):
+    """The test process's own submits ask for no tick: in CI it has a broker (the shared
+    Redis) that no worker of ours listens on. Subprocesses get their own settings."""
+    settings.CELERY_BROKER_URL = ""
+
+
+@pytest.fixture
+def broker() -> str:
+    return f"redis://{shared_redis_base()}/{SHARED_REDIS_DB}"
+
+
+def placing_row(job_id: int) -> Transition | None:
+    return Transition.objects.filter(job_id=job_id, to_state=S.PLACING).first()
+
+
+def test_a_job_submitted_through_the_service_is_placed_by_a_beat_driven_tick(
+    cluster, procs, broker
+):
+    port = free_port()
+    worker = procs.worker(broker, SCHEDULER_METRICS_PORT=str(port))
+    beat = procs.beat(broker, interval_s=1)
+    # this process asks for no early tick (fixture above): only beat ticks can place it
+    job = job_submit(tenant=cluster["vision"], name="beat-placed", gpus=8)
+
+    row = poll(lambda: placing_row(job.pk), 30, every=0.1, what="the PLACING row")
+
+    assert row.actor == Actor.SCHEDULER
+    assert row.actor_name == f"{socket.gethostname()}:{worker.pid}"
+    _i, _at, line = worker.wait_for(lambda line: f'"tick_id": "{row.tick_id}"' in line, 10)
+    assert json.loads(line)["tick"]["decisions"] >= 1
+    beat.wait_for(lambda line: "scheduler-tick" in line and "Sending due task" in line, 5)
+    # the worker's pool process serves the metrics it recorded (SCHEDULER_METRICS_PORT)
+    metrics = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5).read()
+    text = metrics.decode()
+    assert 'scheduler_decisions_total{reason="Placed"} 1.0' in text
+    assert f'scheduler_leader{{holder="{row.actor_name}"}} 1.0' in text
+    assert 'scheduler_queue_depth{size_class="2-8",tenant="vision"} 0.0' in text
+    # a clean worker shutdown gives the lease up: a standby need not wait for it to expire
+    assert worker.stop() == 0
+    assert Lease.objects.get(name=LEADER_LEASE).holder == ""
+
+
+SUBMITTER = """
+import json, time
+from scheduler_app.models import Tenant, Transition
+from scheduler_app.services import job_submit
+from scheduler_app.services.lease import LEADER_LEASE
+
+def placed(job):
+    while not Transition.objects.filter(job=job, to_state="PLACING").exists():
+        time.sleep(0.005)
+    return time.time()
+
+vision = Tenant.objects.get(name="vision")
+cold = job_submit(tenant=vision, name="cold", gpus=4)   # the worker's first tick builds
+placed(cold)
+time.sleep(1.2)  # past this process's debounce window: the next submit asks again
+before = time.time()
+warm = job_submit(tenant=vision, name="warm", gpus=4)
+seen = placed(warm)
+print(json.dumps({"job": warm.pk, "before_submit": before, "placing_seen": seen}), flush=True)
+"""
+
+
+def test_an_early_tick_follows_a_submit_within_a_second(cluster, procs, broker):
+    """No beat here: only the submit's early-tick request can place the job. The delay is
+    measured from before the submit call (so it includes the commit) to the PLACING row,
+    seen by polling every 5 ms and in the worker's own log line of that tick."""
+    worker = procs.worker(broker)
+    submitter = procs.python("submitter", SUBMITTER, procs.celery_env(broker))
+
+    _i, _at, line = submitter.wait_for(lambda line: line.startswith('{"job"'), 60)
+    result = json.loads(line)
+
+    rows = list(Transition.objects.filter(job_id=result["job"]).order_by("id"))
+    assert [r.to_state for r in rows] == [S.SUBMITTED, S.QUEUED, S.PLACING]
+    admitted, placing = rows[1], rows[2]
+    assert admitted.id < placing.id and placing.actor == Actor.SCHEDULER
+    # the worker logs the tick after its commit: the row may be seen before the line is
+    _i, _at, line = worker.wait_for(lambda line: f'"tick_id": "{placing.tick_id}"' in line, 10)
+    tick = json.loads(line)
+    tick_logged = datetime.fromisoformat(tick["ts"]).timestamp()
+    polled_delay = result["placing_seen"] - result["before_submit"]
+    logged_delay = tick_logged - result["before_submit"]
+    assert 0 < logged_delay <= 1.0, (logged_delay, tick)
+    assert polled_delay <= 1.0, result
