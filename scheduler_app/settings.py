@@ -58,8 +58,10 @@ INSTALLED_APPS = [
     "rest_framework",
     "django_filters",
     "drf_spectacular",
+    "drf_spectacular_sidecar",
     "django_htmx",
     "scheduler_app.apps.SchedulerAppConfig",
+    "scheduler_app.api.apps.ApiConfig",
     "dashboard.apps.DashboardConfig",
 ]
 
@@ -117,6 +119,12 @@ else:
 
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
+# --- Cache ----------------------------------------------------------------------------
+# The early-tick debounce lives here: with several web processes and a worker, point
+# CACHE_URL at Redis (e.g. redis://host:6379/1) so "one early tick pending" holds across
+# them; the default per-process memory cache debounces each process on its own.
+CACHES = {"default": env.cache("CACHE_URL", default="locmemcache://")}
+
 AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},
     {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
@@ -151,11 +159,61 @@ if IS_PRODUCTION:
     CSRF_COOKIE_SECURE = env.bool("SECURE_COOKIES", default=True)
 
 # --- REST API -------------------------------------------------------------------------
+# docs/api.md. Tokens (pipelines, node agents) first: its WWW-Authenticate header makes
+# "no credentials" a 401. Sessions serve the browser (and enforce CSRF on writes).
 REST_FRAMEWORK = {
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
     "DEFAULT_FILTER_BACKENDS": ["django_filters.rest_framework.DjangoFilterBackend"],
+    "DEFAULT_AUTHENTICATION_CLASSES": [
+        "scheduler_app.api.authentication.ApiTokenAuthentication",
+        "rest_framework.authentication.SessionAuthentication",
+    ],
+    "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
+    "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
+    "DEFAULT_PARSER_CLASSES": ["scheduler_app.api.parsers.StrictJSONParser"],
+    "DEFAULT_THROTTLE_CLASSES": [
+        "scheduler_app.api.throttling.UserThrottle",
+        "scheduler_app.api.throttling.AgentThrottle",
+        "scheduler_app.api.throttling.AnonThrottle",
+    ],
+    # Per user, per node agent, per address (anonymous); empty = no limit. Counted in the
+    # cache: per process with the default local-memory cache.
+    "DEFAULT_THROTTLE_RATES": {
+        "user": env.str("API_THROTTLE_USER", default="6000/min") or None,
+        "agent": env.str("API_THROTTLE_AGENT", default="1200/min") or None,
+        "anon": env.str("API_THROTTLE_ANON", default="60/min") or None,
+    },
+    "EXCEPTION_HANDLER": "scheduler_app.api.errors.exception_handler",
+    "DATETIME_FORMAT": "iso-8601",
 }
-SPECTACULAR_SETTINGS = {"TITLE": "GPU scheduler API", "VERSION": "0.1.0"}
+SPECTACULAR_SETTINGS = {
+    "TITLE": "GPU scheduler API",
+    "DESCRIPTION": "Submit and follow GPU jobs, read the cluster, run node agents. "
+    "Reference and examples: docs/api.md.",
+    "VERSION": "1.0.0",
+    "SERVE_INCLUDE_SCHEMA": False,
+    "SERVE_PERMISSIONS": ["rest_framework.permissions.AllowAny"],
+    "SERVE_AUTHENTICATION": [],
+    "COMPONENT_SPLIT_REQUEST": True,
+    "SCHEMA_PATH_PREFIX": r"/api/v1",
+    "SWAGGER_UI_DIST": "SIDECAR",
+    "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
+    "REDOC_DIST": "SIDECAR",
+    # the API's path converters (scheduler_app/api/routing.py)
+    "PATH_CONVERTER_OVERRIDES": {
+        "id": int,
+        "name": {"type": "string", "minLength": 1, "maxLength": 128},
+    },
+    "ENUM_NAME_OVERRIDES": {
+        "LogStateEnum": "scheduler_app.models.choices.LOG_STATE_CHOICES",
+        "JobStateEnum": "scheduler_app.models.choices.JOB_STATE_CHOICES",
+        "NodeHealthEnum": "scheduler_app.models.choices.NODE_HEALTH_CHOICES",
+    },
+    "POSTPROCESSING_HOOKS": [
+        "drf_spectacular.hooks.postprocess_schema_enums",
+        "scheduler_app.api.schema.add_error_responses",
+    ],
+}
 
 # --- Celery ---------------------------------------------------------------------------
 # Empty broker: no Celery worker; the tick runs in-process (`make demo`). Tasks enqueued
@@ -165,12 +223,18 @@ CELERY_RESULT_BACKEND = env.str("CELERY_RESULT_BACKEND", default="") or None
 CELERY_TASK_ALWAYS_EAGER = not CELERY_BROKER_URL
 CELERY_TASK_ACKS_LATE = True
 CELERY_TIMEZONE = TIME_ZONE
+#: Tests and shared brokers give each deployment its own queue (worker and beat alike).
+CELERY_TASK_DEFAULT_QUEUE = env.str("CELERY_TASK_DEFAULT_QUEUE", default="celery")
+#: Keep Django's LOGGING (JSON lines) in the worker instead of Celery's own handlers.
+CELERY_WORKER_HIJACK_ROOT_LOGGER = False
 #: The scheduler tick, every SCHEDULER_TICK_INTERVAL_S seconds (the leader lease decides
 #: which worker's tick writes; standbys' ticks do nothing).
 CELERY_BEAT_SCHEDULE = {
     "scheduler-tick": {
         "task": "scheduler_app.scheduler_tick",
         "schedule": float(env.int("SCHEDULER_TICK_INTERVAL_S", default=5)),
+        # a tick still queued when the next one is due is pointless (e.g. after an outage)
+        "options": {"expires": float(env.int("SCHEDULER_TICK_INTERVAL_S", default=5))},
     },
 }
 
@@ -182,10 +246,40 @@ SCHEDULER_TICK_INTERVAL_S = env.int("SCHEDULER_TICK_INTERVAL_S", default=5)
 #: Leader lease lifetime: renewed every tick; a standby takes over this long after the
 #: leader's last renewal.
 SCHEDULER_LEASE_TTL_S = env.int("SCHEDULER_LEASE_TTL_S", default=15)
+#: A node whose agent sent no heartbeat for this long is marked down by the leader before
+#: its next tick (nodes that never sent one are exempt). 0 disables the check.
+SCHEDULER_HEARTBEAT_TIMEOUT_S = env.int("SCHEDULER_HEARTBEAT_TIMEOUT_S", default=30)
 
+# --- Dashboard --------------------------------------------------------------------------
+#: Seconds between two refreshes of a live dashboard section (htmx polling).
+DASHBOARD_POLL_S = env.int("DASHBOARD_POLL_S", default=3)
+
+# --- Logs and metrics -------------------------------------------------------------------
+# LOG_FORMAT=json: one JSON object per line (ts, level, logger, message, tick_id, holder,
+# the tick's fields), for a log shipper; text (the default outside production) for people.
+LOG_FORMAT = env.str("LOG_FORMAT", default="json" if IS_PRODUCTION else "text")
+if LOG_FORMAT not in ("json", "text"):
+    raise ImproperlyConfigured(f"LOG_FORMAT must be json or text, not {LOG_FORMAT!r}")
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
-    "handlers": {"console": {"class": "logging.StreamHandler"}},
+    "filters": {"context": {"()": "scheduler_app.observability.LogContextFilter"}},
+    "formatters": {
+        "text": {"format": "%(asctime)s %(levelname)s %(name)s: %(message)s"},
+        "json": {"()": "scheduler_app.observability.JsonFormatter"},
+    },
+    "handlers": {
+        "console": {
+            "class": "logging.StreamHandler",
+            "formatter": LOG_FORMAT,
+            "filters": ["context"],
+        }
+    },
     "root": {"handlers": ["console"], "level": env.str("LOG_LEVEL", default="INFO")},
 }
+#: If set, GET /metrics needs "Authorization: Bearer <METRICS_TOKEN>".
+METRICS_TOKEN = env.str("METRICS_TOKEN", default="")
+#: If set, the process that runs the ticks (a Celery worker's pool process, or
+#: run_scheduler) serves its own metrics on this port: for a worker on another host than
+#: the web server (without a shared PROMETHEUS_MULTIPROC_DIR). docs/operations.md.
+SCHEDULER_METRICS_PORT = env.int("SCHEDULER_METRICS_PORT", default=None)

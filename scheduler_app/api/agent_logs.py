@@ -1,0 +1,101 @@
+"""The tail of a job's log: node agents push the last few KB of each job's stdout and
+stderr (with their heartbeat, and once when the job exits); whoever may see the job reads
+them.
+
+    POST /api/v1/agent/jobs/{id}/log/   {"stdout": "...", "stderr": "..."}   (agent)
+    GET  /api/v1/jobs/{id}/log/                                              (users)
+
+The tails live in Django's cache (``job-log:<id>``, kept for a week), not in the database:
+they are a window on files that stay on the node, replaced at every push, and not part of
+the job's history. With several web processes, point ``CACHE_URL`` at a shared cache
+(Redis), as the early-tick debounce needs anyway; with the default per-process memory
+cache, each process sees the pushes it received.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.core.cache import cache
+from django.shortcuts import get_object_or_404
+from django.utils import timezone
+from drf_spectacular.utils import extend_schema
+from rest_framework import serializers
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from scheduler_app.models import Allocation, Job, Node
+from scheduler_app.services.errors import Forbidden
+
+from . import access
+from .fields import StrictCharField
+from .jobs import job_for
+
+#: Bytes (characters) of each stream the API keeps: the agent sends at most this much.
+TAIL_MAX = 16384
+#: How long a pushed tail is kept after the last push.
+TAIL_TTL_S = 7 * 24 * 3600
+
+
+def log_key(job_id: int) -> str:
+    return f"job-log:{job_id}"
+
+
+def job_log_store(*, job: Job, node: Node, stdout: str, stderr: str) -> dict[str, Any]:
+    """Keep the latest tail of ``job``'s log, as ``node``'s agent sent it. The agent must
+    run (or have run) the job: a node that never held GPUs for it is refused."""
+    if not Allocation.objects.filter(job=job, node=node).exists():
+        raise Forbidden(f"job {job.pk} never ran on node {node.name}", field="job",
+                        code="not_on_node")
+    tail = {"job_id": job.pk, "node": node.name, "at": timezone.now(),
+            "stdout": stdout[-TAIL_MAX:], "stderr": stderr[-TAIL_MAX:]}
+    cache.set(log_key(job.pk), tail, timeout=TAIL_TTL_S)
+    return tail
+
+
+def job_log_tail(*, job: Job) -> dict[str, Any]:
+    """The latest tail pushed for ``job`` (empty, ``at`` null, if none was)."""
+    return cache.get(log_key(job.pk)) or {"job_id": job.pk, "node": None, "at": None,
+                                          "stdout": "", "stderr": ""}
+
+
+class LogIn(serializers.Serializer):
+    stdout = StrictCharField(max_length=TAIL_MAX, allow_blank=True, required=False,
+                             default="", trim_whitespace=False,
+                             help_text="The last bytes of the job's stdout on this node.")
+    stderr = StrictCharField(max_length=TAIL_MAX, allow_blank=True, required=False,
+                             default="", trim_whitespace=False,
+                             help_text="The last bytes of the job's stderr on this node.")
+
+
+class LogOut(serializers.Serializer):
+    job_id = serializers.IntegerField()
+    node = serializers.CharField(allow_null=True, help_text="The node that sent it.")
+    at = serializers.DateTimeField(allow_null=True, help_text="When it was sent (null: "
+                                   "no agent has sent a log for this job).")
+    stdout = serializers.CharField(allow_blank=True, trim_whitespace=False)
+    stderr = serializers.CharField(allow_blank=True, trim_whitespace=False)
+
+
+class AgentLogPush(APIView):
+    permission_classes = [access.IsAgent]
+
+    @extend_schema(operation_id="agent_push_log",
+                   summary="The tail of a job's stdout and stderr on this node",
+                   request=LogIn, responses={200: LogOut})
+    def post(self, request: Request, pk: int) -> Response:
+        job = get_object_or_404(Job, pk=pk)
+        data = LogIn(data=request.data)
+        data.is_valid(raise_exception=True)
+        tail = job_log_store(job=job, node=request.user.node, **data.validated_data)
+        return Response(LogOut(tail).data)
+
+
+class JobLogTail(APIView):
+    permission_classes = [access.IsUser]
+
+    @extend_schema(operation_id="jobs_log", summary="The tail of a job's log, as its node's "
+                   "agent last sent it", responses={200: LogOut})
+    def get(self, request: Request, pk: int) -> Response:
+        return Response(LogOut(job_log_tail(job=job_for(request, pk))).data)

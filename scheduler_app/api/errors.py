@@ -1,0 +1,125 @@
+"""One error shape for every failure (docs/api.md, "Errors").
+
+    {"errors": [{"field": "gpus", "code": "never_fits", "message": "..."}]}
+
+``field`` names the input at fault (a dotted path, ``jobs[3].gpus`` in a batch) or is null
+when no single field is (authentication, permissions, state conflicts). ``message``
+says what is allowed. Service errors map to statuses: ``ServiceError`` 400,
+``Forbidden`` 403, ``NotFound`` 404, ``Conflict`` (and the core's ``IllegalTransition``)
+409; Django's ``ValidationError`` from the services' spec validation is 400 per field.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.core.exceptions import PermissionDenied as DjangoPermissionDenied
+from django.core.exceptions import ValidationError as DjangoValidationError
+from django.http import Http404
+from rest_framework import exceptions, status
+from rest_framework.response import Response
+from rest_framework.views import exception_handler as drf_exception_handler
+
+from scheduler_app.core.states import IllegalTransition
+from scheduler_app.services.errors import Conflict, Forbidden, Invalid, NotFound, ServiceError
+
+
+class ApiConflict(exceptions.APIException):
+    status_code = status.HTTP_409_CONFLICT
+    default_code = "conflict"
+    default_detail = "The request conflicts with the current state."
+
+    def __init__(self, detail: Any = None, code: str | None = None, field: str | None = None):
+        super().__init__(detail, code)
+        self.field = field
+
+
+def flatten(detail: Any, path: str = "") -> list[dict[str, Any]]:
+    """DRF's nested error detail as a flat list of {field, code, message}."""
+    if isinstance(detail, dict):
+        out: list[dict[str, Any]] = []
+        for key, value in detail.items():
+            if key in ("non_field_errors", "detail"):
+                out += flatten(value, path)
+            elif isinstance(key, int):  # a list serializer's errors, keyed by index
+                out += flatten(value, f"{path}[{key}]")
+            else:
+                out += flatten(value, f"{path}.{key}" if path else str(key))
+        return out
+    if isinstance(detail, list):
+        if all(isinstance(item, (dict, list)) for item in detail) and detail:
+            # a list serializer: one entry per item, empty dicts for the good ones
+            out = []
+            for i, item in enumerate(detail):
+                out += flatten(item, f"{path}[{i}]")
+            return out
+        out = []
+        for item in detail:
+            out += flatten(item, path)
+        return out
+    code = getattr(detail, "code", None) or "invalid"
+    return [{"field": path or None, "code": str(code), "message": str(detail)}]
+
+
+def from_django_validation(error: DjangoValidationError, prefix: str = "") -> list[dict]:
+    if hasattr(error, "error_dict"):
+        out = []
+        for field, errors in error.error_dict.items():
+            name = f"{prefix}.{field}" if prefix else field
+            for e in errors:
+                for message in e.messages:
+                    out.append({"field": name, "code": e.code or "invalid", "message": message})
+        return out
+    return [
+        {"field": prefix or None, "code": e.code or "invalid", "message": m}
+        for e in error.error_list
+        for m in e.messages
+    ]
+
+
+def _service_status(error: ServiceError) -> int:
+    if isinstance(error, Forbidden):
+        return status.HTTP_403_FORBIDDEN
+    if isinstance(error, NotFound):
+        return status.HTTP_404_NOT_FOUND
+    if isinstance(error, Conflict):
+        return status.HTTP_409_CONFLICT
+    return status.HTTP_400_BAD_REQUEST
+
+
+def from_service_error(error: ServiceError) -> list[dict[str, Any]]:
+    if isinstance(error, Invalid) and error.errors:
+        return [{"field": field, "code": error.code, "message": message}
+                for field, message in error.errors.items()]
+    return [{"field": error.field or None, "code": error.code, "message": error.message}]
+
+
+def error_response(status_code: int, errors: list[dict], headers: dict | None = None) -> Response:
+    return Response({"errors": errors}, status=status_code, headers=headers)
+
+
+def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | None:
+    if isinstance(exc, DjangoValidationError):
+        return error_response(400, from_django_validation(exc))
+    if isinstance(exc, ServiceError):
+        return error_response(_service_status(exc), from_service_error(exc))
+    if isinstance(exc, IllegalTransition):
+        return error_response(409, [{"field": None, "code": "illegal_transition",
+                                     "message": str(exc)}])
+    if isinstance(exc, Http404):
+        exc = exceptions.NotFound(str(exc) or "Not found.")
+    elif isinstance(exc, DjangoPermissionDenied):
+        exc = exceptions.PermissionDenied(str(exc) or None)
+    response = drf_exception_handler(exc, context)
+    if response is None or not isinstance(exc, exceptions.APIException):
+        return None  # a bug: let it be a 500 with the traceback in the logs
+    if isinstance(exc, exceptions.ValidationError):
+        errors = flatten(exc.detail)
+    else:
+        codes = exc.get_codes()
+        errors = [{"field": getattr(exc, "field", None),
+                   "code": codes if isinstance(codes, str) else exc.default_code,
+                   "message": str(exc.detail)}]
+    headers = {k: v for k, v in response.items() if k in ("WWW-Authenticate", "Retry-After",
+                                                            "Allow")}
+    return error_response(response.status_code, errors, headers)

@@ -1,0 +1,79 @@
+"""Input field bounds shared by the serializers: the storage types' ranges, plus the one
+sanity bound on durations. Everything semantic (a job needs a GPU, the shape divides the
+GPUs, it fits the cluster) is the services' rule, checked there."""
+
+from __future__ import annotations
+
+from rest_framework import serializers
+
+from scheduler_app.services.jobs import MAX_DURATION_S
+
+#: PostgreSQL integer / Django PositiveIntegerField.
+INT_MAX = 2**31 - 1
+#: Django PositiveSmallIntegerField.
+SMALL_MAX = 2**15 - 1
+#: The longest duration the API takes: the services' rule (a year), also in the schema.
+MAX_SECONDS = MAX_DURATION_S
+
+
+def seconds(*, minimum: int, required: bool = False, allow_null: bool = True,
+            help_text: str = "", default: object = serializers.empty) -> serializers.IntegerField:
+    kwargs: dict = {"help_text": help_text}
+    if default is not serializers.empty:
+        kwargs["default"] = default
+    else:
+        kwargs["required"] = required
+    return StrictIntegerField(
+        min_value=minimum,
+        max_value=MAX_SECONDS,
+        allow_null=allow_null,
+        error_messages={
+            "max_value": f"At most {MAX_SECONDS} seconds (366 days): durations are in seconds.",
+            "min_value": "Must be at least {min_value} seconds.",
+        },
+        **kwargs,
+    )
+
+
+# DRF's fields coerce: "12" and 12.0 become 12, 1 and "yes" become True, 12 becomes
+# "12". The schema promises JSON types, and a pipeline that sends "12" for a GPU count
+# has a bug worth hearing about, so input fields take their own JSON type only.
+class StrictIntegerField(serializers.IntegerField):
+    def to_internal_value(self, data: object) -> int:
+        if isinstance(data, bool) or not isinstance(data, int):
+            self.fail("invalid")
+        return super().to_internal_value(data)
+
+
+class StrictBooleanField(serializers.BooleanField):
+    default_error_messages = {"invalid": "Must be true or false."}
+
+    def to_internal_value(self, data: object) -> bool:
+        if not isinstance(data, bool):
+            self.fail("invalid", input=data)
+        return data
+
+
+class StrictCharField(serializers.CharField):
+    default_error_messages = {"invalid": "Must be a string."}
+
+    def to_internal_value(self, data: object) -> str:
+        if not isinstance(data, str):
+            self.fail("invalid")
+        return super().to_internal_value(data)
+
+
+class StrictSlugField(serializers.SlugField):
+    default_error_messages = {"invalid": "Must be a string of letters, digits, - and _."}
+
+    def to_internal_value(self, data: object) -> str:
+        if not isinstance(data, str):
+            self.fail("invalid")
+        return super().to_internal_value(data)
+
+
+class StrictChoiceField(serializers.ChoiceField):
+    def to_internal_value(self, data: object) -> object:
+        if not isinstance(data, str):
+            self.fail("invalid_choice", input=data)
+        return super().to_internal_value(data)

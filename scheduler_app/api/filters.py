@@ -1,0 +1,94 @@
+"""Job list filters (django-filter): tenant, state, owner, size class, submit time."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+import django_filters
+from django import forms
+from django.db.models import Q, QuerySet
+
+from scheduler_app.core.states import JobState
+from scheduler_app.core.types import SIZE_CLASS_BOUNDS, SIZE_CLASS_LABELS
+from scheduler_app.models import Job
+
+
+def size_class_q(label: str) -> Q:
+    """The GPUs range of a size class label ("1", "2-8", "9-64", "65-512", "513+")."""
+    i = SIZE_CLASS_LABELS.index(label)
+    low = 1 if i == 0 else SIZE_CLASS_BOUNDS[i - 1] + 1
+    if i == len(SIZE_CLASS_BOUNDS):
+        return Q(gpus__gte=low)
+    return Q(gpus__gte=low, gpus__lte=SIZE_CLASS_BOUNDS[i])
+
+
+class StrictFilterSet(django_filters.FilterSet):
+    """A FilterSet that refuses an empty parameter (``?tenant=``) instead of ignoring it:
+    the client meant something, and an unfiltered answer would mislead it."""
+
+    def is_valid(self) -> bool:
+        valid = super().is_valid()
+        for name in self.filters:
+            if name in self.data and any(v == "" for v in self.data.getlist(name)):
+                self.form.add_error(name, "Must not be empty: leave the parameter out.")
+                valid = False
+        return valid
+
+
+class IdFilter(django_filters.NumberFilter):
+    """An integer id (NumberFilter takes decimals, and huge ones overflow the database)."""
+
+    field_class = forms.IntegerField
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs.setdefault("min_value", 0)
+        kwargs.setdefault("max_value", 2**62)
+        super().__init__(*args, **kwargs)
+
+
+class UtcIsoDateTimeField(django_filters.fields.IsoDateTimeField):
+    """An ISO 8601 time, in UTC: PostgreSQL refuses offsets past +-15:59, which ISO
+    allows."""
+
+    def to_python(self, value: Any) -> datetime | None:
+        parsed = super().to_python(value)
+        if parsed is None or parsed.tzinfo is None:
+            return parsed
+        try:
+            return parsed.astimezone(UTC)
+        except OverflowError as error:
+            raise forms.ValidationError("Out of range.") from error
+
+
+class UtcIsoDateTimeFilter(django_filters.IsoDateTimeFilter):
+    field_class = UtcIsoDateTimeField
+
+
+class JobFilter(StrictFilterSet):
+    tenant = django_filters.CharFilter(field_name="tenant__name", help_text="A tenant's name.")
+    owner = django_filters.CharFilter(field_name="owner__username",
+                                      help_text="The submitter's username.")
+    state = django_filters.MultipleChoiceFilter(
+        choices=[(s.value, s.value) for s in JobState],
+        help_text="One or more states (repeat the parameter).",
+    )
+    size_class = django_filters.MultipleChoiceFilter(
+        choices=[(label, label) for label in SIZE_CLASS_LABELS],
+        method="filter_size_class",
+        help_text="GPU size classes: 1, 2-8, 9-64, 65-512, 513+ (repeat the parameter).",
+    )
+    submitted_after = UtcIsoDateTimeFilter(field_name="submitted_at", lookup_expr="gte")
+    submitted_before = UtcIsoDateTimeFilter(field_name="submitted_at", lookup_expr="lt")
+
+    class Meta:
+        model = Job
+        fields = ["tenant", "owner", "state", "size_class"]
+
+    def filter_size_class(self, queryset: QuerySet[Job], name: str, value: list[str]) -> QuerySet:
+        if not value:
+            return queryset
+        q = Q()
+        for label in value:
+            q |= size_class_q(label)
+        return queryset.filter(q)

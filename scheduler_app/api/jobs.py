@@ -1,0 +1,547 @@
+"""Jobs: submit (one, or a batch of up to 1,000, all or nothing), list, detail, cancel."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.db.models import OuterRef, QuerySet, Subquery
+from django.shortcuts import get_object_or_404
+from drf_spectacular.utils import (
+    OpenApiParameter,
+    OpenApiResponse,
+    extend_schema,
+    extend_schema_field,
+)
+from rest_framework import generics, serializers, status
+from rest_framework.exceptions import PermissionDenied, ValidationError
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from scheduler_app.core.states import PENDING_SENTENCES, JobState, PendingReason, Reason
+from scheduler_app.core.types import SIZE_CLASS_LABELS, Actor, size_class
+from scheduler_app.models import Allocation, Job, Membership, Tenant, Transition
+from scheduler_app.selectors.jobs import job_history, job_queue_position
+from scheduler_app.services import job_cancel, job_submit
+from scheduler_app.services.jobs import jobs_submit_batch, submit_replayed
+
+from . import access
+from .errors import ApiConflict
+from .fastvalid import validated
+from .fields import (
+    INT_MAX,
+    SMALL_MAX,
+    StrictBooleanField,
+    StrictCharField,
+    StrictIntegerField,
+    StrictSlugField,
+    seconds,
+)
+from .filters import JobFilter
+from .pagination import IdCursorPagination
+from .submit import Refusals, full_spec, same_spec, spec_errors
+
+MAX_BATCH = 1000
+IDEMPOTENCY_HEADER = "Idempotency-Key"
+
+IDEMPOTENCY_PARAMETER = OpenApiParameter(
+    name=IDEMPOTENCY_HEADER,
+    location=OpenApiParameter.HEADER,
+    required=False,
+    type=str,
+    description=(
+        "A key you choose (at most 128 characters), unique per tenant: a retried request "
+        "with the same key returns the job(s) it made the first time (200) instead of "
+        "making new ones. The same as the body's idempotency_key."
+    ),
+)
+
+
+# ---------------------------------------------------------------- input
+class JobSpecIn(serializers.Serializer):
+    """What a job asks for. The services check the rules (docs/api.md, "Bad input")."""
+
+    name = StrictCharField(max_length=200, help_text="1 to 200 characters.")
+    command = StrictCharField(
+        required=False, allow_blank=True, max_length=100_000, default="",
+        help_text="What the node agent runs.",
+    )
+    gpus = StrictIntegerField(
+        min_value=0, max_value=INT_MAX,
+        help_text="GPUs of the whole gang, at least 1, at most the team's guarantee plus "
+                  "borrow limit and the cluster's GPUs (of gpu_type).",
+    )
+    gpus_per_node = StrictIntegerField(
+        required=False, allow_null=True, min_value=0, max_value=SMALL_MAX, default=None,
+        help_text="The gang's shape: GPUs on each node; must divide gpus. Null: any split.",
+    )
+    gpu_type = StrictCharField(
+        required=False, allow_blank=True, max_length=32, default="",
+        help_text="One of the cluster's GPU types (e.g. H100). Empty: any type.",
+    )
+    priority = StrictIntegerField(
+        required=False, default=0, min_value=-INT_MAX, max_value=INT_MAX,
+        help_text="Higher first, within the team's queue.",
+    )
+    checkpointable = StrictBooleanField(required=False, default=False)
+    checkpoint_interval_s = seconds(minimum=0, default=None,
+                                    help_text="How often it checkpoints, seconds.")
+    checkpoint_time_s = seconds(minimum=0, default=None,
+                                help_text="Seconds it needs to checkpoint when asked to stop.")
+    restart_s = seconds(minimum=0, allow_null=False, default=0,
+                        help_text="Seconds it needs to resume from a checkpoint.")
+    max_runtime_s = seconds(
+        minimum=0, default=None,
+        help_text="Limit per run, seconds: the run FAILS (TimeLimit) at it. Jobs with a "
+                  "limit may backfill. Null: no limit.",
+    )
+    min_gpus = StrictIntegerField(
+        required=False, allow_null=True, min_value=0, max_value=INT_MAX, default=None,
+        help_text="Elastic jobs run (and shrink) down to this many GPUs. Null: not elastic.",
+    )
+    preemptible = StrictBooleanField(required=False, default=False)
+    interactive = StrictBooleanField(required=False, default=False)
+
+
+class SubmitIn(JobSpecIn):
+    tenant = StrictSlugField(max_length=64, help_text="The team's name.")
+    idempotency_key = StrictCharField(
+        required=False, allow_blank=True, max_length=128, default="",
+        help_text="See the Idempotency-Key header.",
+    )
+
+
+class BatchIn(serializers.Serializer):
+    tenant = StrictSlugField(max_length=64)
+    idempotency_key = StrictCharField(
+        required=False, allow_blank=True, max_length=123, default="",
+        help_text="One key for the whole batch (at most 123 characters): job i gets the key "
+                  "<key>#<i>.",
+    )
+    jobs = JobSpecIn(many=True, max_length=MAX_BATCH, min_length=1,
+                     help_text=f"1 to {MAX_BATCH} job specs, all submitted or none.")
+
+
+# ---------------------------------------------------------------- output
+class TransitionOut(serializers.ModelSerializer):
+    seq = serializers.IntegerField(source="pk")
+
+    class Meta:
+        model = Transition
+        fields = ["seq", "at", "from_state", "to_state", "reason", "actor", "actor_name",
+                  "detail"]
+
+
+class QueuePositionOut(serializers.Serializer):
+    tenant = serializers.IntegerField(
+        allow_null=True, help_text="1-based position in the team's queue.")
+    cluster = serializers.IntegerField(
+        allow_null=True, help_text="1-based rank across the cluster, in the tick's order.")
+
+
+class EstimateOut(serializers.Serializer):
+    start_at = serializers.DateTimeField(allow_null=True)
+    basis = serializers.CharField(
+        help_text="How it was planned (the reservation's arithmetic), or why there is none.")
+
+
+class PreemptionOut(serializers.Serializer):
+    seq = serializers.IntegerField()
+    at = serializers.DateTimeField()
+    for_job = serializers.IntegerField(allow_null=True, help_text="The job it made room for.")
+    why = serializers.CharField(help_text="Why this job was chosen, in words.")
+    cost_s = serializers.FloatField(allow_null=True,
+                                    help_text="Seconds of work it loses (since checkpoint "
+                                              "+ restart).")
+    est_gpu_s_lost = serializers.FloatField(allow_null=True)
+    detail = serializers.DictField(help_text="The whole arithmetic, as logged.")
+
+
+class JobOut(serializers.ModelSerializer):
+    tenant = serializers.CharField(source="tenant.name")
+    owner = serializers.CharField(source="owner.username", allow_null=True, default=None)
+    size_class = serializers.SerializerMethodField()
+
+    class Meta:
+        model = Job
+        fields = ["id", "tenant", "owner", "name", "gpus", "gpus_per_node", "gpu_type",
+                  "size_class", "priority", "state", "pending_reason", "submitted_at",
+                  "started_at", "finished_at", "estimate_start_at", "idempotency_key"]
+
+    @extend_schema_field(serializers.ChoiceField(choices=SIZE_CLASS_LABELS))
+    def get_size_class(self, job: Job) -> str:
+        return SIZE_CLASS_LABELS[size_class(job.gpus)]
+
+
+_WHEN = serializers.DateTimeField()
+
+
+def job_summary(job: Job) -> dict[str, Any]:
+    """``JobOut(job).data``, without building a serializer per job: what the submit
+    responses and the list pages return, for 1 to 1,000 jobs at a time (DRF builds and
+    runs a field object per value; this is a dict). A test holds the two equal."""
+    owner = job.owner
+    return {
+        "id": job.pk,
+        "tenant": job.tenant.name,
+        "owner": owner.username if owner is not None else None,
+        "name": job.name,
+        "gpus": job.gpus,
+        "gpus_per_node": job.gpus_per_node,
+        "gpu_type": job.gpu_type,
+        "size_class": SIZE_CLASS_LABELS[size_class(job.gpus)],
+        "priority": job.priority,
+        "state": job.state,
+        "pending_reason": job.pending_reason,
+        "submitted_at": _when(job.submitted_at),
+        "started_at": _when(job.started_at),
+        "finished_at": _when(job.finished_at),
+        "estimate_start_at": _when(job.estimate_start_at),
+        "idempotency_key": job.idempotency_key,
+    }
+
+
+def _when(value: Any) -> str | None:
+    return None if value is None else _WHEN.to_representation(value)
+
+
+class JobDetailOut(JobOut):
+    pending_sentence = serializers.SerializerMethodField()
+    queue_position = serializers.SerializerMethodField()
+    estimate = serializers.SerializerMethodField()
+    allocation = serializers.SerializerMethodField()
+    history = serializers.SerializerMethodField()
+    preemptions = serializers.SerializerMethodField()
+
+    class Meta(JobOut.Meta):
+        fields = [*JobOut.Meta.fields, "command", "checkpointable", "checkpoint_interval_s",
+                  "checkpoint_time_s", "restart_s", "max_runtime_s", "min_gpus",
+                  "preemptible", "interactive", "last_checkpoint_at", "resume_pointer",
+                  "retry_count", "pending_sentence", "queue_position", "estimate",
+                  "allocation", "history", "preemptions"]
+
+    @extend_schema_field(serializers.CharField())
+    def get_pending_sentence(self, job: Job) -> str:
+        if job.state != JobState.QUEUED:
+            return ""
+        return PENDING_SENTENCES.get(PendingReason(job.pending_reason), "")
+
+    @extend_schema_field(QueuePositionOut)
+    def get_queue_position(self, job: Job) -> dict[str, int | None]:
+        if job.state != JobState.QUEUED:
+            return {"tenant": None, "cluster": None}
+        in_tenant, in_cluster = job_queue_position(job=job)
+        return {"tenant": in_tenant, "cluster": in_cluster}
+
+    @extend_schema_field(EstimateOut(allow_null=True))
+    def get_estimate(self, job: Job) -> dict[str, Any] | None:
+        if job.state != JobState.QUEUED:
+            return None
+        return {"start_at": job.estimate_start_at, "basis": job.estimate_basis or ""}
+
+    @extend_schema_field(
+        serializers.DictField(child=serializers.ListField(child=serializers.IntegerField()),
+                              help_text="Node name -> GPU indices held now.")
+    )
+    def get_allocation(self, job: Job) -> dict[str, list[int]]:
+        rows = Allocation.objects.filter(job=job, end__isnull=True).select_related("node")
+        return {a.node.name: sorted(a.gpu_indices) for a in sorted(rows, key=lambda a: a.node.name)}
+
+    @extend_schema_field(TransitionOut(many=True))
+    def get_history(self, job: Job) -> list[dict]:
+        return TransitionOut(self._history(job), many=True).data
+
+    @extend_schema_field(PreemptionOut(many=True))
+    def get_preemptions(self, job: Job) -> list[dict]:
+        out = []
+        for row in self._history(job):
+            if row.reason != Reason.PREEMPT_REQUESTED or row.from_state == row.to_state:
+                continue
+            d = row.detail or {}
+            head = d.get("for")
+            out.append({
+                "seq": row.pk, "at": row.at,
+                "for_job": int(head) if str(head or "").isdigit() else None,
+                "why": str(d.get("words") or d.get("why") or ""),
+                "cost_s": d.get("cost_s"), "est_gpu_s_lost": d.get("est_gpu_s_lost"),
+                "detail": d,
+            })
+        return PreemptionOut(out, many=True).data
+
+    def _history(self, job: Job) -> list[Transition]:
+        cached = getattr(job, "_api_history", None)
+        if cached is None:
+            cached = list(job_history(job=job))
+            job._api_history = cached
+        return cached
+
+
+class BatchOut(serializers.Serializer):
+    tenant = serializers.CharField()
+    count = serializers.IntegerField()
+    jobs = JobOut(many=True)
+
+
+# ---------------------------------------------------------------- helpers
+def _tenant_or_400(name: str, field: str = "tenant", *, user: Any = None) -> Tenant:
+    """The tenant named ``name``; with ``user``, also their role in it (``api_role``, None
+    if they are not a member), in the same query."""
+    rows = Tenant.objects.filter(name=name)
+    if user is not None:
+        rows = rows.annotate(api_role=Subquery(
+            Membership.objects.filter(tenant=OuterRef("pk"), user=user).values("role")[:1]))
+    tenant = rows.first()
+    if tenant is None:
+        raise ValidationError({field: [f"No tenant named {name!r}: GET /api/v1/tenants/ "
+                                       "lists them."]})
+    return tenant
+
+
+def _check_may_submit(request: Request, tenant: Tenant) -> None:
+    role = getattr(tenant, "api_role", None)
+    if role is None and not access.can_submit_to(request.user, tenant):
+        raise PermissionDenied(f"You are not a member of tenant {tenant.name!r}: you may "
+                               "submit only to your own tenants.")
+
+
+def _idempotency_key(request: Request, body_key: str) -> str:
+    header = request.headers.get(IDEMPOTENCY_HEADER, "")
+    if header and body_key and header != body_key:
+        raise ValidationError({"idempotency_key": [
+            f"The {IDEMPOTENCY_HEADER} header and the body's idempotency_key differ: send one."
+        ]})
+    key = header or body_key
+    if "\x00" in key:
+        raise ValidationError({"idempotency_key": ["Must not contain NUL characters."]})
+    if len(key) > 128:
+        raise ValidationError({"idempotency_key": ["At most 128 characters."]})
+    return key
+
+
+def visible_jobs(request: Request) -> QuerySet[Job]:
+    return Job.objects.filter(access.visible_jobs(request.user))
+
+
+def job_for(request: Request, pk: int) -> Job:
+    """The job, or 404 if there is none; 403 (not 404) if it is someone else's."""
+    job = get_object_or_404(Job.objects.select_related("tenant", "owner"), pk=pk)
+    if not access.can_see_job(request.user, job):
+        raise PermissionDenied(f"Job {pk} belongs to tenant {job.tenant.name!r} and is not "
+                               "yours: researchers see their own jobs, leads their tenant's.")
+    return job
+
+
+# ---------------------------------------------------------------- views
+class JobListCreate(generics.GenericAPIView):
+    permission_classes = [access.IsUser]
+    serializer_class = JobOut
+    pagination_class = IdCursorPagination
+    filterset_class = JobFilter
+
+    def get_queryset(self) -> QuerySet[Job]:
+        if getattr(self, "swagger_fake_view", False):
+            return Job.objects.none()  # schema generation: no user
+        return visible_jobs(self.request).select_related("tenant", "owner")
+
+    @extend_schema(
+        operation_id="jobs_list",
+        summary="List jobs you may see, newest first",
+        description="Researchers see their own jobs, leads every job of their tenants, "
+                    "operators all. Filters combine; asking for a tenant you are not a "
+                    "member of is refused (403).",
+        responses={200: JobOut(many=True)},
+    )
+    def get(self, request: Request) -> Response:
+        tenant = request.query_params.get("tenant")
+        if tenant:
+            found = Tenant.objects.filter(name=tenant).first()
+            if found is not None and not access.can_list_tenant_jobs(request.user, found):
+                raise PermissionDenied(f"You are not a member of tenant {tenant!r}.")
+        owner = request.query_params.get("owner")
+        if owner and not access.is_operator(request.user) and owner != request.user.username \
+                and not access.leads_any(request.user):
+            raise PermissionDenied("Researchers see only their own jobs: leave owner out or "
+                                   "use your own username.")
+        queryset = self.filter_queryset(self.get_queryset())
+        page = self.paginate_queryset(queryset)
+        return self.get_paginated_response([job_summary(job) for job in page])
+
+    @extend_schema(
+        operation_id="jobs_submit",
+        summary="Submit a job",
+        description="Creates the job and admits it to its tenant's queue (SUBMITTED -> "
+                    "QUEUED) in one transaction, and returns its summary (Location: its "
+                    "detail). A job that can never run (larger than the "
+                    "cluster, or than the tenant's guarantee plus borrow limit; an unknown "
+                    "GPU type) is refused with 400 and nothing is written. With an "
+                    "idempotency key, a retry returns the first job with 200.",
+        parameters=[IDEMPOTENCY_PARAMETER],
+        request=SubmitIn,
+        responses={201: JobOut, 200: OpenApiResponse(JobOut, "A retry: the job the same "
+                   "idempotency key made before.")},
+    )
+    def post(self, request: Request) -> Response:
+        data = validated(SubmitIn, request.data)
+        tenant = _tenant_or_400(data["tenant"], user=request.user)
+        _check_may_submit(request, tenant)
+        spec = full_spec({**data, "idempotency_key": _idempotency_key(
+            request, data["idempotency_key"])})
+        refusals = Refusals(tenant)
+        errors = spec_errors(spec, refusals)
+        if errors:
+            replay = _replayed(tenant, spec)  # a retry of a job admitted before: still 200
+            if replay is not None:
+                return _replay_response(replay)
+            raise ValidationError({field: [message] for field, message in errors.items()})
+        # No look-up of the key first (a query per submit): the service finds a key taken
+        # when it inserts, and returns that job.
+        job = job_submit(tenant=tenant, owner=request.user, actor=Actor.USER,
+                         capacity=refusals.shape, **spec)
+        if submit_replayed(job):
+            replay = _replayed(tenant, spec)  # 409 if that job asked for something else
+            assert replay is not None
+            return _replay_response(replay)
+        job.tenant, job.owner = tenant, request.user
+        # the summary, not the detail: the detail's queue position costs COUNTs over the
+        # whole queue, which a pipeline submitting thousands of jobs should not pay for
+        return Response(job_summary(job), status=status.HTTP_201_CREATED,
+                        headers={"Location": f"/api/v1/jobs/{job.pk}/"})
+
+
+def _replay_response(job: Job) -> Response:
+    return Response(job_summary(job), status=status.HTTP_200_OK,
+                    headers={"Idempotent-Replayed": "true",
+                             "Location": f"/api/v1/jobs/{job.pk}/"})
+
+
+def _replayed(tenant: Tenant, spec: dict[str, Any]) -> Job | None:
+    """The job an earlier request with this key made (None: no key, or none yet). A key
+    reused for a different spec is a client bug: 409, not a silent wrong answer."""
+    key = spec["idempotency_key"]
+    if not key:
+        return None
+    job = Job.objects.select_related("tenant", "owner").filter(
+        tenant=tenant, idempotency_key=key).first()
+    if job is not None and not same_spec(job, spec):
+        raise ApiConflict(
+            f"Idempotency key {key!r} was used for job {job.pk} with a different spec: "
+            "use a new key for a new job.", code="idempotency_key_reused",
+            field="idempotency_key")
+    return job
+
+
+class JobBatchSubmit(APIView):
+    permission_classes = [access.IsUser]
+
+    @extend_schema(
+        operation_id="jobs_submit_batch",
+        summary=f"Submit up to {MAX_BATCH} jobs at once, all or nothing",
+        description="One transaction: every job is admitted, or (any spec bad) none is and "
+                    "the errors name jobs[i].field. With an idempotency key, a retry "
+                    "returns the jobs the first request made (200).",
+        parameters=[IDEMPOTENCY_PARAMETER],
+        request=BatchIn,
+        responses={201: BatchOut, 200: OpenApiResponse(BatchOut, "A retry.")},
+    )
+    def post(self, request: Request) -> Response:
+        data = validated(BatchIn, request.data)
+        tenant = _tenant_or_400(data["tenant"], user=request.user)
+        _check_may_submit(request, tenant)
+        key = _idempotency_key(request, data["idempotency_key"])
+        if len(key) > 123:
+            raise ValidationError({"idempotency_key": ["At most 123 characters for a batch."]})
+        specs = [full_spec(s) for s in data["jobs"]]
+        refusals = Refusals(tenant)
+        errors: dict[str, list[str]] = {}
+        for i, spec in enumerate(specs):
+            for field, message in spec_errors(spec, refusals).items():
+                errors[f"jobs[{i}].{field}"] = [message]
+        if errors:
+            replay = _batch_replayed(tenant, key, specs)  # a retry of an admitted batch
+            if replay is not None:
+                return _batch_replay_response(tenant, replay)
+            raise ValidationError(errors)
+        # No look-up of the key first: the service finds the keys taken when it inserts.
+        jobs = jobs_submit_batch(tenant=tenant, owner=request.user,
+                                 specs=[{k: v for k, v in spec.items() if k != "idempotency_key"}
+                                        for spec in specs],
+                                 idempotency_key=key, capacity=refusals.shape)
+        if jobs and submit_replayed(jobs[0]):
+            replay = _batch_replayed(tenant, key, specs)  # 409 if it asked for other jobs
+            assert replay is not None
+            return _batch_replay_response(tenant, replay)
+        for job in jobs:  # the response names them without a query per job
+            job.tenant = tenant
+        out = {"tenant": tenant.name, "count": len(jobs),
+               "jobs": [job_summary(job) for job in jobs]}
+        return Response(out, status=status.HTTP_201_CREATED)
+
+
+def _batch_replay_response(tenant: Tenant, jobs: list[Job]) -> Response:
+    out = {"tenant": tenant.name, "count": len(jobs), "jobs": [job_summary(j) for j in jobs]}
+    return Response(out, status=status.HTTP_200_OK, headers={"Idempotent-Replayed": "true"})
+
+
+def _batch_replayed(tenant: Tenant, key: str, specs: list[dict[str, Any]]) -> list[Job] | None:
+    """The jobs an earlier batch with this key made (jobs_submit_batch keys job i
+    "<key>#<i>"), or None. 409 if that batch asked for something else."""
+    if not key:
+        return None
+    jobs = list(Job.objects.select_related("tenant", "owner")
+                .filter(tenant=tenant, idempotency_key__startswith=f"{key}#").order_by("pk"))
+    if not jobs:
+        return None
+    mine = [{**spec, "idempotency_key": f"{key}#{i}"} for i, spec in enumerate(specs)]
+    by_key = {job.idempotency_key: job for job in jobs}
+    if len(jobs) != len(mine) or not all(
+        spec["idempotency_key"] in by_key and same_spec(by_key[spec["idempotency_key"]], spec)
+        for spec in mine
+    ):
+        raise ApiConflict(
+            f"Idempotency key {key!r} was used for a different batch ({len(jobs)} jobs): use "
+            "a new key for a new batch.", code="idempotency_key_reused",
+            field="idempotency_key")
+    return [by_key[spec["idempotency_key"]] for spec in mine]
+
+
+class JobDetail(APIView):
+    permission_classes = [access.IsUser]
+
+    @extend_schema(
+        operation_id="jobs_retrieve",
+        summary="A job: state, pending reason, queue position, estimate, allocation, history",
+        responses={200: JobDetailOut},
+    )
+    def get(self, request: Request, pk: int) -> Response:
+        return Response(JobDetailOut(job_for(request, pk)).data)
+
+
+class CancelIn(serializers.Serializer):
+    why = StrictCharField(required=False, allow_blank=True, max_length=500, default="",
+                                help_text="Recorded in the log.")
+
+
+class JobCancel(APIView):
+    permission_classes = [access.IsUser]
+
+    @extend_schema(
+        operation_id="jobs_cancel",
+        summary="Cancel a job that is not final",
+        description="The owner, the tenant's leads and operators may. A final job "
+                    "(COMPLETED, FAILED, CANCELLED) cannot be cancelled: 409.",
+        request=CancelIn,
+        responses={200: JobDetailOut},
+    )
+    def post(self, request: Request, pk: int) -> Response:
+        job = job_for(request, pk)
+        data = CancelIn(data=request.data)
+        data.is_valid(raise_exception=True)
+        job_cancel(
+            job_id=job.pk,
+            actor=Actor.OPERATOR if access.is_operator(request.user) else Actor.USER,
+            actor_name=request.user.get_username(),
+            why=data.validated_data["why"],
+        )
+        job.refresh_from_db()
+        return Response(JobDetailOut(job).data)
+

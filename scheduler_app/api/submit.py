@@ -1,0 +1,96 @@
+"""Refuse at submit what can never run, before anything is written.
+
+``job_submit`` itself admits a job that can never fit and fails it at once (a FAILED job
+with reason NeverFits in the log, the arithmetic in its detail). An API client is better
+served by a 400 naming the field, with no job created: so the API asks the same rule
+(``services.jobs.never_fits``) first and submits only specs it passes. A quota change
+racing the submit is still caught by the service, which then fails the job in the log.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.core.exceptions import ValidationError
+from rest_framework.exceptions import ErrorDetail
+
+from scheduler_app.models import Job, Tenant
+from scheduler_app.services.jobs import ClusterShape, never_fits, validate_job_spec
+
+#: The spec fields the services take (``job_submit``'s keyword arguments).
+SPEC_FIELDS = (
+    "name", "command", "gpus", "gpus_per_node", "gpu_type", "priority", "checkpointable",
+    "checkpoint_interval_s", "checkpoint_time_s", "restart_s", "max_runtime_s", "min_gpus",
+    "preemptible", "interactive", "idempotency_key",
+)
+
+
+class Refusals:
+    """Checks specs against the cluster and a tenant's quota, memoising per shape: a
+    sweep of 1,000 specs usually has one or two distinct shapes."""
+
+    def __init__(self, tenant: Tenant) -> None:
+        self.tenant = tenant
+        #: the cluster's shape, read once (one query); the submit services reuse it
+        self.shape = ClusterShape()
+        self._seen: dict[tuple, dict[str, ErrorDetail]] = {}
+
+    def of(self, spec: dict[str, Any]) -> dict[str, ErrorDetail]:
+        """{field: message} for a spec that can never run; empty if it may."""
+        gpu_type = spec.get("gpu_type") or ""
+        types = self.shape.gpu_types()
+        if gpu_type and gpu_type not in types:
+            known = ", ".join(types) or "none yet"
+            return {"gpu_type": ErrorDetail(
+                f"Unknown GPU type {gpu_type!r}: the cluster has {known} (or leave it empty "
+                "for any type).", code="unknown_gpu_type")}
+        shape = (spec["gpus"], spec.get("min_gpus"), spec.get("gpus_per_node"), gpu_type)
+        if shape not in self._seen:
+            self._seen[shape] = self._never_fits(spec)
+        return self._seen[shape]
+
+    def _never_fits(self, spec: dict[str, Any]) -> dict[str, ErrorDetail]:
+        job = Job(
+            tenant=self.tenant,
+            gpus=spec["gpus"],
+            min_gpus=spec.get("min_gpus"),
+            gpus_per_node=spec.get("gpus_per_node"),
+            gpu_type=spec.get("gpu_type") or "",
+        )
+        why = never_fits(job, self.tenant, capacity=self.shape)
+        if not why:
+            return {}
+        # never_fits says which limit it hit in words; map them to the field at fault
+        if "per node" in why or "nodes with" in why:
+            field = "gpus_per_node"
+        elif spec.get("min_gpus"):
+            field = "min_gpus"
+        else:
+            field = "gpus"
+        return {field: ErrorDetail(f"This job can never run: it {why}.", code="never_fits")}
+
+
+def full_spec(data: dict[str, Any]) -> dict[str, Any]:
+    """The serializer's validated data as the services' spec dict (every key present)."""
+    defaults: dict[str, Any] = {
+        "command": "", "gpus_per_node": None, "gpu_type": "", "priority": 0,
+        "checkpointable": False, "checkpoint_interval_s": None, "checkpoint_time_s": None,
+        "restart_s": 0, "max_runtime_s": None, "min_gpus": None, "preemptible": False,
+        "interactive": False, "idempotency_key": "",
+    }
+    return {name: data.get(name, defaults.get(name)) for name in SPEC_FIELDS}
+
+
+def spec_errors(spec: dict[str, Any], refusals: Refusals) -> dict[str, ErrorDetail]:
+    """Every reason to refuse ``spec``: the services' spec rules, then never-fits."""
+    try:
+        validate_job_spec(spec)
+    except ValidationError as error:
+        return {field: ErrorDetail(" ".join(messages), code="invalid")
+                for field, messages in error.message_dict.items()}
+    return refusals.of(spec)
+
+
+def same_spec(job: Job, spec: dict[str, Any]) -> bool:
+    """Does the existing ``job`` (found by idempotency key) ask for exactly ``spec``?"""
+    return all(getattr(job, name) == spec[name] for name in SPEC_FIELDS)

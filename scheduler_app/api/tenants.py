@@ -1,0 +1,150 @@
+"""Tenants: quotas, usage, fair share, borrowing and queue depth (everyone signed in);
+operators change quotas, through the log like every other change."""
+
+from __future__ import annotations
+
+from django.shortcuts import get_object_or_404
+from django.utils import timezone
+from drf_spectacular.utils import extend_schema
+from rest_framework import serializers
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from scheduler_app.core.types import SIZE_CLASS_LABELS
+from scheduler_app.models import Tenant
+from scheduler_app.services.cluster import MAX_GPUS_QUOTA, tenant_set_quota
+
+from . import access
+from .fields import StrictIntegerField
+from .jobs import TransitionOut
+from .reads import TenantFigures, tenant_figures
+
+
+class LendingOut(serializers.Serializer):
+    tenant = serializers.CharField(
+        allow_null=True, help_text="The other tenant; null: capacity nobody is guaranteed.")
+    gpus = serializers.IntegerField()
+
+
+class TenantOut(serializers.Serializer):
+    name = serializers.CharField(source="tenant.name")
+    guaranteed_gpus = serializers.IntegerField(source="tenant.guaranteed_gpus")
+    borrow_limit_gpus = serializers.IntegerField(source="tenant.borrow_limit_gpus")
+    quota_limit_gpus = serializers.IntegerField(
+        source="tenant.quota_limit_gpus", help_text="Guarantee plus borrow limit: the most "
+        "GPUs the tenant may hold, and the largest job it may submit.")
+    current_gpus = serializers.IntegerField(source="tenant.held_gpus",
+                                            help_text="GPUs its jobs hold now.")
+    usage_gpu_s = serializers.FloatField(help_text="Decayed GPU-seconds, as of now.")
+    usage_gpu_h = serializers.SerializerMethodField()
+    share = serializers.FloatField(
+        allow_null=True, help_text="Fair share now: decayed usage / guarantee (lower goes "
+        "first); null without a guarantee.")
+    share_rank = serializers.IntegerField(
+        source="tenant.share_rank", allow_null=True,
+        help_text="Place in the last tick's fair-share order (1 = served first; equal shares "
+        "share a rank); null before the first tick.")
+    share_at = serializers.DateTimeField(source="tenant.share_at", allow_null=True,
+                                         help_text="When the last tick ranked it.")
+    borrowed_gpus = serializers.IntegerField(help_text="GPUs held past the guarantee.")
+    borrowed_from = LendingOut(many=True)
+    lent_gpus = serializers.IntegerField(help_text="Of its idle guarantee, GPUs others use.")
+    lent_to = LendingOut(many=True)
+    queued_jobs = serializers.SerializerMethodField()
+    queued_by_size_class = serializers.DictField(
+        child=serializers.IntegerField(),
+        help_text="Queued jobs per size class: " + ", ".join(SIZE_CLASS_LABELS) + ".")
+    your_role = serializers.SerializerMethodField()
+
+    def get_usage_gpu_h(self, row: TenantFigures) -> float:
+        return row.usage_gpu_s / 3600.0
+
+    def get_queued_jobs(self, row: TenantFigures) -> int:
+        return sum(row.queued_by_size_class.values())
+
+    def get_your_role(self, row: TenantFigures) -> str | None:
+        """researcher, lead, or null (not a member)."""
+        user = self.context.get("user")
+        if user is None:
+            return None
+        return access.roles(user).get(row.tenant.pk)
+
+
+def _figures(request: Request) -> list[TenantFigures]:
+    return tenant_figures(now=timezone.now())
+
+
+class TenantList(APIView):
+    permission_classes = [access.IsUser]
+
+    @extend_schema(
+        operation_id="tenants_list",
+        summary="Every tenant's quota, usage, fair share, borrowing and queue depth",
+        responses={200: TenantOut(many=True)},
+    )
+    def get(self, request: Request) -> Response:
+        rows = _figures(request)
+        return Response(TenantOut(rows, many=True, context={"user": request.user}).data)
+
+
+class TenantDetail(APIView):
+    permission_classes = [access.IsUser]
+
+    @extend_schema(operation_id="tenants_retrieve", summary="One tenant",
+                   responses={200: TenantOut})
+    def get(self, request: Request, name: str) -> Response:
+        tenant = get_object_or_404(Tenant, name=name)
+        row = next(r for r in _figures(request) if r.tenant.pk == tenant.pk)
+        return Response(TenantOut(row, context={"user": request.user}).data)
+
+
+class QuotaIn(serializers.Serializer):
+    guaranteed_gpus = StrictIntegerField(min_value=0, max_value=MAX_GPUS_QUOTA)
+    borrow_limit_gpus = StrictIntegerField(min_value=0, max_value=MAX_GPUS_QUOTA)
+
+
+class QuotaPatchIn(QuotaIn):
+    guaranteed_gpus = StrictIntegerField(min_value=0, max_value=MAX_GPUS_QUOTA,
+                                               required=False)
+    borrow_limit_gpus = StrictIntegerField(min_value=0, max_value=MAX_GPUS_QUOTA,
+                                                 required=False)
+
+
+class QuotaOut(serializers.Serializer):
+    tenant = TenantOut()
+    transition = TransitionOut(help_text="The log row of the change.")
+
+
+class TenantQuota(APIView):
+    """Operators set a tenant's guarantee and borrow limit. The change is a row of the log
+    (kind tenant, reason QuotaChanged) and the scheduler follows it at the next tick."""
+
+    permission_classes = [access.IsOperator]
+
+    @extend_schema(operation_id="tenants_quota_set", summary="Set a tenant's quota (operators)",
+                   request=QuotaIn, responses={200: QuotaOut})
+    def put(self, request: Request, name: str) -> Response:
+        return self._set(request, name, QuotaIn(data=request.data))
+
+    @extend_schema(operation_id="tenants_quota_update",
+                   summary="Change part of a tenant's quota (operators)",
+                   request=QuotaPatchIn, responses={200: QuotaOut})
+    def patch(self, request: Request, name: str) -> Response:
+        return self._set(request, name, QuotaPatchIn(data=request.data))
+
+    def _set(self, request: Request, name: str, data: serializers.Serializer) -> Response:
+        tenant = get_object_or_404(Tenant, name=name)
+        data.is_valid(raise_exception=True)
+        row = tenant_set_quota(
+            tenant=tenant,
+            guaranteed_gpus=data.validated_data.get("guaranteed_gpus", tenant.guaranteed_gpus),
+            borrow_limit_gpus=data.validated_data.get("borrow_limit_gpus",
+                                                      tenant.borrow_limit_gpus),
+            actor_name=request.user.get_username(),
+        )
+        figures = next(r for r in _figures(request) if r.tenant.pk == tenant.pk)
+        return Response({
+            "tenant": TenantOut(figures, context={"user": request.user}).data,
+            "transition": TransitionOut(row).data,
+        })

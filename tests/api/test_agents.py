@@ -1,0 +1,271 @@
+"""Node agents through the API: register, heartbeat, assignments, and the job reports.
+An agent acts only on its own node's jobs."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+from django.utils import timezone
+
+from scheduler_app.core.states import JobState, Reason
+from scheduler_app.core.types import Actor
+from scheduler_app.models import Job, Node, Transition
+from scheduler_app.services import job_submit, job_transition
+from tests.foundation.factories import job_in_state
+
+pytestmark = pytest.mark.django_db
+
+
+def errors_of(response) -> dict[str, str]:
+    return {e["field"]: e["message"] for e in response.json()["errors"]}
+
+
+@pytest.fixture
+def placed(world) -> Job:
+    """A 4-GPU vision job placed on n0 (GPUs 0-3)."""
+    return job_in_state(JobState.PLACING, tenant=world.vision, node=world.nodes[0], gpus=4)
+
+
+def test_an_operator_registers_a_new_node_and_gets_its_agent_token_once(world):
+    response = world.client("operator").post(
+        "/api/v1/agent/register/",
+        {"name": "n9", "pod": "pod9", "gpus": 4, "gpu_type": "H100", "issue_token": True},
+        format="json")
+    assert response.status_code == 201, response.json()
+    body = response.json()
+    assert body["node"]["name"] == "n9" and body["node"]["health"] == "healthy"
+    assert body["token"].startswith("gsa_")
+    agent = world.client(None)
+    agent.credentials(HTTP_AUTHORIZATION=f"Bearer {body['token']}")
+    assert agent.post("/api/v1/agent/heartbeat/", {}, format="json").json()["name"] == "n9"
+    # the registration is a row of the log
+    assert Transition.objects.filter(kind="node", node__name="n9").count() == 1
+
+
+def test_only_operators_may_ask_for_an_agent_token(world):
+    response = world.client("agent:n0").post(
+        "/api/v1/agent/register/",
+        {"name": "n0", "pod": "pod0", "gpus": 8, "gpu_type": "H100", "issue_token": True},
+        format="json")
+    assert response.status_code == 403
+
+
+def test_an_agent_registers_only_its_own_node(world):
+    response = world.client("agent:n0").post(
+        "/api/v1/agent/register/", {"name": "n1", "pod": "pod0", "gpus": 8}, format="json")
+    assert response.status_code == 403
+    assert "n0" in response.json()["errors"][0]["message"]
+
+
+def test_a_down_node_that_registers_again_comes_up(world):
+    world.client("operator").post("/api/v1/nodes/n1/down/", {"why": "reboot"}, format="json")
+    assert Node.objects.get(name="n1").health == "down"
+    response = world.client("agent:n1").post(
+        "/api/v1/agent/register/", {"name": "n1", "pod": "pod0", "gpus": 8, "gpu_type": "H100"},
+        format="json")
+    assert response.status_code == 200
+    assert response.json()["node"]["health"] == "healthy"
+
+
+def test_registration_errors_name_the_field(world):
+    response = world.client("operator").post(
+        "/api/v1/agent/register/", {"name": "n9", "pod": "", "gpus": -1}, format="json")
+    assert response.status_code == 400
+    assert {"pod", "gpus"} <= set(errors_of(response))
+    assert not Node.objects.filter(name="n9").exists()
+
+
+def test_a_heartbeat_records_the_time(world):
+    before = timezone.now() - timedelta(seconds=1)
+    response = world.client("agent:n2").post("/api/v1/agent/heartbeat/", {}, format="json")
+    assert response.status_code == 200
+    assert Node.objects.get(name="n2").last_heartbeat >= before.replace(microsecond=0)
+
+
+def test_assignments_tell_the_agent_what_to_start(world, placed):
+    body = world.client("agent:n0").get("/api/v1/agent/assignments/").json()
+    assert [s["job_id"] for s in body["start"]] == [placed.pk]
+    start = body["start"][0]
+    assert start["gpus"] == {"n0": [0, 1, 2, 3]}
+    assert start["env"]["CUDA_VISIBLE_DEVICES"] == "0,1,2,3"
+    assert body["preempt"] == [] and body["running"] == []
+    # another node is told nothing about it
+    other = world.client("agent:n1").get("/api/v1/agent/assignments/").json()
+    assert other == {"start": [], "preempt": [], "running": []}
+
+
+def test_the_agent_confirms_the_start(world, placed):
+    response = world.client("agent:n0").post(f"/api/v1/agent/jobs/{placed.pk}/start/", {},
+                                             format="json")
+    assert response.status_code == 200, response.json()
+    body = response.json()
+    assert body["state"] == "RUNNING"
+    assert (body["transition"]["actor"], body["transition"]["actor_name"]) == ("agent", "n0")
+    assert world.client("agent:n0").get("/api/v1/agent/assignments/").json()["running"] == [
+        placed.pk]
+
+
+def test_another_nodes_agent_may_not_touch_the_job(world, placed):
+    rows = Transition.objects.count()
+    for action, body in (("start", {}), ("checkpoint", {"resume_pointer": "x"}),
+                         ("preempt-ack", {}), ("exit", {"outcome": "completed"})):
+        response = world.client("agent:n1").post(
+            f"/api/v1/agent/jobs/{placed.pk}/{action}/", body, format="json")
+        assert response.status_code == 403, (action, response.json())
+        assert response.json()["errors"][0]["code"] == "not_on_node"
+    assert Transition.objects.count() == rows
+
+
+def test_a_move_the_state_does_not_allow_is_a_conflict(world, placed):
+    client = world.client("agent:n0")
+    response = client.post(f"/api/v1/agent/jobs/{placed.pk}/preempt-ack/", {}, format="json")
+    assert response.status_code == 409
+    assert "PLACING" in response.json()["errors"][0]["message"]
+    client.post(f"/api/v1/agent/jobs/{placed.pk}/start/", {}, format="json")
+    client.post(f"/api/v1/agent/jobs/{placed.pk}/exit/", {"outcome": "completed"}, format="json")
+    rows = Transition.objects.count()
+    again = client.post(f"/api/v1/agent/jobs/{placed.pk}/start/", {}, format="json")
+    assert again.status_code == 409
+    assert again.json()["errors"][0]["code"] == "job_completed"
+    assert Transition.objects.count() == rows
+
+
+# ---------------------------------------------------------------- gangs
+@pytest.fixture
+def gang(world) -> Job:
+    """A 16-GPU vision gang placed on n0 and n1 (all their GPUs)."""
+    job = job_submit(tenant=world.vision, name="gang", gpus=16, gpus_per_node=8,
+                     checkpointable=True)
+    job_transition(job_id=job.pk, to_state=JobState.PLACING, reason=Reason.PLACED,
+                   actor=Actor.SCHEDULER, alloc={"n0": list(range(8)), "n1": list(range(8))})
+    return job
+
+
+def report(world, node: str, job: Job, action: str, body: dict | None = None):
+    return world.client(f"agent:{node}").post(f"/api/v1/agent/jobs/{job.pk}/{action}/",
+                                              body or {}, format="json")
+
+
+def test_every_node_of_a_gang_confirms_its_start_and_only_the_first_writes(world, gang):
+    first = report(world, "n1", gang, "start")
+    assert first.status_code == 200 and "Idempotent-Replayed" not in first
+    rows = Transition.objects.count()
+    for node in ("n0", "n1"):  # the other node, then a retry of the first
+        again = report(world, node, gang, "start")
+        assert again.status_code == 200, again.json()
+        assert again["Idempotent-Replayed"] == "true"
+        assert again.json() == first.json()  # same state, same row (n1's Started)
+    assert Transition.objects.count() == rows
+    assert report(world, "n2", gang, "start").status_code == 403  # not in the gang
+
+
+def test_every_node_of_a_gang_acknowledges_the_preemption_once(world, gang):
+    report(world, "n0", gang, "start")
+    job_transition(job_id=gang.pk, to_state=JobState.PREEMPT_REQUESTED,
+                   reason=Reason.PREEMPT_REQUESTED, actor=Actor.SCHEDULER)
+    first = report(world, "n0", gang, "preempt-ack")
+    assert first.status_code == 200 and first.json()["state"] == "CHECKPOINTING"
+    rows = Transition.objects.count()
+    again = report(world, "n1", gang, "preempt-ack")
+    assert again.status_code == 200 and again["Idempotent-Replayed"] == "true"
+    assert again.json()["transition"] == first.json()["transition"]
+    late_start = report(world, "n1", gang, "start")  # further along: answered too
+    assert late_start.status_code == 200
+    assert late_start.json()["state"] == "CHECKPOINTING"
+    assert late_start.json()["transition"]["reason"] == "Started"
+    assert Transition.objects.count() == rows
+
+
+def test_the_first_exit_of_a_gang_ends_it_and_the_others_get_its_row(world, gang):
+    report(world, "n0", gang, "start")
+    first = report(world, "n1", gang, "exit", {"outcome": "completed", "exit_code": 0})
+    assert first.status_code == 200 and first.json()["state"] == "COMPLETED"
+    assert sorted(Node.objects.values_list("free_gpus", flat=True)) == [8, 8, 8, 8]
+    rows = Transition.objects.count()
+    again = report(world, "n0", gang, "exit", {"outcome": "failed", "exit_code": 137})
+    assert again.status_code == 200 and again["Idempotent-Replayed"] == "true"
+    assert again.json() == first.json()  # the first report decided the outcome
+    assert Transition.objects.count() == rows
+    history = world.client("operator").get(f"/api/v1/jobs/{gang.pk}/").json()["history"]
+    assert [h["to_state"] for h in history] == ["SUBMITTED", "QUEUED", "PLACING", "RUNNING",
+                                                "COMPLETED"]
+
+
+def test_an_exit_after_the_scheduler_requeued_the_gang_is_still_a_conflict(world, gang):
+    report(world, "n0", gang, "start")
+    job_transition(job_id=gang.pk, to_state=JobState.QUEUED, reason=Reason.NODE_FAILED,
+                   actor=Actor.SCHEDULER)
+    response = report(world, "n1", gang, "exit", {"outcome": "failed", "exit_code": 1})
+    assert response.status_code == 409
+    assert response.json()["errors"][0]["code"] == "job_queued"
+
+
+def test_an_unknown_job_is_a_404_for_an_agent(world):
+    response = world.client("agent:n0").post("/api/v1/agent/jobs/99999/start/", {},
+                                             format="json")
+    assert response.status_code == 404
+
+
+def test_a_checkpoint_records_the_resume_pointer(world, placed):
+    client = world.client("agent:n0")
+    client.post(f"/api/v1/agent/jobs/{placed.pk}/start/", {}, format="json")
+    response = client.post(f"/api/v1/agent/jobs/{placed.pk}/checkpoint/",
+                           {"resume_pointer": "s3://ckpt/step-100"}, format="json")
+    assert response.status_code == 200, response.json()
+    assert response.json()["transition"]["reason"] == "Checkpointed"
+    job = Job.objects.get(pk=placed.pk)
+    assert job.resume_pointer == "s3://ckpt/step-100" and job.last_checkpoint_at is not None
+
+
+@pytest.mark.parametrize(
+    ("body", "field"),
+    [
+        ({"resume_pointer": ""}, "resume_pointer"),
+        ({"resume_pointer": "x" * 513}, "resume_pointer"),
+        ({}, "resume_pointer"),
+        ({"resume_pointer": "p", "checkpoint_at": "yesterday"}, "checkpoint_at"),
+        ({"resume_pointer": "p", "checkpoint_at": "2999-01-01T00:00:00Z"}, "checkpoint_at"),
+        ({"resume_pointer": "p", "checkpoint_at": "2001-01-01T00:00:00Z"}, "checkpoint_at"),
+    ],
+)
+def test_bad_checkpoint_reports_name_the_field_and_write_nothing(world, placed, body, field):
+    client = world.client("agent:n0")
+    client.post(f"/api/v1/agent/jobs/{placed.pk}/start/", {}, format="json")
+    rows = Transition.objects.count()
+    response = client.post(f"/api/v1/agent/jobs/{placed.pk}/checkpoint/", body, format="json")
+    assert response.status_code == 400, response.json()
+    assert field in errors_of(response)
+    assert Transition.objects.count() == rows
+
+
+@pytest.mark.parametrize(
+    ("body", "field"),
+    [({"outcome": "vanished"}, "outcome"), ({}, "outcome"),
+     ({"outcome": "failed", "exit_code": 100000}, "exit_code")],
+)
+def test_bad_exit_reports_name_the_field(world, placed, body, field):
+    response = world.client("agent:n0").post(f"/api/v1/agent/jobs/{placed.pk}/exit/", body,
+                                             format="json")
+    assert response.status_code == 400 and field in errors_of(response)
+
+
+def test_an_exit_frees_the_gpus(world, placed):
+    client = world.client("agent:n0")
+    client.post(f"/api/v1/agent/jobs/{placed.pk}/start/", {}, format="json")
+    response = client.post(f"/api/v1/agent/jobs/{placed.pk}/exit/",
+                           {"outcome": "completed", "exit_code": 0}, format="json")
+    assert response.status_code == 200 and response.json()["state"] == "COMPLETED"
+    assert Node.objects.get(name="n0").free_gpus == 8
+    node = world.client("operator").get("/api/v1/nodes/n0/").json()
+    assert node["allocations"] == []
+
+
+def test_a_revoked_agent_token_is_refused(world):
+    tokens = world.client("operator").get("/api/v1/tokens/")  # operators' own tokens only
+    assert tokens.status_code == 200
+    from scheduler_app.api.models import ApiToken
+
+    agent_token = ApiToken.objects.get(node__name="n0")
+    assert world.client("operator").delete(f"/api/v1/tokens/{agent_token.pk}/").status_code == 200
+    assert world.client("agent:n0").get("/api/v1/agent/assignments/").status_code == 401

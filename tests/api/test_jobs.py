@@ -1,0 +1,358 @@
+"""Jobs through the API: submit, idempotency, bad input, batch, list, detail, cancel."""
+
+from __future__ import annotations
+
+import pytest
+
+from scheduler_app.core.states import PENDING_SENTENCES, JobState, PendingReason, Reason
+from scheduler_app.models import Job, Transition
+from tests.foundation.factories import move
+
+from .conftest import job_body, submit
+
+pytestmark = pytest.mark.django_db
+
+
+def errors_of(response) -> dict[str, str]:
+    return {e["field"]: e["message"] for e in response.json()["errors"]}
+
+
+# ---------------------------------------------------------------- submit
+def test_a_submitted_job_is_queued_with_its_history_and_owner(world):
+    response = world.client("researcher").post(
+        "/api/v1/jobs/", job_body(gpus=8, gpus_per_node=8, max_runtime_s=3600), format="json")
+    assert response.status_code == 201
+    summary = response.json()
+    assert summary["state"] == "QUEUED"
+    assert summary["owner"] == "vision-r1" and summary["tenant"] == "vision"
+    assert summary["size_class"] == "2-8"
+    assert response["Location"] == f"/api/v1/jobs/{summary['id']}/"
+    job = world.client("researcher").get(response["Location"]).json()
+    assert [(h["from_state"], h["to_state"]) for h in job["history"]] == [
+        (None, "SUBMITTED"), ("SUBMITTED", "QUEUED")]
+    assert job["queue_position"] == {"tenant": 1, "cluster": 1}
+    assert job["pending_sentence"] == PENDING_SENTENCES[PendingReason.NONE]
+    assert job["allocation"] == {}
+    row = Job.objects.get(pk=job["id"])
+    assert row.owner.username == "vision-r1" and row.max_runtime_s == 3600
+
+
+def test_a_retried_submit_with_the_same_key_returns_the_first_job(world):
+    client = world.client("researcher")
+    body = job_body(gpus=2)
+    first = client.post("/api/v1/jobs/", body, format="json", HTTP_IDEMPOTENCY_KEY="run-7")
+    again = client.post("/api/v1/jobs/", body, format="json", HTTP_IDEMPOTENCY_KEY="run-7")
+    assert first.status_code == 201 and again.status_code == 200
+    assert again["Idempotent-Replayed"] == "true"
+    assert again.json()["id"] == first.json()["id"]
+    assert Job.objects.filter(idempotency_key="run-7").count() == 1
+    # the body's key is the same key
+    body_key = client.post("/api/v1/jobs/", {**body, "idempotency_key": "run-7"}, format="json")
+    assert body_key.status_code == 200 and body_key.json()["id"] == first.json()["id"]
+
+
+def test_a_key_reused_for_a_different_job_is_a_conflict_and_writes_nothing(world):
+    client = world.client("researcher")
+    client.post("/api/v1/jobs/", job_body(gpus=2, idempotency_key="k1"), format="json")
+    rows = Transition.objects.count()
+    response = client.post("/api/v1/jobs/", job_body(gpus=4, idempotency_key="k1"),
+                           format="json")
+    assert response.status_code == 409
+    assert errors_of(response).keys() == {"idempotency_key"}
+    assert Transition.objects.count() == rows
+
+
+def test_a_retry_is_answered_even_after_a_quota_change_would_refuse_its_spec(world):
+    client = world.client("researcher")
+    first = client.post("/api/v1/jobs/", job_body(gpus=24), format="json",
+                        HTTP_IDEMPOTENCY_KEY="big-1")
+    assert first.status_code == 201
+    world.vision.borrow_limit_gpus = 0  # 16: the 24-GPU job would never fit now
+    world.vision.save()
+    again = client.post("/api/v1/jobs/", job_body(gpus=24), format="json",
+                        HTTP_IDEMPOTENCY_KEY="big-1")
+    assert again.status_code == 200 and again.json()["id"] == first.json()["id"]
+    fresh = client.post("/api/v1/jobs/", job_body(gpus=24), format="json",
+                        HTTP_IDEMPOTENCY_KEY="big-2")
+    assert fresh.status_code == 400 and errors_of(fresh).keys() == {"gpus"}
+
+
+def test_a_retried_batch_returns_the_first_batch_and_a_different_one_conflicts(world):
+    client = world.client("researcher")
+    jobs = [{"name": f"j{i}", "gpus": 1} for i in range(3)]
+    first = client.post("/api/v1/jobs/batch/", {"tenant": "vision", "jobs": jobs},
+                        format="json", HTTP_IDEMPOTENCY_KEY="sweep-9")
+    rows = Transition.objects.count()
+    again = client.post("/api/v1/jobs/batch/", {"tenant": "vision", "jobs": jobs},
+                        format="json", HTTP_IDEMPOTENCY_KEY="sweep-9")
+    assert (first.status_code, again.status_code) == (201, 200)
+    assert again["Idempotent-Replayed"] == "true" and again.json() == first.json()
+    other = client.post("/api/v1/jobs/batch/", {"tenant": "vision", "jobs": jobs[:2]},
+                        format="json", HTTP_IDEMPOTENCY_KEY="sweep-9")
+    assert other.status_code == 409 and errors_of(other).keys() == {"idempotency_key"}
+    assert Transition.objects.count() == rows
+
+
+def test_a_submit_costs_a_few_queries_and_a_batch_no_more_per_job(
+        world, django_assert_max_num_queries):
+    client = world.client("researcher")
+    client.get("/api/v1/me/")  # the token's last_used_at is written once a minute
+    # token, tenant with the caller's role, the cluster's shape, BEGIN, the append lock,
+    # the job, its two rows, COMMIT (SQLite: no lock)
+    with django_assert_max_num_queries(9):
+        assert client.post("/api/v1/jobs/", job_body(gpus=1), format="json",
+                           HTTP_IDEMPOTENCY_KEY="q-1").status_code == 201
+    counts = []
+    for size in (1, 30):
+        with django_assert_max_num_queries(20) as queries:
+            response = client.post(
+                "/api/v1/jobs/batch/",
+                {"tenant": "vision", "jobs": [{"name": f"b{i}", "gpus": 1} for i in range(size)]},
+                format="json", HTTP_IDEMPOTENCY_KEY=f"qb-{size}")
+            assert response.status_code == 201
+        counts.append(len(queries))
+    assert counts[0] == counts[1]
+
+
+def test_header_and_body_keys_that_differ_are_refused(world):
+    response = world.client("researcher").post(
+        "/api/v1/jobs/", job_body(idempotency_key="a"), format="json",
+        HTTP_IDEMPOTENCY_KEY="b")
+    assert response.status_code == 400 and "idempotency_key" in errors_of(response)
+
+
+@pytest.mark.parametrize(
+    ("spec", "field", "words"),
+    [
+        ({"gpus": 64}, "gpus", "the cluster has 32"),
+        ({"gpus": 24, "tenant": "nlp"}, "gpus", "16 guaranteed + 0 borrowed"),
+        ({"gpus": 8, "gpu_type": "B200"}, "gpu_type", "the cluster has H100"),
+        ({"gpus": 12, "gpus_per_node": 8}, "gpus_per_node", "cannot be split"),
+        ({"gpus": 16, "gpus_per_node": 16}, "gpus_per_node", "largest node has 8"),
+        ({"gpus": 0}, "gpus", "at least 1"),
+        ({"gpus": -3}, "gpus", "greater than or equal to 0"),
+        ({"gpus": 4, "min_gpus": 8}, "min_gpus", "between 1 and the job's GPUs"),
+        ({"max_runtime_s": -60}, "max_runtime_s", "at least 0 seconds"),
+        ({"max_runtime_s": 0}, "max_runtime_s", "positive number of seconds"),
+        ({"max_runtime_s": 3600 * 24 * 400}, "max_runtime_s", "366 days"),
+        ({"checkpoint_time_s": 10**12}, "checkpoint_time_s", "366 days"),
+        ({"restart_s": -1}, "restart_s", "at least 0"),
+        ({"name": ""}, "name", "blank"),
+        ({"name": "x" * 201}, "name", "200"),
+        ({"tenant": "no-such-team"}, "tenant", "No tenant named"),
+        ({"gpus": "four"}, "gpus", "valid integer"),
+        ({"priority": 2**40}, "priority", "less than or equal"),
+    ],
+)
+def test_bad_input_names_the_field_says_what_is_allowed_and_writes_nothing(
+    world, spec, field, words
+):
+    client = world.client("other_team" if spec.get("tenant") == "nlp" else "researcher")
+    jobs, rows = Job.objects.count(), Transition.objects.count()
+    response = client.post("/api/v1/jobs/", job_body(**spec), format="json")
+    assert response.status_code == 400, response.json()
+    errors = errors_of(response)
+    assert field in errors, errors
+    assert words.lower() in errors[field].lower(), errors[field]
+    assert (Job.objects.count(), Transition.objects.count()) == (jobs, rows)
+
+
+def test_several_bad_fields_are_all_named_at_once(world):
+    response = world.client("researcher").post(
+        "/api/v1/jobs/", job_body(gpus=12, gpus_per_node=8, restart_s=-5, max_runtime_s=0),
+        format="json")
+    assert response.status_code == 400
+    assert {"restart_s"} <= errors_of(response).keys()
+
+
+def test_an_elastic_job_is_refused_only_when_its_minimum_cannot_fit(world):
+    ok = world.client("researcher").post(
+        "/api/v1/jobs/", job_body(gpus=64, min_gpus=16), format="json")
+    assert ok.status_code == 201
+    refused = world.client("researcher").post(
+        "/api/v1/jobs/", job_body(gpus=64, min_gpus=40), format="json")
+    assert refused.status_code == 400 and "min_gpus" in errors_of(refused)
+
+
+def test_json_is_required(world):
+    response = world.client("researcher").post(
+        "/api/v1/jobs/", "tenant=vision&name=x&gpus=1",
+        content_type="application/x-www-form-urlencoded")
+    assert response.status_code == 415
+    assert response.json()["errors"][0]["code"] == "unsupported_media_type"
+
+
+# ---------------------------------------------------------------- batch
+def test_a_batch_is_submitted_whole_in_order(world):
+    specs = [{"name": f"sweep-{i}", "gpus": 1, "max_runtime_s": 600} for i in range(50)]
+    response = world.client("researcher").post(
+        "/api/v1/jobs/batch/", {"tenant": "vision", "jobs": specs}, format="json")
+    assert response.status_code == 201, response.json()
+    body = response.json()
+    assert body["count"] == 50
+    assert [j["name"] for j in body["jobs"]] == [f"sweep-{i}" for i in range(50)]
+    assert {j["state"] for j in body["jobs"]} == {"QUEUED"}
+    assert Job.objects.filter(tenant=world.vision).count() == 50
+
+
+def test_one_bad_spec_refuses_the_whole_batch_naming_its_index(world):
+    specs = [{"name": f"ok-{i}", "gpus": 1} for i in range(5)]
+    specs[3] = {"name": "too-big", "gpus": 512}
+    specs[4] = {"name": "bad-shape", "gpus": 6, "gpus_per_node": 4}
+    response = world.client("researcher").post(
+        "/api/v1/jobs/batch/", {"tenant": "vision", "jobs": specs}, format="json")
+    assert response.status_code == 400
+    errors = errors_of(response)
+    assert set(errors) == {"jobs[3].gpus", "jobs[4].gpus_per_node"}, errors
+    assert "the cluster has 32" in errors["jobs[3].gpus"]
+    assert Job.objects.count() == 0 and Transition.objects.count() == 0
+
+
+def test_a_bad_field_type_in_a_batch_is_named_with_its_index(world):
+    specs = [{"name": "a", "gpus": 1}, {"name": "b", "gpus": 1, "restart_s": -1}]
+    response = world.client("researcher").post(
+        "/api/v1/jobs/batch/", {"tenant": "vision", "jobs": specs}, format="json")
+    assert response.status_code == 400
+    assert set(errors_of(response)) == {"jobs[1].restart_s"}
+
+
+def test_a_batch_holds_at_most_1000_jobs(world):
+    specs = [{"name": "x", "gpus": 1}] * 1001
+    response = world.client("researcher").post(
+        "/api/v1/jobs/batch/", {"tenant": "vision", "jobs": specs}, format="json")
+    assert response.status_code == 400
+    assert "1000" in errors_of(response)["jobs"]
+    assert Job.objects.count() == 0
+
+
+def test_a_retried_batch_returns_the_first_batchs_jobs(world):
+    client = world.client("researcher")
+    body = {"tenant": "vision", "jobs": [{"name": f"s{i}", "gpus": 1} for i in range(3)]}
+    first = client.post("/api/v1/jobs/batch/", body, format="json",
+                        HTTP_IDEMPOTENCY_KEY="sweep-42")
+    again = client.post("/api/v1/jobs/batch/", body, format="json",
+                        HTTP_IDEMPOTENCY_KEY="sweep-42")
+    assert first.status_code == 201 and again.status_code == 200
+    assert [j["id"] for j in again.json()["jobs"]] == [j["id"] for j in first.json()["jobs"]]
+    assert Job.objects.count() == 3
+    different = client.post("/api/v1/jobs/batch/", {**body, "jobs": body["jobs"][:2]},
+                            format="json", HTTP_IDEMPOTENCY_KEY="sweep-42")
+    assert different.status_code == 409
+
+
+# ---------------------------------------------------------------- list
+def test_the_list_filters_by_state_size_class_owner_and_tenant(world):
+    small = submit(world, gpus=1)
+    big = submit(world, gpus=16)
+    lead_job = submit(world, who="lead", gpus=2)
+    client = world.client("lead")
+    ids = lambda r: [j["id"] for j in r.json()["results"]]  # noqa: E731
+    assert ids(client.get("/api/v1/jobs/?size_class=1")) == [small["id"]]
+    assert ids(client.get("/api/v1/jobs/?size_class=9-64&size_class=1")) == [big["id"],
+                                                                             small["id"]]
+    assert ids(client.get("/api/v1/jobs/?owner=vision-lead")) == [lead_job["id"]]
+    client.post(f"/api/v1/jobs/{small['id']}/cancel/", {}, format="json")
+    assert ids(client.get("/api/v1/jobs/?state=CANCELLED")) == [small["id"]]
+    assert ids(client.get("/api/v1/jobs/?state=QUEUED&tenant=vision")) == [lead_job["id"],
+                                                                           big["id"]]
+    bad = client.get("/api/v1/jobs/?state=LOST")
+    assert bad.status_code == 400 and "state" in errors_of(bad)
+
+
+def test_the_list_pages_by_cursor_without_repeats_or_gaps(world):
+    client = world.client("researcher")
+    client.post("/api/v1/jobs/batch/", {"tenant": "vision", "jobs": [
+        {"name": f"j{i}", "gpus": 1} for i in range(25)]}, format="json")
+    seen: list[int] = []
+    url = "/api/v1/jobs/?page_size=10"
+    pages = 0
+    while url:
+        page = client.get(url).json()
+        seen += [j["id"] for j in page["results"]]
+        url = page["next"]
+        pages += 1
+        if pages == 2:  # a job arriving between pages neither shifts nor repeats rows
+            submit(world, gpus=1)
+    assert pages == 3
+    assert seen == sorted(Job.objects.filter(name__startswith="j").values_list(
+        "pk", flat=True), reverse=True)
+
+
+def test_a_forged_cursor_is_a_400_naming_the_cursor(world):
+    client = world.client("researcher")
+    for cursor in ("cD1hYmM=", "a", "bz0tMQ=="):  # "p=abc", bad padding, "o=-1"
+        response = client.get(f"/api/v1/jobs/?cursor={cursor}")
+        assert response.status_code == 400 and "cursor" in errors_of(response), cursor
+
+
+# ---------------------------------------------------------------- detail
+def test_the_detail_shows_the_pending_reason_estimate_and_queue_positions(world):
+    first = submit(world, gpus=8)
+    second = submit(world, gpus=8, priority=5)
+    Job.objects.filter(pk=first["id"]).update(pending_reason=PendingReason.RESOURCES.value)
+    detail = world.client("researcher").get(f"/api/v1/jobs/{first['id']}/").json()
+    assert detail["pending_reason"] == "Resources"
+    assert detail["pending_sentence"] == PENDING_SENTENCES[PendingReason.RESOURCES]
+    # higher priority goes first inside the tenant
+    assert detail["queue_position"] == {"tenant": 2, "cluster": 2}
+    assert world.client("researcher").get(
+        f"/api/v1/jobs/{second['id']}/").json()["queue_position"]["tenant"] == 1
+    assert detail["estimate"] == {"start_at": None, "basis": ""}
+
+
+def test_the_detail_of_a_placed_job_shows_its_allocation_and_no_queue_position(world):
+    job = submit(world, gpus=4)
+    move(Job.objects.get(pk=job["id"]), JobState.PLACING, Reason.PLACED,
+         at=Job.objects.get(pk=job["id"]).submitted_at, alloc={"n1": [0, 1, 2, 3]})
+    detail = world.client("researcher").get(f"/api/v1/jobs/{job['id']}/").json()
+    assert detail["state"] == "PLACING"
+    assert detail["allocation"] == {"n1": [0, 1, 2, 3]}
+    assert detail["queue_position"] == {"tenant": None, "cluster": None}
+    assert detail["estimate"] is None
+    assert detail["history"][-1]["detail"]["alloc"] == {"n1": [0, 1, 2, 3]}
+
+
+def test_an_unknown_job_is_a_404(world):
+    response = world.client("operator").get("/api/v1/jobs/999999/")
+    assert response.status_code == 404
+    assert response.json()["errors"][0]["code"] == "not_found"
+
+
+# ---------------------------------------------------------------- cancel
+def test_cancel_moves_the_job_to_cancelled_and_logs_who_and_why(world):
+    job = submit(world, gpus=2)
+    response = world.client("researcher").post(f"/api/v1/jobs/{job['id']}/cancel/",
+                                               {"why": "wrong data"}, format="json")
+    assert response.status_code == 200
+    assert response.json()["state"] == "CANCELLED"
+    last = response.json()["history"][-1]
+    assert (last["to_state"], last["actor"], last["actor_name"]) == (
+        "CANCELLED", "user", "vision-r1")
+    assert last["detail"]["why"] == "wrong data"
+
+
+def test_cancelling_a_final_job_is_a_conflict(world):
+    job = submit(world, gpus=2)
+    client = world.client("researcher")
+    client.post(f"/api/v1/jobs/{job['id']}/cancel/", {}, format="json")
+    response = client.post(f"/api/v1/jobs/{job['id']}/cancel/", {}, format="json")
+    assert response.status_code == 409
+    error = response.json()["errors"][0]
+    assert error["code"] == "illegal_transition" and "CANCELLED is final" in error["message"]
+
+
+def test_an_operator_cancel_is_logged_as_the_operator(world):
+    job = submit(world, gpus=2)
+    response = world.client("operator").post(f"/api/v1/jobs/{job['id']}/cancel/", {},
+                                             format="json")
+    assert response.json()["history"][-1]["actor"] == "operator"
+
+
+def test_refusals_carry_a_machine_readable_code(world):
+    client = world.client("researcher")
+    too_big = client.post("/api/v1/jobs/", job_body(gpus=64), format="json").json()
+    assert too_big["errors"] == [{"field": "gpus", "code": "never_fits", "message":
+                                  "This job can never run: it needs 64 GPUs; the cluster "
+                                  "has 32."}]
+    unknown = client.post("/api/v1/jobs/", job_body(gpu_type="TPU"), format="json").json()
+    assert unknown["errors"][0]["code"] == "unknown_gpu_type"
