@@ -38,7 +38,18 @@ seed: migrate
 serve: $(VENV)/.installed
 	$(BIN)/python manage.py runserver $(HOST):$(PORT)
 
-demo: seed serve
+# The web server and the embedded scheduler loop (`run_scheduler`) side by side: Ctrl-C
+# stops both (the loop finishes its step and releases the lease). They share a metrics
+# directory, so http://$(HOST):$(PORT)/metrics shows the loop's tick metrics.
+demo: seed
+	@metrics=$$(mktemp -d "$${TMPDIR:-/tmp}/sched-metrics.XXXXXX"); \
+	export PROMETHEUS_MULTIPROC_DIR="$$metrics"; \
+	$(BIN)/python manage.py run_scheduler & loop=$$!; \
+	$(BIN)/python manage.py demo_agents & agents=$$!; \
+	trap 'kill -TERM $$loop $$agents 2>/dev/null; wait $$loop $$agents; rm -rf "$$metrics"' EXIT; \
+	trap 'exit 130' INT TERM; \
+	echo "scheduler loop (pid $$loop) and simulated node agents (pid $$agents) running; web on http://$(HOST):$(PORT)"; \
+	$(BIN)/python manage.py runserver $(HOST):$(PORT)
 
 test: $(VENV)/.installed
 	$(BIN)/python -m pytest $(PYTEST_ARGS)

@@ -1,22 +1,510 @@
-"""The dashboard's views: thin, they read through selectors and render."""
+"""The dashboard's views: thin. They check who may look, read through selectors, write
+through services, and render.
+
+Pages are made of sections (``templates/dashboard/sections/``). Each section's root
+element polls its own URL (``/live/<section>/``, or the page's own URL for the job list
+and the job page) with htmx and is swapped in place, so a change made in one browser
+shows in every other within a poll interval, without a reload.
+"""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from datetime import timedelta
+from functools import wraps
+from typing import Any
+from urllib.parse import urlencode
+
+from django.conf import settings
+from django.contrib import messages
 from django.contrib.auth.decorators import login_required
-from django.http import HttpRequest, HttpResponse
-from django.shortcuts import render
+from django.core.exceptions import PermissionDenied, ValidationError
+from django.core.paginator import Paginator
+from django.db.models import Sum
+from django.http import Http404, HttpRequest, HttpResponse
+from django.shortcuts import get_object_or_404, redirect, render, resolve_url
 from django.utils import timezone
+from django.views.decorators.http import require_GET, require_POST
+from django_htmx.http import HttpResponseClientRedirect
 
-from scheduler_app.selectors import overview
+from scheduler_app.core.states import FINAL_STATES
+from scheduler_app.core.types import SIZE_CLASS_LABELS
+from scheduler_app.models import Job, Node, Tenant
+from scheduler_app.selectors import dashboard as sel
+from scheduler_app.services import job_cancel, job_submit
+from scheduler_app.services.cluster import node_drain, node_mark_up, node_undrain, tenant_set_quota
+from scheduler_app.services.errors import Invalid, ServiceError
+
+from .forms import JobForm, QuotaForm
+
+PER_PAGE = 50
+FINAL = frozenset(s.value for s in FINAL_STATES)
 
 
-@login_required
-def home(request: HttpRequest) -> HttpResponse:
-    context = {
-        "tenants": overview.tenant_rows(now=timezone.now()),
-        "pods": overview.pod_rows(),
-        "totals": overview.cluster_totals(),
-        "jobs": overview.recent_jobs(),
-        "transitions": overview.recent_transitions(),
+# --------------------------------------------------------------------------- helpers
+def viewer(request: HttpRequest) -> sel.Viewer:
+    """The request's viewer, read once per request."""
+    cached = getattr(request, "_dashboard_viewer", None)
+    if cached is None:
+        cached = sel.viewer_for(request.user)
+        request._dashboard_viewer = cached  # type: ignore[attr-defined]
+    return cached
+
+
+def palette(request: HttpRequest) -> dict[str, str]:
+    """Tenant name -> colour class ("t0".."t9"), stable by name order, once per request."""
+    cached = getattr(request, "_dashboard_palette", None)
+    if cached is None:
+        names = Tenant.objects.order_by("name").values_list("name", flat=True)
+        cached = {name: f"t{i % 10}" for i, name in enumerate(names)}
+        request._dashboard_palette = cached  # type: ignore[attr-defined]
+    return cached
+
+
+def page(request: HttpRequest, template: str, context: dict[str, Any],
+         status: int = 200) -> HttpResponse:
+    v = viewer(request)
+    context.setdefault("viewer", v)
+    context.setdefault("can_submit", v.operator or bool(v.member_of))
+    context.setdefault("palette", palette(request))
+    return render(request, template, context, status=status)
+
+
+def signed_in(view: Callable[..., HttpResponse]) -> Callable[..., HttpResponse]:
+    """login_required, except that an htmx request (a poll after the session expired)
+    sends the whole page to the sign-in form instead of swapping the form into a section."""
+    guarded = login_required(view)
+
+    @wraps(view)
+    def wrapped(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
+        if request.htmx and not request.user.is_authenticated:
+            here = request.htmx.current_url_abs_path or request.get_full_path()
+            return HttpResponseClientRedirect(f"{resolve_url(settings.LOGIN_URL)}?"
+                                              f"{urlencode({'next': here})}")
+        return guarded(request, *args, **kwargs)
+
+    return wrapped
+
+
+def operator_required(view: Callable[..., HttpResponse]) -> Callable[..., HttpResponse]:
+    """Signed in (else the login page), and staff (else 403)."""
+
+    @wraps(view)
+    def wrapped(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
+        if not viewer(request).operator:
+            raise PermissionDenied("Operators only.")
+        return view(request, *args, **kwargs)
+
+    return signed_in(wrapped)
+
+
+def visible_job(request: HttpRequest, pk: int) -> Job:
+    """The job, or 404 if there is none, or 403 if it is not the viewer's to see."""
+    job = get_object_or_404(Job.objects.select_related("tenant", "owner"), pk=pk)
+    if not viewer(request).sees_job(job.tenant_id, job.owner_id):
+        raise PermissionDenied("This job is not yours to see.")
+    return job
+
+
+# --------------------------------------------------------------------------- sections
+def section_map(request: HttpRequest) -> dict[str, Any]:
+    pods = sel.cluster_map(viewer=viewer(request))
+    gpus = sum(p.gpus for p in pods)
+    used = sum(p.used for p in pods)
+    return {"pods": pods, "palette": palette(request), "gpus_total": gpus, "gpus_used": used,
+            "operator_controls": viewer(request).operator}
+
+
+def section_feed(request: HttpRequest) -> dict[str, Any]:
+    rows = sel.transitions_feed(viewer=viewer(request))
+    since = request.GET.get("since", "")
+    seen = int(since) if since.isdigit() else None
+    return {"rows": rows, "seen": seen, "top": rows[0].pk if rows else 0,
+            "palette": palette(request)}
+
+
+def section_reservations(request: HttpRequest) -> dict[str, Any]:
+    plans = sel.reservations(viewer=viewer(request))
+    now = timezone.now()
+    # the timeline spans now .. the latest end (or start) it shows, at least an hour
+    horizon = max([now.timestamp() + 3600]
+                  + [(p.ends_by or p.start_at).timestamp() for p in plans]
+                  + [b.ends_by.timestamp() for p in plans for b in p.backfilled if b.ends_by])
+    span = horizon - now.timestamp()
+
+    def at(t: Any) -> float:
+        return max(0.0, min(100.0, 100.0 * (t.timestamp() - now.timestamp()) / span))
+
+    rows = []
+    for p in plans:
+        start = at(p.start_at)
+        end = at(p.ends_by) if p.ends_by else 100.0
+        rows.append({
+            "plan": p, "left": start, "width": max(1.0, end - start), "open": p.ends_by is None,
+            "backfilled": [{"b": b, "width": max(1.0, at(b.ends_by) if b.ends_by else 100.0)}
+                           for b in p.backfilled],
+        })
+    ticks = [{"left": 100.0 * i / 4, "at": now + timedelta(seconds=span * i / 4)}
+             for i in range(5)]
+    return {"rows": rows, "ticks": ticks, "palette": palette(request)}
+
+
+def section_queue_depth(request: HttpRequest) -> dict[str, Any]:
+    from scheduler_app.api.reads import queue_depths
+
+    depth = queue_depths()
+    tenants = list(Tenant.objects.order_by("name").values_list("pk", "name"))
+    rows = [{"tenant": name, "counts": [depth.get(pk, {}).get(label, 0)
+                                        for label in SIZE_CLASS_LABELS]}
+            for pk, name in tenants]
+    peak = max([c for r in rows for c in r["counts"]] + [0])
+    return {"labels": SIZE_CLASS_LABELS, "rows": rows, "peak": peak,
+            "total": sum(sum(r["counts"]) for r in rows)}
+
+
+def section_fairshare(request: HttpRequest) -> dict[str, Any]:
+    """Every tenant side by side, the same figures as the API's tenant endpoints."""
+    from scheduler_app.api.reads import tenant_figures
+
+    now = timezone.now()
+    figures = tenant_figures(now=now)
+    chart = {
+        "labels": [f.tenant.name for f in figures],
+        "guarantee": [f.tenant.guaranteed_gpus for f in figures],
+        "held": [f.tenant.held_gpus for f in figures],
+        "borrowed": [f.borrowed_gpus for f in figures],
+        "borrow_limit": [f.tenant.borrow_limit_gpus for f in figures],
     }
-    return render(request, "dashboard/home.html", context)
+    loans = [(f.tenant.name, part["tenant"], part["gpus"]) for f in figures
+             for part in f.borrowed_from]
+    return {"figures": figures, "chart": chart, "loans": loans,
+            "reclaims": sel.reclaims(now=now), "palette": palette(request)}
+
+
+def section_usage(request: HttpRequest) -> dict[str, Any]:
+    series = sel.usage_series(now=timezone.now())
+    chart = {
+        "labels": [timezone.localtime(t).strftime("%H:%M") for t in series.times],
+        "series": [{"name": name, "held": held, "guaranteed": series.guaranteed[name]}
+                   for name, held in series.held.items()],
+    }
+    peaks = [{"name": s["name"], "peak": max(s["held"] or [0]), "now": (s["held"] or [0])[-1],
+              "guaranteed": s["guaranteed"]} for s in chart["series"]]
+    return {"chart": chart, "peaks": peaks, "palette": palette(request)}
+
+
+def section_team_queue(request: HttpRequest) -> dict[str, Any]:
+    """The viewer's teams' queues by size class (leads and researchers: their teams;
+    operators: every team)."""
+    from scheduler_app.api.reads import queue_depths
+
+    v = viewer(request)
+    depth = queue_depths()
+    teams = Tenant.objects.order_by("name")
+    if not v.operator:
+        teams = teams.filter(pk__in=sorted(v.member_of))
+    gpus = dict(
+        Job.objects.filter(state="QUEUED", tenant__in=teams).values("tenant_id")
+        .annotate(g=Sum("gpus")).order_by().values_list("tenant_id", "g")
+    )
+    rows = [{"tenant": t, "counts": [depth.get(t.pk, {}).get(label, 0)
+                                     for label in SIZE_CLASS_LABELS],
+             "queued_gpus": gpus.get(t.pk, 0)} for t in teams]
+    return {"labels": SIZE_CLASS_LABELS, "teams": rows}
+
+
+SECTIONS: dict[str, tuple[str, Callable[[HttpRequest], dict[str, Any]]]] = {
+    "map": ("dashboard/sections/map.html", section_map),
+    "feed": ("dashboard/sections/feed.html", section_feed),
+    "reservations": ("dashboard/sections/reservations.html", section_reservations),
+    "queue-depth": ("dashboard/sections/queue_depth.html", section_queue_depth),
+    "fairshare": ("dashboard/sections/fairshare.html", section_fairshare),
+    "usage": ("dashboard/sections/usage.html", section_usage),
+    "team-queue": ("dashboard/sections/team_queue.html", section_team_queue),
+}
+
+
+@signed_in
+@require_GET
+def live(request: HttpRequest, name: str) -> HttpResponse:
+    """One section, for htmx polling."""
+    if name not in SECTIONS:
+        raise Http404("No such section.")
+    template, build = SECTIONS[name]
+    return render(request, template, {"viewer": viewer(request), **build(request)})
+
+
+def sections(request: HttpRequest, *names: str) -> dict[str, Any]:
+    """The context of the named sections, for a page that includes them."""
+    ctx: dict[str, Any] = {}
+    for name in names:
+        ctx[name.replace("-", "_")] = SECTIONS[name][1](request)
+    return ctx
+
+
+# --------------------------------------------------------------------------- pages
+@signed_in
+@require_GET
+def home(request: HttpRequest) -> HttpResponse:
+    """A home per role: operators see the cluster and its controls, leads their teams and
+    the fair share, researchers their jobs; everyone the live map and the log."""
+    v = viewer(request)
+    ctx: dict[str, Any] = {"totals": _totals()}
+    if v.operator:
+        role = "operator"
+        ctx.update(sections(request, "map", "feed", "queue-depth", "reservations"))
+    elif v.is_lead:
+        role = "lead"
+        ctx.update(sections(request, "map", "feed", "fairshare", "team-queue"))
+        ctx["team_jobs"] = _rows(sel.jobs_visible(viewer=v, group="active")[:10])
+    else:
+        role = "researcher" if v.member_of else "visitor"
+        ctx.update(sections(request, "map", "feed"))
+        ctx["my_jobs"] = _rows(sel.jobs_visible(viewer=v, group="active", mine=True)[:10])
+        ctx["recent_done"] = _rows(
+            sel.jobs_visible(viewer=v, group="finished", mine=True)[:5])
+    ctx["role"] = role
+    return page(request, "dashboard/home.html", ctx)
+
+
+def _rows(jobs: Any) -> list[sel.JobRow]:
+    return sel.job_rows(list(jobs))
+
+
+def _totals() -> dict[str, int]:
+    totals = Node.objects.aggregate(gpus=Sum("gpu_count"), free=Sum("free_gpus"))
+    gpus, free = totals["gpus"] or 0, totals["free"] or 0
+    return {"gpus": gpus, "free": free, "used": gpus - free}
+
+
+@signed_in
+@require_GET
+def jobs(request: HttpRequest) -> HttpResponse:
+    """The jobs the viewer may see: researchers their own, leads their teams', operators
+    all. Filters: state group, team, mine; 50 a page."""
+    v = viewer(request)
+    group = request.GET.get("state", "active")
+    if group not in sel.STATE_GROUPS:
+        group = "active"
+    tenant_name = request.GET.get("team", "")
+    tenant = None
+    if tenant_name:
+        tenant = Tenant.objects.filter(name=tenant_name).first()
+        if tenant is None:
+            raise Http404("No such team.")
+        if not v.operator and tenant.pk not in v.member_of:
+            raise PermissionDenied("You are not in this team.")
+    mine = request.GET.get("mine") == "1" or not (v.operator or v.is_lead)
+    qs = sel.jobs_visible(viewer=v, group=group, tenant_id=tenant.pk if tenant else None,
+                          mine=mine)
+    paginator = Paginator(qs, PER_PAGE)
+    page_obj = paginator.get_page(request.GET.get("page"))
+    teams = (Tenant.objects.order_by("name") if v.operator
+             else Tenant.objects.filter(pk__in=sorted(v.member_of)).order_by("name"))
+    ctx = {
+        "rows": sel.job_rows(list(page_obj.object_list)),
+        "page_obj": page_obj,
+        "group": group,
+        "team": tenant_name,
+        "mine": mine,
+        "teams": list(teams),
+        "forced_mine": not (v.operator or v.is_lead),
+        "query": request.GET.urlencode(),
+    }
+    if request.htmx:
+        return render(request, "dashboard/sections/job_table.html",
+                      {"viewer": v, "palette": palette(request), **ctx})
+    return page(request, "dashboard/jobs.html", ctx)
+
+
+@signed_in
+def job_new(request: HttpRequest) -> HttpResponse:
+    """The submit form. Errors show at their field; the job is created only when the
+    services' rules pass."""
+    v = viewer(request)
+    tenants = _submit_tenants(v)
+    form = _job_form(request, tenants)
+    if request.method == "POST" and form.is_valid():
+        try:
+            job = job_submit(tenant=form.cleaned_data["tenant"], owner=request.user,
+                             **form.spec())
+        except ValidationError as error:  # a rule changed between the check and the write
+            for name, msgs in error.message_dict.items():
+                form.add_error(name if name in form.fields else None, msgs)
+        else:
+            if job.state in FINAL:
+                messages.error(request, f"Job #{job.pk} was refused: see why below.")
+            else:
+                messages.success(request, f"Job #{job.pk} {job.name} submitted: it is queued.")
+            return redirect("dashboard:job", pk=job.pk)
+    status = 400 if request.method == "POST" else 200
+    return page(request, "dashboard/job_new.html", {"form": form}, status=status)
+
+
+def _submit_tenants(v: sel.Viewer) -> Any:
+    if v.operator:
+        return Tenant.objects.order_by("name")
+    if not v.member_of:
+        raise PermissionDenied("You are in no team: ask an operator to add you to one.")
+    return Tenant.objects.filter(pk__in=sorted(v.member_of)).order_by("name")
+
+
+def _job_form(request: HttpRequest, tenants: Any) -> JobForm:
+    types = sorted(t for t in Node.objects.values_list("gpu_type", flat=True).distinct() if t)
+    data = request.POST if request.method == "POST" else None
+    form = JobForm(data, tenants=tenants, gpu_types=types)
+    if data is None and request.GET.get("team"):
+        chosen = tenants.filter(name=request.GET["team"]).first()
+        if chosen is not None:
+            form.initial["tenant"] = chosen.pk
+    return form
+
+
+@signed_in
+@require_POST
+def job_validate(request: HttpRequest) -> HttpResponse:
+    """htmx: check the form as it is being filled in; the errors of the fields touched so
+    far come back as out-of-band swaps of their error slots (the inputs keep focus)."""
+    tenants = _submit_tenants(viewer(request))
+    form = _job_form(request, tenants)
+    form.is_valid()
+    touched = {n for n in request.POST.get("_touched", "").split(",") if n in form.fields}
+    slots = [{"name": name, "errors": form.errors.get(name, []) if name in touched else []}
+             for name in form.fields]
+    return render(request, "dashboard/partials/field_errors.html", {"slots": slots})
+
+
+@signed_in
+@require_GET
+def job_detail(request: HttpRequest, pk: int) -> HttpResponse:
+    job = visible_job(request, pk)
+    detail = sel.job_detail(job=job, viewer=viewer(request))
+    ctx = {"d": detail, "job": job, "final": job.state in FINAL}
+    if request.htmx:
+        return render(request, "dashboard/sections/job_status.html",
+                      {"viewer": viewer(request), "palette": palette(request), **ctx})
+    return page(request, "dashboard/job.html", ctx)
+
+
+@signed_in
+def job_cancel_view(request: HttpRequest, pk: int) -> HttpResponse:
+    """GET: ask for confirmation (what cancelling loses). POST: cancel through the log."""
+    job = visible_job(request, pk)
+    if request.method == "POST":
+        try:
+            job_cancel(job_id=job.pk, actor_name=request.user.get_username(),
+                       why=f"cancelled from the dashboard by {request.user.get_username()}")
+        except ServiceError as error:
+            messages.error(request, f"Job #{job.pk} was not cancelled: {error}.")
+        else:
+            messages.success(request, f"Job #{job.pk} {job.name} cancelled.")
+        return redirect("dashboard:job", pk=job.pk)
+    if job.state in FINAL:
+        messages.info(request, f"Job #{job.pk} is {job.state.lower()}: nothing to cancel.")
+        return redirect("dashboard:job", pk=job.pk)
+    alloc = sel.open_allocations([job.pk]).get(job.pk, {})
+    return page(request, "dashboard/job_cancel.html", {"job": job, "alloc": alloc,
+                                                       "held": sum(map(len, alloc.values()))})
+
+
+@signed_in
+@require_GET
+def teams(request: HttpRequest) -> HttpResponse:
+    """Fair share of every team side by side, usage over the last day, who borrows from
+    whom, and the viewer's teams' queues by size class."""
+    ctx = sections(request, "fairshare", "usage", "team-queue")
+    return page(request, "dashboard/teams.html", ctx)
+
+
+@signed_in
+@require_GET
+def cluster(request: HttpRequest) -> HttpResponse:
+    """The map of pods and nodes, reservations, queue depth, the log streaming in."""
+    ctx = sections(request, "map", "reservations", "queue-depth", "feed")
+    ctx["totals"] = _totals()
+    return page(request, "dashboard/cluster.html", ctx)
+
+
+# --------------------------------------------------------------------------- operator
+@operator_required
+@require_GET
+def operator(request: HttpRequest) -> HttpResponse:
+    """Quotas and borrow limits, node drain and undrain: every change through the log."""
+    ctx = sections(request, "map", "feed")
+    ctx.update(_operator_tables())
+    return page(request, "dashboard/operator.html", ctx)
+
+
+def _operator_tables(forms_by_tenant: dict[int, QuotaForm] | None = None) -> dict[str, Any]:
+    tenants = list(Tenant.objects.order_by("name"))
+    forms_by_tenant = forms_by_tenant or {}
+    rows = [{"tenant": t, "form": forms_by_tenant.get(t.pk) or QuotaForm(initial={
+        "guaranteed_gpus": t.guaranteed_gpus, "borrow_limit_gpus": t.borrow_limit_gpus},
+        prefix=f"t{t.pk}")} for t in tenants]
+    nodes = list(Node.objects.select_related("pod").order_by("name"))
+    cluster_gpus = sum(n.gpu_count for n in nodes)
+    return {"quota_rows": rows, "nodes": nodes, "cluster_gpus": cluster_gpus,
+            "guaranteed_total": sum(t.guaranteed_gpus for t in tenants)}
+
+
+@operator_required
+@require_POST
+def tenant_quota(request: HttpRequest, pk: int) -> HttpResponse:
+    tenant = get_object_or_404(Tenant, pk=pk)
+    form = QuotaForm(request.POST, prefix=f"t{tenant.pk}")
+    if form.is_valid():
+        try:
+            tenant_set_quota(tenant=tenant, actor_name=request.user.get_username(),
+                             **form.cleaned_data)
+        except Invalid as error:
+            for name, message in error.errors.items():
+                form.add_error(name if name in form.fields else None, message)
+        except ServiceError as error:
+            form.add_error(None, str(error))
+    if form.errors:
+        if request.htmx:
+            return render(request, "dashboard/partials/quota_row.html",
+                          {"row": {"tenant": tenant, "form": form}})
+        messages.error(request, f"Quota of {tenant.name} not changed: "
+                       + " ".join(m for ms in form.errors.values() for m in ms))
+        return redirect("dashboard:operator")
+    tenant.refresh_from_db()
+    note = (f"Team {tenant.name}: {tenant.guaranteed_gpus} guaranteed + "
+            f"{tenant.borrow_limit_gpus} borrow limit.")
+    if request.htmx:
+        fresh = QuotaForm(initial={"guaranteed_gpus": tenant.guaranteed_gpus,
+                                   "borrow_limit_gpus": tenant.borrow_limit_gpus},
+                          prefix=f"t{tenant.pk}")
+        response = render(request, "dashboard/partials/quota_row.html",
+                          {"row": {"tenant": tenant, "form": fresh}, "saved": note})
+        response["HX-Trigger"] = "cluster-changed"
+        return response
+    messages.success(request, note)
+    return redirect("dashboard:operator")
+
+
+NODE_ACTIONS = {"drain": node_drain, "undrain": node_undrain, "up": node_mark_up}
+
+
+@operator_required
+@require_POST
+def node_action(request: HttpRequest, pk: int, action: str) -> HttpResponse:
+    node = get_object_or_404(Node.objects.select_related("pod"), pk=pk)
+    if action not in NODE_ACTIONS:
+        raise Http404("No such action.")
+    error = ""
+    try:
+        NODE_ACTIONS[action](node=node, actor_name=request.user.get_username())
+    except ServiceError as failure:
+        error = str(failure)
+    node.refresh_from_db()
+    if request.htmx:
+        response = render(request, "dashboard/partials/node_row.html",
+                          {"node": node, "error": error})
+        response["HX-Trigger"] = "cluster-changed"
+        return response
+    if error:
+        messages.error(request, f"Node {node.name}: {error}.")
+    else:
+        messages.success(request, f"Node {node.name} is {node.health}.")
+    return redirect("dashboard:operator")

@@ -1,0 +1,193 @@
+"""The dashboard's forms. They parse what people type; the rules are the services'.
+
+``JobForm`` turns the fields into the services' spec and asks
+``services.jobs.validate_job_spec`` and ``never_fits`` (the same calls the API makes), so
+the dashboard and the API refuse the same jobs with the same words. The form adds only
+what a text box needs: parsing ("4h" is 14,400 seconds) and the storage bounds.
+"""
+
+from __future__ import annotations
+
+import re
+import uuid
+from typing import Any
+
+from django import forms
+from django.core.exceptions import ValidationError
+
+from scheduler_app.models import Job, Tenant
+from scheduler_app.services.jobs import never_fits, validate_job_spec
+
+#: Any duration past this is a typo (seconds typed as milliseconds): the API's bound too.
+MAX_DURATION_S = 366 * 86400
+#: Storage bounds (a PositiveIntegerField / PositiveSmallIntegerField).
+MAX_INT = 2_147_483_647
+MAX_SMALL = 32_767
+
+_UNITS = {"s": 1, "sec": 1, "m": 60, "min": 60, "h": 3600, "d": 86400}
+_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([a-z]*)\s*$")
+
+
+class SecondsField(forms.CharField):
+    """A duration typed as seconds ("3600") or with a unit ("90m", "4h", "1.5h", "2d")."""
+
+    default_error_messages = {
+        "invalid": "Type a number of seconds, or a number with a unit: 90m, 4h, 2d.",
+        "too_long": "At most 366 days.",
+    }
+
+    def __init__(self, **kwargs: Any) -> None:
+        kwargs.setdefault("required", False)
+        super().__init__(**kwargs)
+
+    def to_python(self, value: Any) -> int | None:
+        text = super().to_python(value)
+        if text in ("", None):
+            return None
+        m = _DURATION.match(str(text).lower())
+        if m is None or m.group(2) not in {**_UNITS, "": 1}:
+            # a minus sign is not a unit: let the service say what it allows
+            if re.fullmatch(r"\s*-\d+\s*", str(text)):
+                return int(text)
+            raise ValidationError(self.error_messages["invalid"], code="invalid")
+        seconds = round(float(m.group(1)) * _UNITS.get(m.group(2), 1))
+        if seconds > MAX_DURATION_S:
+            raise ValidationError(self.error_messages["too_long"], code="too_long")
+        return seconds
+
+
+def _int(label: str, *, initial: Any = None, help_text: str = "", max_value: int = MAX_INT,
+         required: bool = False) -> forms.IntegerField:
+    return forms.IntegerField(
+        label=label, initial=initial, help_text=help_text, required=required,
+        max_value=max_value, min_value=-MAX_INT,
+        widget=forms.NumberInput(attrs={"inputmode": "numeric"}),
+    )
+
+
+#: The spec fields, in the order of job_submit's keyword arguments.
+SPEC_FIELDS = (
+    "name", "command", "gpus", "gpus_per_node", "gpu_type", "priority", "checkpointable",
+    "checkpoint_interval_s", "checkpoint_time_s", "restart_s", "max_runtime_s", "min_gpus",
+    "preemptible", "interactive", "idempotency_key",
+)
+#: What a field left empty or unparsable stands for when the services check the others.
+_NEUTRAL: dict[str, Any] = {
+    "name": "", "command": "", "gpus": None, "gpus_per_node": None, "gpu_type": "",
+    "priority": 0, "checkpointable": False, "checkpoint_interval_s": None,
+    "checkpoint_time_s": None, "restart_s": 0, "max_runtime_s": None, "min_gpus": None,
+    "preemptible": False, "interactive": False, "idempotency_key": "",
+}
+
+
+class JobForm(forms.Form):
+    tenant = forms.ModelChoiceField(queryset=Tenant.objects.none(), label="Team",
+                                    empty_label=None)
+    name = forms.CharField(label="Name", required=False, max_length=200,
+                           help_text="What you will look for in the list, e.g. llama-7b-lr3e-4.")
+    command = forms.CharField(
+        label="Command", required=False,
+        widget=forms.Textarea(attrs={"rows": 2, "spellcheck": "false"}),
+        help_text="Run by the node agent on every node of the job.",
+    )
+    gpus = _int("GPUs", initial=8, help_text="The whole gang starts at once, or not at all.")
+    gpus_per_node = _int(
+        "GPUs per node", max_value=MAX_SMALL,
+        help_text="The gang's shape, e.g. 8 for whole nodes. Empty: any split.",
+    )
+    gpu_type = forms.ChoiceField(label="GPU type", required=False, choices=[("", "Any")])
+    priority = _int("Priority", initial=0,
+                    help_text="Orders your team's own queue: higher goes first.")
+    max_runtime_s = SecondsField(
+        label="Time limit", initial="4h",
+        help_text="The run stops (FAILED, TimeLimit) at this limit. With a limit the job can "
+                  "backfill and others get start estimates; empty: no limit.",
+    )
+    checkpointable = forms.BooleanField(
+        label="Can checkpoint and resume", required=False, initial=True,
+        help_text="It is asked to checkpoint before it is preempted, and resumes later.",
+    )
+    checkpoint_interval_s = SecondsField(
+        label="Checkpoint every", initial="30m",
+        help_text="How often it writes a checkpoint on its own.",
+    )
+    checkpoint_time_s = SecondsField(
+        label="Time to write a checkpoint", initial="60s",
+        help_text="Its grace window when asked to stop. Empty: the default (120 s).",
+    )
+    restart_s = SecondsField(label="Restart time", initial="0",
+                             help_text="Time to load a checkpoint and warm up again.")
+    min_gpus = _int("Elastic minimum GPUs",
+                    help_text="An elastic job may run (and shrink) down to this. Empty: "
+                              "not elastic.")
+    preemptible = forms.BooleanField(
+        label="Preemptible pricing", required=False,
+        help_text="May be preempted even without a checkpoint.",
+    )
+    interactive = forms.BooleanField(label="Interactive (notebook)", required=False,
+                                     help_text="Never preempted; uses the interactive slice.")
+    idempotency_key = forms.CharField(widget=forms.HiddenInput, required=False, max_length=128)
+
+    def __init__(self, *args: Any, tenants: Any, gpu_types: list[str], **kwargs: Any):
+        super().__init__(*args, **kwargs)
+        self.fields["tenant"].queryset = tenants
+        self.fields["gpu_type"].choices = [("", "Any")] + [(t, t) for t in gpu_types]
+        if not self.is_bound:
+            # one key per rendered form: a double click or a resend submits the job once
+            self.initial["idempotency_key"] = f"web-{uuid.uuid4().hex}"
+
+    def spec(self) -> dict[str, Any]:
+        """The cleaned fields as job_submit's keyword arguments (after is_valid)."""
+        return _spec_of(self.cleaned_data)
+
+    def clean(self) -> dict[str, Any]:
+        data = super().clean()
+        spec = _spec_of(data)
+        try:
+            validate_job_spec(spec)
+        except ValidationError as error:
+            for name, messages in error.message_dict.items():
+                if name not in self.errors:  # a parse error already says what is wrong
+                    self.add_error(name if name in self.fields else None, messages)
+            return data
+        tenant = data.get("tenant")
+        if tenant is None or self.errors:
+            return data
+        job = Job(tenant=tenant, gpus=spec["gpus"], min_gpus=spec["min_gpus"],
+                  gpus_per_node=spec["gpus_per_node"], gpu_type=spec["gpu_type"])
+        why = never_fits(job, tenant)
+        if why:
+            self.add_error(_never_fits_field(why, spec), f"This job can never run: it {why}.")
+        return data
+
+
+def _spec_of(data: dict[str, Any]) -> dict[str, Any]:
+    """The services' spec from the cleaned fields; a field that did not parse stands in
+    neutral (its own error is shown, the services judge the others)."""
+    spec = {name: data.get(name, _NEUTRAL[name]) for name in SPEC_FIELDS}
+    for name in ("restart_s", "priority"):
+        if spec[name] is None:
+            spec[name] = 0
+    spec["name"] = (spec["name"] or "").strip()
+    spec["command"] = spec["command"] or ""
+    spec["gpu_type"] = spec["gpu_type"] or ""
+    spec["idempotency_key"] = spec["idempotency_key"] or ""
+    return spec
+
+
+def _never_fits_field(why: str, spec: dict[str, Any]) -> str:
+    """The field at fault in a never_fits sentence (it names the limit it hit)."""
+    if "per node" in why or "nodes with" in why:
+        return "gpus_per_node"
+    if spec.get("min_gpus"):
+        return "min_gpus"
+    return "gpus"
+
+
+class QuotaForm(forms.Form):
+    """A team's guarantee and borrow limit; the service checks the values."""
+
+    guaranteed_gpus = forms.IntegerField(label="Guaranteed GPUs", min_value=-MAX_INT,
+                                         max_value=MAX_INT)
+    borrow_limit_gpus = forms.IntegerField(label="Borrow limit (GPUs)", min_value=-MAX_INT,
+                                           max_value=MAX_INT)

@@ -1,0 +1,116 @@
+"""Template filters of the dashboard: times, durations, core sentences, log rows."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from django import template
+from django.conf import settings
+from django.utils.html import format_html
+from django.utils.safestring import SafeString
+
+from dashboard import words
+
+register = template.Library()
+
+
+@register.filter
+def when(at: datetime | None) -> SafeString | str:
+    """<time> with the clock time and how far from now: "14:20:05 UTC (in 12 min)"."""
+    if at is None:
+        return "–"
+    return format_html(
+        '<time datetime="{}" title="{}">{}</time> <span class="rel">({})</span>',
+        at.isoformat(), at.isoformat(), words.clock(at), words.relative(at),
+    )
+
+
+@register.filter
+def clock(at: datetime | None) -> str:
+    return words.clock(at) if at is not None else "–"
+
+
+@register.filter
+def relative(at: datetime | None) -> str:
+    return words.relative(at) if at is not None else ""
+
+
+@register.filter
+def dur(seconds: int | float | None) -> str:
+    return words.duration(seconds)
+
+
+@register.filter
+def core(text: str) -> SafeString:
+    return words.core_sentence(text or "")
+
+
+@register.filter
+def describe(row: Any) -> str:
+    return words.describe(row)
+
+
+@register.filter
+def alloc(mapping: dict[str, list[int]] | None) -> str:
+    return words.alloc_words(mapping)
+
+
+@register.filter
+def alloc_full(mapping: dict[str, list[int]] | None) -> str:
+    return words.alloc_words(mapping, full=True)
+
+
+@register.filter
+def hours(seconds: float | int | None) -> float | None:
+    """Seconds as hours (GPU-seconds as GPU-hours)."""
+    return None if seconds is None else float(seconds) / 3600.0
+
+
+@register.filter
+def gpus(indices: list[int]) -> str:
+    return words.gpu_ranges(indices)
+
+
+@register.filter
+def get(mapping: dict | None, key: Any) -> Any:
+    return (mapping or {}).get(key)
+
+
+@register.filter
+def state_label(state: str) -> str:
+    """PREEMPT_REQUESTED -> "preempt requested"."""
+    return str(state).replace("_", " ").lower()
+
+
+@register.filter
+def pct(part: float | int | None, whole: float | int | None) -> float:
+    """part / whole as a percentage in 0..100 (for bar widths)."""
+    if not whole or part is None:
+        return 0.0
+    return max(0.0, min(100.0, 100.0 * float(part) / float(whole)))
+
+
+@register.simple_tag
+def poll(seconds: int | None = None) -> str:
+    """The htmx polling trigger: ``every Ns`` (settings.DASHBOARD_POLL_S, default 3)."""
+    every = seconds or int(getattr(settings, "DASHBOARD_POLL_S", 3))
+    return f"every {every}s"
+
+
+@register.simple_tag
+def viewer_of(request: Any) -> Any:
+    """The request's viewer (memberships read once per request), for the navigation."""
+    from dashboard.views import viewer
+
+    if request is None or not request.user.is_authenticated:
+        return None
+    return viewer(request)
+
+
+@register.filter
+def pending_words(job: Any) -> str:
+    """The queued job's pending reason as a sentence."""
+    from scheduler_app.selectors.dashboard import pending_sentence
+
+    return pending_sentence(job)

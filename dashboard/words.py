@@ -1,0 +1,216 @@
+"""Log rows and core sentences in words a researcher reads (presentation only).
+
+The core writes its explanations with job ids and instants as ``t=<epoch seconds>``
+(it is pure and knows no time zone); here they become "job #42" and a clock time.
+"""
+
+from __future__ import annotations
+
+import re
+from datetime import UTC, datetime
+from typing import Any
+
+from django.utils import timezone
+from django.utils.html import escape, format_html
+from django.utils.safestring import SafeString, mark_safe
+
+from scheduler_app.core.states import Reason
+from scheduler_app.models import Transition
+
+R = Reason
+
+_EPOCH = re.compile(r"\bt=(\d{9,11})\b")
+#: the job ids of core sentences: "when 42 reaches", "when 42 and 7 reach", "to start 42
+#: (", "evicted 17, 18 and 19,", "kept 20:" (not "when 42 and 3 other jobs")
+_JOB_IDS = re.compile(r"\b(when|start|evicted|kept|best:) (\d+(?:, \d+)*(?: and \d+(?! other))?)\b")
+_NUMBER = re.compile(r"\d+")
+
+
+def clock(at: datetime, now: datetime | None = None) -> str:
+    """"14:20 UTC", with the date when it is not today."""
+    at = timezone.localtime(at)
+    now = timezone.localtime(now or timezone.now())
+    zone = at.tzname() or ""
+    if at.date() == now.date():
+        return f"{at:%H:%M:%S} {zone}".strip()
+    return f"{at:%Y-%m-%d %H:%M} {zone}".strip()
+
+
+def relative(at: datetime, now: datetime | None = None) -> str:
+    """"in 12 min", "3 h ago", "now"."""
+    now = now or timezone.now()
+    delta = int((at - now).total_seconds())
+    if abs(delta) < 30:
+        return "now"
+    text = duration(abs(delta), coarse=True)
+    return f"in {text}" if delta > 0 else f"{text} ago"
+
+
+def duration(seconds: int | float | None, *, coarse: bool = False) -> str:
+    """1 h 20 min; with ``coarse`` only the largest unit or two."""
+    if seconds is None:
+        return "no limit"
+    s = int(seconds)
+    if s < 60:
+        return f"{s} s"
+    days, s = divmod(s, 86400)
+    hours, s = divmod(s, 3600)
+    minutes, s = divmod(s, 60)
+    parts = [(days, "d"), (hours, "h"), (minutes, "min")]
+    if not coarse:
+        parts.append((s, "s"))
+    shown = [f"{n} {unit}" for n, unit in parts if n]
+    return " ".join(shown[:2] if coarse else shown) or "0 s"
+
+
+def core_sentence(text: str) -> SafeString:
+    """A core sentence as HTML: instants as <time> with the clock time, job ids as #n."""
+    if not text:
+        return mark_safe("")
+    out, last = [], 0
+    for m in _EPOCH.finditer(text):
+        out.append(_ids(escape(text[last:m.start()])))
+        at = datetime.fromtimestamp(int(m.group(1)), tz=UTC)
+        out.append(format_html('<time datetime="{}">{}</time>', at.isoformat(), clock(at)))
+        last = m.end()
+    out.append(_ids(escape(text[last:])))
+    return mark_safe("".join(out))  # noqa: S308 - every piece is escaped above
+
+
+def _ids(text: str) -> str:
+    def hashed(m: re.Match[str]) -> str:
+        ids = _NUMBER.sub(lambda n: f"#{n.group(0)}", m.group(2))
+        return f"{m.group(1)} job {ids}" if "," not in ids and " and " not in ids \
+            else f"{m.group(1)} jobs {ids}"
+
+    return _JOB_IDS.sub(hashed, text)
+
+
+def alloc_words(alloc: dict[str, list[int]] | None, *, full: bool = False) -> str:
+    """"pod-a-n01 GPUs 0-7, pod-a-n02 GPUs 0-3"; past three nodes (unless ``full``), the
+    short form "8 nodes, pod-b-n01 to pod-b-n08 (64 GPUs)"."""
+    if not alloc:
+        return ""
+    nodes = sorted(alloc)
+    if len(nodes) > 3 and not full:
+        gpus = sum(len(ix) for ix in alloc.values())
+        return f"{len(nodes)} nodes, {nodes[0]} to {nodes[-1]} ({gpus} GPUs)"
+    return ", ".join(f"{node} {gpu_ranges(alloc[node])}" for node in nodes)
+
+
+def gpu_ranges(indices: list[int]) -> str:
+    ix = sorted(indices)
+    if not ix:
+        return ""
+    spans, start, prev = [], ix[0], ix[0]
+    for i in ix[1:] + [None]:  # type: ignore[list-item]
+        if i is not None and i == prev + 1:
+            prev = i
+            continue
+        spans.append(f"{start}" if start == prev else f"{start}-{prev}")
+        if i is not None:
+            start = prev = i
+    label = "GPU" if len(ix) == 1 else "GPUs"
+    return f"{label} {','.join(spans)}"
+
+
+def describe(row: Transition) -> str:
+    """One log row as a sentence (plain text; the template escapes it)."""
+    d: dict[str, Any] = row.detail or {}
+    if row.kind == Transition.Kind.NODE:
+        return _node_words(row, d)
+    if row.kind == Transition.Kind.TENANT:
+        return _tenant_words(row, d)
+    reason = row.reason
+    who = row.actor_name or row.actor
+    if reason == R.SUBMITTED:
+        return f"Submitted by {who}."
+    if reason == R.ADMITTED:
+        return "Admitted: waiting in its team's queue."
+    if reason == R.PLACED:
+        words = f"Placed on {alloc_words(d.get('alloc'))}."
+        if d.get("reclaimed_from"):
+            ids = ", ".join(f"#{i}" for i in d["reclaimed_from"])
+            words += f" Room made by preempting {ids}."
+        return words
+    if reason == R.BACKFILLED:
+        return (f"Backfilled on {alloc_words(d.get('alloc'))}, around the reservation of "
+                f"job #{d.get('around', '?')}: it ends by its limit before that job starts.")
+    if reason == R.STARTED:
+        return f"Running: the agent on {who} confirmed the start."
+    if reason == R.COMPLETED:
+        return "Completed."
+    if reason == R.EXIT_FAILED:
+        code = d.get("exit_code")
+        return f"Failed with exit code {code}." if code is not None else "Failed."
+    if reason == R.TIME_LIMIT:
+        return f"Stopped at its time limit ({duration(d.get('max_runtime_s'))})."
+    if reason == R.NEVER_FITS:
+        return f"Refused: it {d.get('why', 'can never fit')}."
+    if reason == R.RETRIES_EXHAUSTED:
+        return "Failed: node failures used up its retry budget."
+    if reason == R.PREEMPT_REQUESTED:
+        if row.from_state == row.to_state:
+            return "Preemption request renewed."
+        head = d.get("for")
+        words = f"Asked to stop to make room for job #{head}" if head else "Asked to stop"
+        if d.get("words"):
+            return f"{words}: {d['words']}."
+        return words + "."
+    if reason == R.CHECKPOINT_STARTED:
+        return "Acknowledged the request: writing a checkpoint before it stops."
+    if reason == R.PREEMPTED:
+        if d.get("killed"):
+            return "Killed: preempted at once."
+        return "Stopped after its checkpoint."
+    if reason == R.NO_CHECKPOINT:
+        return "Stopped at once: it cannot checkpoint, so it restarts from the beginning."
+    if reason == R.GRACE_EXPIRED:
+        return "Killed: its grace window ended before it exited."
+    if reason == R.REQUEUED:
+        pointer = d.get("resume_pointer")
+        if pointer:
+            return f"Back in the queue; it resumes from {pointer}."
+        return "Back in the queue; it starts again from the beginning."
+    if reason == R.NODE_FAILED:
+        return "A node it ran on went down: back in the queue."
+    if reason == R.PLACING_TIMEOUT:
+        return "The node agent never confirmed the start: back in the queue."
+    if reason == R.CHECKPOINTED:
+        return f"Checkpoint written ({d.get('resume_pointer', '')})."
+    if reason == R.SHRUNK:
+        return f"Shrunk to {d.get('gpus', '?')} GPUs after a node failure."
+    if reason == R.CANCELLED:
+        why = f": {d['why']}" if d.get("why") else ""
+        return f"Cancelled by {who}{why}."
+    return str(reason)
+
+
+def _node_words(row: Transition, d: dict[str, Any]) -> str:
+    name = row.node.name if row.node_id else "?"
+    action = str(d.get("action", ""))
+    who = row.actor_name or row.actor
+    verbs = {
+        "drain": f"drained by {who}: it keeps its jobs and takes no new ones",
+        "undrain": f"undrained by {who}: it takes new jobs again",
+        "down": f"marked down by {who}",
+        "up": f"back up ({who})",
+        "register": "registered by its agent",
+        "heartbeat_timeout": "marked down: its agent went silent",
+    }
+    text = f"Node {name} {verbs.get(action, row.to_state)}"
+    if d.get("why"):
+        text += f" ({d['why']})"
+    return text + "."
+
+
+def _tenant_words(row: Transition, d: dict[str, Any]) -> str:
+    name = row.tenant.name if row.tenant_id else "?"
+    after = d.get("after") or {}
+    before = d.get("before") or {}
+    new = (f"{after.get('guaranteed_gpus', '?')} guaranteed + "
+           f"{after.get('borrow_limit_gpus', '?')} borrow")
+    if d.get("action") == "register" or not before:
+        return f"Team {name} created with {new}."
+    old = f"{before.get('guaranteed_gpus', '?')} + {before.get('borrow_limit_gpus', '?')}"
+    return f"Team {name} quota set to {new} (was {old}) by {row.actor_name or row.actor}."

@@ -1,0 +1,536 @@
+"""Reads for the dashboard's pages.
+
+Every function here costs a fixed number of queries, whatever the number of jobs: lists
+are sliced or paginated before anything per row is read, and what a row needs (queue
+position, allocation, the last preemption) is read for the whole page at once. The
+dashboard's query-count tests hold each page to a bound with 10,000 jobs in the table.
+
+Who may see what follows the API's rules (docs/api.md, "Who may do what"): operators see
+everything; a lead every job of the tenants they lead; a researcher the jobs they
+submitted to their tenants; everyone signed in sees tenants, nodes, node and quota rows
+of the log, and the shape (tenant, GPUs) of jobs they may not see, never their names.
+"""
+
+from __future__ import annotations
+
+import bisect
+from collections import defaultdict
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import Any
+
+from django.db.models import Q, QuerySet
+
+from scheduler_app.core.states import (
+    FINAL_STATES,
+    HOLDING_STATES,
+    PENDING_SENTENCES,
+    JobState,
+    PendingReason,
+    Reason,
+)
+from scheduler_app.models import Allocation, Job, Membership, Node, Pod, Tenant, Transition
+
+from .jobs import job_history, job_queue_position
+
+S = JobState
+LEAD = Membership.Role.LEAD.value
+
+
+# --------------------------------------------------------------------------- who looks
+@dataclass(frozen=True, slots=True)
+class Viewer:
+    """The signed-in person and what they may see."""
+
+    user_id: int | None
+    operator: bool
+    roles: dict[int, str] = field(default_factory=dict)  # tenant id -> role
+
+    @property
+    def led(self) -> frozenset[int]:
+        return frozenset(t for t, role in self.roles.items() if role == LEAD)
+
+    @property
+    def member_of(self) -> frozenset[int]:
+        return frozenset(self.roles)
+
+    @property
+    def is_lead(self) -> bool:
+        return bool(self.led)
+
+    def sees_job(self, tenant_id: int, owner_id: int | None) -> bool:
+        if self.operator:
+            return True
+        role = self.roles.get(tenant_id)
+        return role == LEAD or (role is not None and owner_id == self.user_id)
+
+    def jobs_q(self) -> Q:
+        """The jobs this viewer may see, as a filter."""
+        if self.operator:
+            return Q()
+        return Q(tenant_id__in=sorted(self.led)) | Q(
+            owner_id=self.user_id, tenant_id__in=sorted(self.member_of)
+        )
+
+
+def viewer_for(user: Any) -> Viewer:
+    """One query: the user's memberships."""
+    if not getattr(user, "is_authenticated", False):
+        return Viewer(user_id=None, operator=False)
+    roles = dict(Membership.objects.filter(user_id=user.pk).values_list("tenant_id", "role"))
+    return Viewer(user_id=user.pk, operator=bool(user.is_staff), roles=roles)
+
+
+# --------------------------------------------------------------------------- job lists
+ACTIVE_STATES = tuple(s.value for s in JobState if s not in FINAL_STATES)
+FINISHED_STATES = tuple(s.value for s in FINAL_STATES)
+STATE_GROUPS: dict[str, tuple[str, ...] | None] = {
+    "active": ACTIVE_STATES,
+    "finished": FINISHED_STATES,
+    "all": None,
+}
+
+
+def jobs_visible(
+    *,
+    viewer: Viewer,
+    group: str = "active",
+    tenant_id: int | None = None,
+    mine: bool = False,
+) -> QuerySet[Job]:
+    """The jobs of the list page, newest first (not evaluated: the caller paginates)."""
+    jobs = Job.objects.filter(viewer.jobs_q())
+    states = STATE_GROUPS.get(group)
+    if states is not None:
+        jobs = jobs.filter(state__in=states)
+    if tenant_id is not None:
+        jobs = jobs.filter(tenant_id=tenant_id)
+    if mine:
+        jobs = jobs.filter(owner_id=viewer.user_id)
+    return jobs.select_related("tenant", "owner").order_by("-id")
+
+
+def queue_positions(jobs: Iterable[Job]) -> dict[int, tuple[int, int]]:
+    """{job id: (position in its tenant's queue, rank across the cluster)} for the QUEUED
+    ones among ``jobs``, in two queries whatever their number.
+
+    The same definition as ``selectors.jobs.job_queue_position`` (which costs three
+    COUNTs per job; a test compares the two on every queued job): inside a tenant,
+    priority (higher first), submit time, id; across the cluster, tenants in the order of
+    the last tick's ``share_rank`` (unranked tenants after every ranked one), and jobs of
+    tenants of equal rank interleaved by the same (priority, submit time, id) order.
+    """
+    wanted = {job.pk for job in jobs if job.state == S.QUEUED}
+    if not wanted:
+        return {}
+    ranks = dict(Tenant.objects.values_list("pk", "share_rank"))
+    queued = sorted(
+        (
+            (0, ranks[tenant_id]) if ranks.get(tenant_id) is not None else (1, 0),
+            -priority,
+            submitted_at,
+            pk,
+            tenant_id,
+        )
+        for pk, tenant_id, priority, submitted_at in Job.objects.filter(
+            state=S.QUEUED
+        ).values_list("pk", "tenant_id", "priority", "submitted_at")
+    )
+    out: dict[int, tuple[int, int]] = {}
+    in_tenant: dict[int, int] = defaultdict(int)
+    for rank, (_tier, _prio, _at, pk, tenant_id) in enumerate(queued, start=1):
+        in_tenant[tenant_id] += 1
+        if pk in wanted:
+            out[pk] = (in_tenant[tenant_id], rank)
+    return out
+
+
+def open_allocations(job_ids: Iterable[int]) -> dict[int, dict[str, list[int]]]:
+    """{job id: {node name: [GPU indices]}} of the jobs' open allocations (one query)."""
+    out: dict[int, dict[str, list[int]]] = {}
+    ids = sorted(set(job_ids))
+    if not ids:
+        return out
+    for job_id, node, indices in (
+        Allocation.objects.filter(job_id__in=ids, end__isnull=True)
+        .order_by("job_id", "node__name")
+        .values_list("job_id", "node__name", "gpu_indices")
+    ):
+        out.setdefault(job_id, {})[node] = sorted(indices)
+    return out
+
+
+@dataclass(frozen=True, slots=True)
+class Preemption:
+    """Why a job was chosen as a victim and what it cost, from its PreemptRequested row."""
+
+    at: datetime
+    for_job_id: int | None  # the job it made room for
+    words: str  # its own arithmetic: "evicted 17: last checkpoint 5 min ago + ..."
+    why: str  # the plan: "to start 42 (16 GPUs) on ...: evicted 17, 0.7 GPU-h lost, ..."
+    cost_s: int | None
+    gpu_h_lost: float | None
+    weighed: list[str]
+
+
+def _preemption(row: Transition) -> Preemption:
+    detail = row.detail or {}
+    for_id = detail.get("for")
+    lost = detail.get("est_gpu_s_lost")
+    return Preemption(
+        at=row.at,
+        for_job_id=int(for_id) if isinstance(for_id, str) and for_id.isdigit() else None,
+        words=str(detail.get("words", "")),
+        why=str(detail.get("why", "")),
+        cost_s=detail.get("cost_s"),
+        gpu_h_lost=lost / 3600.0 if isinstance(lost, int | float) else None,
+        weighed=[str(w) for w in detail.get("weighed", [])],
+    )
+
+
+def last_preemptions(jobs: Iterable[Job]) -> dict[int, Preemption]:
+    """{job id: its latest preemption} for the jobs that were ever asked to stop (one
+    query, over their PreemptRequested rows only)."""
+    ids = sorted({j.pk for j in jobs if j.preemption_times or j.state in _STOPPING})
+    if not ids:
+        return {}
+    out: dict[int, Preemption] = {}
+    for row in Transition.objects.filter(
+        job_id__in=ids, reason=Reason.PREEMPT_REQUESTED.value
+    ).order_by("id"):
+        out[row.job_id] = _preemption(row)  # the later row wins
+    return out
+
+
+_STOPPING = frozenset({S.PREEMPT_REQUESTED.value, S.CHECKPOINTING.value, S.PREEMPTED.value})
+
+
+@dataclass(slots=True)
+class JobRow:
+    """A job with what its list row shows."""
+
+    job: Job
+    position: tuple[int, int] | None
+    alloc: dict[str, list[int]]
+    preemption: Preemption | None
+
+    @property
+    def pending_sentence(self) -> str:
+        return pending_sentence(self.job)
+
+
+def job_rows(jobs: Sequence[Job]) -> list[JobRow]:
+    """Rows for a page of jobs: four queries at most, whatever the page holds."""
+    positions = queue_positions(jobs)
+    allocs = open_allocations(j.pk for j in jobs if j.state in _HOLDING)
+    preemptions = last_preemptions(jobs)
+    return [
+        JobRow(
+            job=j,
+            position=positions.get(j.pk),
+            alloc=allocs.get(j.pk, {}),
+            preemption=preemptions.get(j.pk),
+        )
+        for j in jobs
+    ]
+
+
+_HOLDING = frozenset(s.value for s in HOLDING_STATES)
+
+
+def pending_sentence(job: Job) -> str:
+    if job.state != S.QUEUED:
+        return ""
+    try:
+        return PENDING_SENTENCES[PendingReason(job.pending_reason)]
+    except ValueError:
+        return job.pending_reason
+
+
+# --------------------------------------------------------------------------- one job
+@dataclass(slots=True)
+class JobDetail:
+    job: Job
+    history: list[Transition]
+    position: tuple[int | None, int | None]
+    alloc: dict[str, list[int]]
+    preemptions: list[Preemption]
+    #: job id -> (name, tenant) of the jobs its preemptions made room for, when visible
+    for_jobs: dict[int, Job]
+
+
+def job_detail(*, job: Job, viewer: Viewer) -> JobDetail:
+    """The job page: its history, queue position, allocation and preemptions."""
+    history = list(job_history(job=job))
+    preemptions = [_preemption(r) for r in history if r.reason == Reason.PREEMPT_REQUESTED]
+    targets = {p.for_job_id for p in preemptions if p.for_job_id is not None}
+    for_jobs = {
+        j.pk: j
+        for j in Job.objects.filter(pk__in=sorted(targets)).select_related("tenant")
+        if viewer.sees_job(j.tenant_id, j.owner_id)
+    } if targets else {}
+    return JobDetail(
+        job=job,
+        history=history,
+        position=job_queue_position(job=job),
+        alloc=open_allocations([job.pk]).get(job.pk, {}) if job.state in _HOLDING else {},
+        preemptions=preemptions,
+        for_jobs=for_jobs,
+    )
+
+
+# --------------------------------------------------------------------------- usage
+@dataclass(frozen=True, slots=True)
+class UsageSeries:
+    """GPUs held by each tenant, sampled every ``step_s`` over the window."""
+
+    times: list[datetime]
+    held: dict[str, list[int]]  # tenant name -> GPUs held at each time
+    guaranteed: dict[str, int]
+
+
+def usage_series(*, now: datetime, hours: int = 24, step_s: int = 900) -> UsageSeries:
+    """GPUs held per tenant over the last ``hours``, from the allocations (the log's
+    projection: an allocation opens on placement and closes when the job stops holding).
+    Two queries: the tenants and the allocations that overlap the window."""
+    since = now - timedelta(hours=hours)
+    tenants = list(Tenant.objects.order_by("name").values_list("pk", "name", "guaranteed_gpus"))
+    times = [since + timedelta(seconds=step_s * i) for i in range(hours * 3600 // step_s)]
+    times.append(now)
+    events: dict[int, list[tuple[datetime, int]]] = defaultdict(list)
+    for tenant_id, start, end, indices in (
+        Allocation.objects.filter(start__lte=now)
+        .filter(Q(end__isnull=True) | Q(end__gt=since))
+        .values_list("job__tenant_id", "start", "end", "gpu_indices")
+        .order_by()
+    ):
+        gpus = len(indices)
+        events[tenant_id].append((max(start, since), gpus))
+        if end is not None:
+            events[tenant_id].append((end, -gpus))
+    held: dict[str, list[int]] = {}
+    for pk, name, _g in tenants:
+        changes = sorted(events.get(pk, []))
+        at = [c[0] for c in changes]
+        running, sums = 0, []
+        for _when, delta in changes:
+            running += delta
+            sums.append(running)
+        # GPUs held at t: the running sum after every change at or before t
+        held[name] = [sums[i - 1] if (i := bisect.bisect_right(at, t)) else 0 for t in times]
+    return UsageSeries(times=times, held=held, guaranteed={n: g for _pk, n, g in tenants})
+
+
+@dataclass(frozen=True, slots=True)
+class Reclaim:
+    """A team took GPUs back: ``taker`` (an entitled team) preempted ``victim``'s jobs."""
+
+    taker: str
+    victim: str
+    jobs: int
+    gpus: int
+
+
+def reclaims(*, now: datetime, hours: int = 24, limit: int = 2000) -> list[Reclaim]:
+    """Preemptions of the last ``hours``, summed by (taker, victim) team. Two queries:
+    the PreemptRequested rows (the latest ``limit``) and the tenants of the jobs they
+    made room for."""
+    rows = list(
+        Transition.objects.filter(
+            reason=Reason.PREEMPT_REQUESTED.value, at__gte=now - timedelta(hours=hours)
+        )
+        .order_by("-id")
+        .values_list("job__tenant__name", "job__gpus", "detail")[:limit]
+    )
+    heads = {
+        int(d["for"]) for _v, _g, d in rows
+        if isinstance(d, dict) and str(d.get("for", "")).isdigit()
+    }
+    taker_of = dict(
+        Job.objects.filter(pk__in=sorted(heads)).values_list("pk", "tenant__name")
+    ) if heads else {}
+    sums: dict[tuple[str, str], list[int]] = {}
+    for victim, gpus, detail in rows:
+        head = str((detail or {}).get("for", ""))
+        taker = taker_of.get(int(head)) if head.isdigit() else None
+        if taker is None:
+            continue
+        acc = sums.setdefault((taker, victim), [0, 0])
+        acc[0] += 1
+        acc[1] += gpus
+    return [Reclaim(t, v, n, g) for (t, v), (n, g) in sorted(sums.items())]
+
+
+# --------------------------------------------------------------------------- the map
+@dataclass(frozen=True, slots=True)
+class Cell:
+    """One GPU: who holds it (None: free)."""
+
+    index: int
+    tenant: str | None = None
+    job_id: int | None = None  # None when free or when the viewer may not see the job
+    job_name: str = ""
+
+
+@dataclass(slots=True)
+class NodeMap:
+    node: Node
+    cells: list[Cell]
+
+    @property
+    def used(self) -> int:
+        return sum(1 for c in self.cells if c.tenant is not None)
+
+    @property
+    def by_tenant(self) -> list[tuple[str, int]]:
+        counts: dict[str, int] = {}
+        for c in self.cells:
+            if c.tenant is not None:
+                counts[c.tenant] = counts.get(c.tenant, 0) + 1
+        return sorted(counts.items())
+
+
+@dataclass(slots=True)
+class PodMap:
+    pod: Pod
+    nodes: list[NodeMap]
+
+    @property
+    def gpus(self) -> int:
+        return sum(n.node.gpu_count for n in self.nodes)
+
+    @property
+    def used(self) -> int:
+        return sum(n.used for n in self.nodes)
+
+
+def cluster_map(*, viewer: Viewer) -> list[PodMap]:
+    """Pods, their nodes, and each GPU coloured by the tenant holding it. Three queries:
+    pods, nodes, open allocations (with the holding job's tenant, owner and name)."""
+    held: dict[int, dict[int, Cell]] = defaultdict(dict)
+    for node_id, indices, job_id, name, tenant_id, tenant, owner_id in (
+        Allocation.objects.filter(end__isnull=True)
+        .values_list(
+            "node_id", "gpu_indices", "job_id", "job__name", "job__tenant_id",
+            "job__tenant__name", "job__owner_id",
+        )
+        .order_by()
+    ):
+        visible = viewer.sees_job(tenant_id, owner_id)
+        for i in indices:
+            held[node_id][i] = Cell(
+                i, tenant, job_id if visible else None, name if visible else ""
+            )
+    nodes: dict[int, list[NodeMap]] = defaultdict(list)
+    for node in Node.objects.order_by("name"):
+        cells = [held[node.pk].get(i, Cell(i)) for i in range(node.gpu_count)]
+        nodes[node.pod_id].append(NodeMap(node, cells))
+    return [PodMap(pod, nodes.get(pod.pk, [])) for pod in Pod.objects.order_by("name")]
+
+
+# --------------------------------------------------------------------------- reservations
+@dataclass(slots=True)
+class Backfilled:
+    job: Job | None  # None when the viewer may not see it
+    tenant: str
+    gpus: int
+    ends_by: datetime | None  # start of its run + its declared limit
+
+
+@dataclass(slots=True)
+class Planned:
+    job: Job
+    visible: bool
+    start_at: datetime
+    ends_by: datetime | None  # start + declared limit (None: no limit)
+    basis: str
+    backfilled: list[Backfilled]
+
+
+def reservations(*, viewer: Viewer, limit: int = 12) -> list[Planned]:
+    """The planned starts the last tick published, earliest first: the first holds the
+    reservation (its nodes are kept for it), the rest are look-ahead estimates. Each
+    comes with the running jobs backfilled around it (placed with reason Backfilled and
+    ``detail["around"]`` naming it), which must end by their declared limit before it
+    starts. Two queries."""
+    planned = list(
+        Job.objects.filter(state=S.QUEUED, estimate_start_at__isnull=False)
+        .select_related("tenant")
+        .order_by("estimate_start_at", "id")[:limit]
+    )
+    if not planned:
+        return []
+    around: dict[int, list[Backfilled]] = defaultdict(list)
+    wanted = {str(j.pk) for j in planned}
+    # the latest placement of each job holding GPUs now: backfilled around which job?
+    latest: dict[int, Transition] = {}
+    for row in (
+        Transition.objects.filter(to_state=S.PLACING, job__state__in=sorted(_HOLDING))
+        .select_related("job__tenant")
+        .order_by("id")
+    ):
+        latest[row.job_id] = row
+    for row in latest.values():
+        target = str((row.detail or {}).get("around", ""))
+        if row.reason != Reason.BACKFILLED or target not in wanted:
+            continue
+        job = row.job
+        ends = row.at + timedelta(seconds=job.max_runtime_s) if job.max_runtime_s else None
+        around[int(target)].append(Backfilled(
+            job=job if viewer.sees_job(job.tenant_id, job.owner_id) else None,
+            tenant=job.tenant.name, gpus=job.gpus, ends_by=ends,
+        ))
+    out = []
+    for job in planned:
+        start = job.estimate_start_at
+        assert start is not None
+        out.append(Planned(
+            job=job,
+            visible=viewer.sees_job(job.tenant_id, job.owner_id),
+            start_at=start,
+            ends_by=start + timedelta(seconds=job.max_runtime_s) if job.max_runtime_s else None,
+            basis=job.estimate_basis,
+            backfilled=sorted(around.get(job.pk, []), key=lambda b: (b.ends_by is None,
+                                                                     b.ends_by or start)),
+        ))
+    return out
+
+
+# --------------------------------------------------------------------------- the feed
+def transitions_feed(*, viewer: Viewer, limit: int = 25) -> list[Transition]:
+    """The latest rows of the log the viewer may see, newest first (one query): their
+    jobs' rows (every job's for operators) and every node and quota row."""
+    rows = Transition.objects.select_related("job__tenant", "node", "tenant")
+    if not viewer.operator:
+        visible = Job.objects.filter(viewer.jobs_q()).values("pk")
+        rows = rows.filter(~Q(kind=Transition.Kind.JOB) | Q(job__in=visible))
+    return list(rows.order_by("-id")[:limit])
+
+
+__all__ = [
+    "Backfilled",
+    "Cell",
+    "JobDetail",
+    "JobRow",
+    "NodeMap",
+    "Planned",
+    "PodMap",
+    "Preemption",
+    "Reclaim",
+    "UsageSeries",
+    "Viewer",
+    "cluster_map",
+    "job_detail",
+    "job_rows",
+    "jobs_visible",
+    "last_preemptions",
+    "open_allocations",
+    "pending_sentence",
+    "queue_positions",
+    "reclaims",
+    "reservations",
+    "transitions_feed",
+    "usage_series",
+    "viewer_for",
+]

@@ -1,0 +1,183 @@
+"""The dashboard in a real browser: Playwright driving Debian's Chromium
+(/usr/bin/chromium; `.ci/run` installs it; no browser download) against a live server.
+
+One browser for the module; each test signs in on a fresh context. The scheduler does
+not run on its own here: a test ticks the leader and plays the node agent itself, from
+its own thread, while the page's htmx polling brings the change in.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+from collections.abc import Iterator
+from datetime import timedelta
+
+import pytest
+from django.contrib.auth import get_user_model
+
+from dashboard.demo import SimulatedAgents
+from scheduler_app.models import Job, Membership, Node, Pod
+from scheduler_app.services import job_submit
+from scheduler_app.services.agents import agent_report_exit
+from scheduler_app.services.leader import LeaderLoop
+from scheduler_app.services.transitions import now_s
+from tests.foundation.factories import NodeFactory, TenantFactory
+
+playwright_api = pytest.importorskip("playwright.sync_api")
+expect = playwright_api.expect
+expect.set_options(timeout=10_000)
+
+CHROMIUM = os.environ.get("CHROMIUM", "/usr/bin/chromium")
+PASSWORD = "pw-for-browser-tests"
+TIMEOUT_MS = 10_000
+
+pytestmark = [
+    pytest.mark.skipif(shutil.which(CHROMIUM) is None,
+                       reason=f"no Chromium at {CHROMIUM} (apt-get install chromium)"),
+    pytest.mark.django_db(transaction=True),
+]
+
+# Playwright's sync API runs an event loop in this thread; the ORM calls the tests make
+# between browser steps are plain synchronous calls, which Django's guard would refuse.
+os.environ.setdefault("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[object]:
+    with playwright_api.sync_playwright() as p:
+        chromium = p.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"])
+        yield chromium
+        chromium.close()
+
+
+@pytest.fixture(autouse=True)
+def fast_polling(settings):
+    settings.DASHBOARD_POLL_S = 1
+
+
+@pytest.fixture
+def cluster():
+    """One pod of two 8-GPU nodes. vision (16 + 16) and nlp (16 + 16); nlp runs a 16-GPU
+    job that cannot be preempted and declares a one-hour limit: the cluster is full."""
+    pod = Pod.objects.create(name="pod0")
+    nodes = [NodeFactory(name=f"n{i}", pod=pod) for i in range(2)]
+    vision = TenantFactory(name="vision", guaranteed_gpus=16, borrow_limit_gpus=16)
+    nlp = TenantFactory(name="nlp", guaranteed_gpus=16, borrow_limit_gpus=16)
+    User = get_user_model()
+    users = {
+        "researcher": User.objects.create_user("vision-r1", password=PASSWORD),
+        "lead": User.objects.create_user("vision-lead", password=PASSWORD),
+        "operator": User.objects.create_user("op", password=PASSWORD, is_staff=True),
+    }
+    Membership.objects.create(user=users["researcher"], tenant=vision, role="researcher")
+    Membership.objects.create(user=users["lead"], tenant=vision, role="lead")
+    loop = LeaderLoop(holder="browser-test", ttl_s=60, heartbeat_timeout_s=0)
+    blocker = job_submit(tenant=nlp, name="blocker", gpus=16, gpus_per_node=8,
+                         max_runtime_s=3600, at=now_s() - timedelta(minutes=10))
+    loop.step()
+    agents = SimulatedAgents(start_delay_s=0, heartbeat_s=0)
+    agents.step()
+    blocker.refresh_from_db()
+    assert blocker.state == "RUNNING"
+    return {"nodes": nodes, "vision": vision, "users": users, "loop": loop,
+            "agents": agents, "blocker": blocker}
+
+
+def sign_in(browser, live_server, username: str):
+    context = browser.new_context(viewport={"width": 1280, "height": 900})
+    context.set_default_timeout(TIMEOUT_MS)
+    page = context.new_page()
+    page.goto(f"{live_server.url}/login/")
+    page.get_by_label("Username").fill(username)
+    page.get_by_label("Password").fill(PASSWORD)
+    page.get_by_role("button", name="Sign in").click()
+    expect(page.get_by_text(username, exact=False).first).to_be_visible()
+    return context, page
+
+
+def test_a_researcher_submits_sees_position_and_estimate_then_running(
+    browser, live_server, cluster
+):
+    context, page = sign_in(browser, live_server, "vision-r1")
+    page.get_by_role("navigation", name="Main").get_by_role("link", name="Submit").click()
+    page.get_by_label("Name").fill("browser-run")
+    page.get_by_label("GPUs", exact=True).fill("8")
+    page.get_by_label("GPUs per node").fill("8")
+    page.get_by_label("Time limit").fill("30m")
+    page.get_by_role("button", name="Submit", exact=True).click()
+
+    expect(page.locator("#job-state")).to_have_text("queued")
+    expect(page.locator("#job-position")).to_contain_text("#1 in vision's queue")
+    job = Job.objects.get(name="browser-run")
+    assert job.state == "QUEUED" and job.owner == cluster["users"]["researcher"]
+
+    cluster["loop"].step()  # the tick plans its start: the blocker's declared limit
+    expect(page.locator("#job-estimate")).to_contain_text(
+        f"when job #{cluster['blocker'].pk} reaches its declared limit")
+    expect(page.locator("#job-estimate time")).to_have_count(2)  # the start, in the basis
+
+    node = Node.objects.get(name="n0")
+    agent_report_exit(node=node, job=cluster["blocker"], outcome="completed", exit_code=0)
+    cluster["loop"].step()  # the tick places it on the freed GPUs
+    cluster["agents"].step()  # its node's agent confirms the start
+    expect(page.locator("#job-state")).to_have_text("running")
+    expect(page.locator("#job-alloc")).to_contain_text("GPUs 0-7")
+    expect(page.locator(".h-row")).to_have_count(4)  # submitted, queued, placing, running
+    context.close()
+
+
+def test_an_invalid_form_shows_the_message_at_the_field(browser, live_server, cluster):
+    context, page = sign_in(browser, live_server, "vision-r1")
+    page.goto(f"{live_server.url}/jobs/new/")
+    page.get_by_label("Name").fill("bad-shape")
+    page.get_by_label("GPUs", exact=True).fill("12")
+    page.get_by_label("GPUs per node").fill("8")
+    page.get_by_label("Priority").focus()  # leaving the field commits it: the live check
+    error = page.locator("#err-gpus_per_node")
+    expect(error).to_have_text("12 GPUs cannot be split into nodes of 8.")
+    expect(page.locator("#err-name")).to_have_text("")  # a good field says nothing
+    expect(page.get_by_label("GPUs per node")).to_have_attribute("aria-invalid", "true")
+
+    page.get_by_label("GPUs", exact=True).fill("64")
+    page.get_by_role("button", name="Submit", exact=True).click()  # submitted anyway
+    expect(page.locator("#form-errors")).to_contain_text("The job was not submitted")
+    expect(page.locator("#err-gpus")).to_have_text(
+        "This job can never run: it needs 64 GPUs; the cluster has 16.")
+    assert not Job.objects.filter(name="bad-shape").exists()
+    context.close()
+
+
+def test_a_lead_sees_the_fair_share_chart(browser, live_server, cluster):
+    context, page = sign_in(browser, live_server, "vision-lead")
+    chart = page.locator("canvas#fairshare-chart")
+    expect(chart).to_be_visible()
+    expect(chart).to_have_attribute("data-drawn", "1")  # Chart.js drew it
+    box = chart.bounding_box()
+    assert box is not None and box["width"] > 300 and box["height"] > 150
+    drawn = page.evaluate(
+        "() => Chart.getChart(document.getElementById('fairshare-chart')).data.labels")
+    assert drawn == ["nlp", "vision"]
+    page.get_by_role("link", name="Fair share").click()
+    expect(page.locator("canvas#usage-chart")).to_have_attribute("data-drawn", "1")
+    expect(page.get_by_text("Nobody borrows")).to_be_visible()  # nlp holds its guarantee
+    context.close()
+
+
+def test_an_operator_drains_a_node_and_sees_it_on_the_map(browser, live_server, cluster):
+    context, page = sign_in(browser, live_server, "op")
+    page.get_by_role("link", name="Operator").click()
+    node = cluster["nodes"][1]
+    on_map = page.locator(f"#node-{node.pk}")
+    expect(on_map).to_have_attribute("data-health", "healthy")
+    page.get_by_role("button", name=f"Drain {node.name}").click()
+    expect(page.get_by_role("button", name=f"Undrain {node.name}")).to_be_visible()
+    expect(on_map).to_have_attribute("data-health", "draining")
+    expect(on_map).to_contain_text("draining")
+    expect(page.locator("#sec-feed")).to_contain_text(f"Node {node.name} drained by op")
+    node.refresh_from_db()
+    assert node.health == "draining"
+    page.goto(f"{live_server.url}/cluster/")  # and in every other page's map
+    expect(page.locator(f"#node-{node.pk}")).to_have_class(re.compile(r"\bdraining\b"))
+    context.close()

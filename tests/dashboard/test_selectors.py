@@ -1,0 +1,114 @@
+"""The dashboard's selectors: the bulk queue positions agree with the one-job selector,
+usage over the day comes from the allocations, the words of the core are readable."""
+
+from __future__ import annotations
+
+import random
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from dashboard import words
+from scheduler_app.core.states import JobState, Reason
+from scheduler_app.core.types import Actor
+from scheduler_app.models import Allocation, Job, Pod, Tenant, Transition
+from scheduler_app.selectors import dashboard as sel
+from scheduler_app.selectors.jobs import job_queue_position
+from scheduler_app.services import job_submit, job_transition
+from tests.foundation.factories import T0, NodeFactory, TenantFactory
+
+pytestmark = pytest.mark.django_db
+
+
+def test_bulk_queue_positions_equal_the_one_job_selector_for_every_queued_job():
+    pod = Pod.objects.create(name="p")
+    NodeFactory(name="n0", pod=pod, gpu_count=8, free_gpus=8)
+    rng = random.Random(7)
+    tenants = [TenantFactory(name=f"t{i}", guaranteed_gpus=8, borrow_limit_gpus=8)
+               for i in range(4)]
+    for i in range(60):
+        job_submit(tenant=rng.choice(tenants), name=f"j{i}", gpus=rng.choice((1, 2, 4)),
+                   priority=rng.choice((0, 0, 1, 5)),
+                   at=T0 + timedelta(seconds=rng.randrange(20)))  # ties on submit time
+    # ranks as a tick leaves them: shared ranks, and a tenant not ranked at all
+    for tenant, rank in zip(tenants, (2, 1, 2, None), strict=True):
+        Tenant.objects.filter(pk=tenant.pk).update(share_rank=rank)
+    jobs = list(Job.objects.all())
+    for job in rng.sample(jobs, 10):  # some leave the queue
+        job_transition(job_id=job.pk, to_state=JobState.CANCELLED, reason=Reason.CANCELLED,
+                       actor=Actor.USER, at=T0 + timedelta(seconds=30))
+    jobs = list(Job.objects.all())
+    bulk = sel.queue_positions(jobs)
+    for job in jobs:
+        expected = job_queue_position(job=job)
+        assert bulk.get(job.pk, (None, None)) == expected, job
+
+
+def test_usage_over_the_day_follows_the_allocations_opening_and_closing():
+    pod = Pod.objects.create(name="p")
+    node = NodeFactory(name="n0", pod=pod)
+    vision = TenantFactory(name="vision")
+    now = datetime(2026, 1, 6, 12, 0, tzinfo=UTC)
+    a = job_submit(tenant=vision, name="a", gpus=4, at=now - timedelta(hours=30))
+    b = job_submit(tenant=vision, name="b", gpus=2, at=now - timedelta(hours=3))
+    # a: placed 30 h ago (before the window), ends 2 h ago; b: placed 3 h ago, still holds
+    job_transition(job_id=a.pk, to_state=JobState.PLACING, reason=Reason.PLACED,
+                   actor=Actor.SCHEDULER, at=now - timedelta(hours=30),
+                   alloc={node.name: [0, 1, 2, 3]})
+    job_transition(job_id=b.pk, to_state=JobState.PLACING, reason=Reason.PLACED,
+                   actor=Actor.SCHEDULER, at=now - timedelta(hours=3),
+                   alloc={node.name: [4, 5]})
+    job_transition(job_id=a.pk, to_state=JobState.CANCELLED, reason=Reason.CANCELLED,
+                   actor=Actor.USER, at=now - timedelta(hours=2))
+    series = sel.usage_series(now=now, hours=24, step_s=3600)
+    held = dict(zip(series.times, series.held["vision"], strict=True))
+    assert held[now - timedelta(hours=24)] == 4  # a, from before the window
+    assert held[now - timedelta(hours=3)] == 6  # b placed at that instant
+    assert held[now - timedelta(hours=2)] == 2  # a gone
+    assert held[now] == 2 and series.guaranteed["vision"] == vision.guaranteed_gpus
+    assert sum(1 for _ in Allocation.objects.all()) == 2
+
+
+def test_the_feed_hides_other_peoples_job_rows_but_not_cluster_rows():
+    pod = Pod.objects.create(name="p")
+    node = NodeFactory(name="n0", pod=pod)
+    vision = TenantFactory(name="vision")
+    job_submit(tenant=vision, name="secret", gpus=1, at=T0)
+    from scheduler_app.services.cluster import node_drain
+
+    node_drain(node=node, actor_name="op")
+    stranger = sel.Viewer(user_id=12345, operator=False, roles={})
+    rows = sel.transitions_feed(viewer=stranger)
+    assert [r.kind for r in rows] == ["node"]
+    everyone = sel.transitions_feed(viewer=sel.Viewer(user_id=None, operator=True))
+    assert {r.kind for r in everyone} == {"node", "job"}
+
+
+def test_core_sentences_get_clock_times_and_job_numbers():
+    at = int(datetime(2026, 1, 5, 14, 20, tzinfo=UTC).timestamp())
+    html = words.core_sentence(
+        f"reserved 2 nodes (16 GPUs) in pod-a from t={at}, when 42 and 7 reach their "
+        "declared limits")
+    assert '<time datetime="2026-01-05T14:20:00+00:00">' in html
+    assert "when jobs #42 and #7 reach" in html and "(16 GPUs)" in html
+    assert "&lt;b&gt;" in words.core_sentence("<b>")  # escaped
+    assert words.gpu_ranges([0, 1, 2, 3, 6]) == "GPUs 0-3,6"
+    assert words.duration(5400) == "1 h 30 min" and words.duration(None) == "no limit"
+    assert words.alloc_words({f"n{i}": [0, 1] for i in range(5)}) == "5 nodes, n0 to n4 (10 GPUs)"
+
+
+def test_every_log_row_reads_as_a_sentence():
+    pod = Pod.objects.create(name="p")
+    node = NodeFactory(name="n0", pod=pod)
+    vision = TenantFactory(name="vision")
+    job = job_submit(tenant=vision, name="a", gpus=2, at=T0)
+    job_transition(job_id=job.pk, to_state=JobState.PLACING, reason=Reason.BACKFILLED,
+                   actor=Actor.SCHEDULER, at=T0, alloc={node.name: [0, 1]},
+                   detail={"around": "9"})
+    sentences = [words.describe(r) for r in Transition.objects.filter(job=job)]
+    assert sentences == [
+        "Submitted by user.",
+        "Admitted: waiting in its team's queue.",
+        "Backfilled on n0 GPUs 0-1, around the reservation of job #9: it ends by its limit "
+        "before that job starts.",
+    ]

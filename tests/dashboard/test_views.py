@@ -1,0 +1,385 @@
+"""Every page for every role: who may go where (403 where a role may not), what each
+page shows, and the writes (submit, cancel, quota, drain) going through the log."""
+
+from __future__ import annotations
+
+import re
+from io import StringIO
+
+import pytest
+from django.core.management import call_command
+
+from scheduler_app.core.states import JobState
+from scheduler_app.models import Job, Node, Tenant, Transition
+
+from .conftest import ROLES, World
+
+pytestmark = pytest.mark.django_db
+
+S = JobState
+
+#: page -> roles that may see it (everyone else signed in gets 403)
+PAGES = {
+    "/": set(ROLES),
+    "/jobs/": set(ROLES),
+    "/jobs/new/": {"operator", "lead", "researcher", "teammate", "other_team"},
+    "/teams/": set(ROLES),
+    "/cluster/": set(ROLES),
+    "/operator/": {"operator"},
+    "/live/map/": set(ROLES),
+    "/live/feed/": set(ROLES),
+    "/live/reservations/": set(ROLES),
+    "/live/queue-depth/": set(ROLES),
+    "/live/fairshare/": set(ROLES),
+    "/live/usage/": set(ROLES),
+    "/live/team-queue/": set(ROLES),
+}
+#: the researcher's job "first": who may see it and its cancel page
+JOB_VIEWERS = {"operator", "lead", "researcher"}
+
+
+@pytest.mark.parametrize("url", [*PAGES, "/jobs/1/", "/jobs/1/cancel/"])
+def test_every_page_asks_a_stranger_to_sign_in(client, url):
+    response = client.get(url)
+    assert response.status_code == 302
+    assert response["Location"].startswith("/login/?next=")
+
+
+@pytest.mark.parametrize("role", ROLES)
+def test_each_role_sees_its_pages_and_is_refused_the_others(world: World, role):
+    client = world.client(role)
+    for url, allowed in PAGES.items():
+        expected = 200 if role in allowed else 403
+        assert client.get(url).status_code == expected, (role, url)
+    job = world.jobs["first"]
+    for url in (f"/jobs/{job.pk}/", f"/jobs/{job.pk}/cancel/"):
+        expected = 200 if role in JOB_VIEWERS else 403
+        assert client.get(url).status_code == expected, (role, url)
+
+
+@pytest.mark.parametrize("role", [r for r in ROLES if r != "operator"])
+def test_only_operators_change_quotas_and_drain_nodes(world: World, role):
+    client = world.client(role)
+    node, tenant = world.nodes[2], world.vision
+    rows = Transition.objects.count()
+    assert client.post(f"/operator/nodes/{node.pk}/drain/").status_code == 403
+    assert client.post(f"/operator/teams/{tenant.pk}/quota/", {
+        f"t{tenant.pk}-guaranteed_gpus": 1, f"t{tenant.pk}-borrow_limit_gpus": 1,
+    }).status_code == 403
+    assert Transition.objects.count() == rows
+    node.refresh_from_db()
+    assert node.health == "healthy"
+
+
+def test_a_refused_page_says_why_in_words(world: World):
+    page = world.client("researcher").get("/operator/")
+    assert page.status_code == 403
+    assert "Operators only." in page.content.decode()
+
+
+def test_an_unknown_job_or_section_is_not_found(world: World):
+    client = world.client("operator")
+    assert client.get("/jobs/999999/").status_code == 404
+    assert client.get("/live/nothing/").status_code == 404
+
+
+def test_a_researcher_may_not_list_another_teams_jobs(world: World):
+    assert world.client("researcher").get("/jobs/?team=nlp").status_code == 403
+    assert world.client("researcher").get("/jobs/?team=vision").status_code == 200
+
+
+# --------------------------------------------------------------------------- homes
+def test_the_researchers_home_shows_their_jobs_not_their_teammates(world: World):
+    page = world.client("researcher").get("/").content.decode()
+    assert "Your jobs" in page
+    assert "vit-huge" in page and "vit-small" in page
+    assert "sweep-a" not in page  # the teammate's job: not in the list, not in the feed
+    assert 'id="sec-map"' in page and 'id="sec-feed"' in page
+
+
+def test_the_leads_home_shows_fair_share_and_the_teams_jobs(world: World):
+    page = world.client("lead").get("/").content.decode()
+    assert 'data-chart="fairshare"' in page
+    assert "sweep-a" in page and "vit-huge" in page  # every job of the team they lead
+    assert "bert-large" not in page  # another team's job
+    assert "vision's queue" in page
+
+
+def test_the_operators_home_shows_the_cluster_and_links_to_the_controls(world: World):
+    page = world.client("operator").get("/").content.decode()
+    assert "Quotas and nodes" in page and 'id="sec-queue-depth"' in page
+    assert "bert-large" in page  # operators see every job in the feed
+
+
+def test_a_user_in_no_team_is_told_so_and_sees_the_cluster(world: World):
+    page = world.client("outsider").get("/").content.decode()
+    assert "You are in no team yet" in page
+    assert 'id="sec-map"' in page
+    assert "vit-huge" not in page  # the map and the feed never name jobs they may not see
+
+
+# --------------------------------------------------------------------------- my jobs
+def test_my_jobs_shows_state_position_reason_estimate_and_allocation(world: World):
+    page = world.client("teammate").get("/jobs/").content.decode()
+    queued = world.jobs["queued"]
+    assert queued.state == S.QUEUED and queued.estimate_start_at is not None
+    assert f"#{queued.pk} sweep-a" in page
+    assert "in vision's queue" in page and "in the cluster" in page
+    assert "Not enough free GPUs in the cluster right now." in page  # Resources, in words
+    assert "Starts <time" in page and "reaches its declared limit" in page
+    assert "vit-huge" not in page  # the researcher's jobs are not the teammate's
+
+
+def test_a_preempted_job_says_why_it_was_chosen_and_what_it_lost(world: World):
+    first = world.jobs["first"]
+    assert first.preemption_times, "the fixture's story preempts vit-huge"
+    wanted = world.jobs["wanted"]
+    listing = world.client("researcher").get("/jobs/").content.decode()
+    assert f"to make room for job #{wanted.pk}" in listing and "GPU-h of work" in listing
+    page = world.client("researcher").get(f"/jobs/{first.pk}/").content.decode()
+    assert "Preempted" in page and "Why this job:" in page and "What it lost:" in page
+    assert "cheapest of 2 candidates" in page
+    # the job it made room for is another team's: named by number only
+    assert "bert-large" not in page
+
+
+def test_the_job_page_shows_the_timeline_and_polls_itself(world: World):
+    job = world.jobs["second"]
+    client = world.client("researcher")
+    page = client.get(f"/jobs/{job.pk}/").content.decode()
+    assert page.count('class="h-row') == Transition.objects.filter(job=job).count()
+    assert "Running: the agent on n" in page and f'hx-get="/jobs/{job.pk}/"' in page
+    part = client.get(f"/jobs/{job.pk}/", HTTP_HX_REQUEST="true").content.decode()
+    assert part.startswith('<div id="job-status"') and "<html" not in part
+
+
+def test_the_lead_filters_the_team_jobs_and_the_list_refreshes_as_a_fragment(world: World):
+    client = world.client("lead")
+    page = client.get("/jobs/?state=all").content.decode()
+    assert all(name in page for name in ("vit-huge", "vit-small", "sweep-a"))
+    mine = client.get("/jobs/?state=all&mine=1").content.decode()
+    assert "No jobs" in mine
+    part = client.get("/jobs/?state=active", HTTP_HX_REQUEST="true").content.decode()
+    assert part.startswith('<div id="job-table"') and "sweep-a" in part
+
+
+# --------------------------------------------------------------------------- submit
+def form_data(tenant: Tenant, **over: object) -> dict[str, object]:
+    data: dict[str, object] = {
+        "tenant": tenant.pk, "name": "llama-tiny", "command": "python train.py",
+        "gpus": 8, "gpus_per_node": 8, "gpu_type": "", "priority": 0,
+        "max_runtime_s": "2h", "checkpointable": "on", "checkpoint_interval_s": "30m",
+        "checkpoint_time_s": "60s", "restart_s": "0", "min_gpus": "",
+        "idempotency_key": "web-test-1",
+    }
+    data.update(over)
+    return data
+
+
+def test_a_researcher_submits_through_the_form_and_lands_on_the_queued_job(world: World):
+    client = world.client("researcher")
+    form = client.get("/jobs/new/").content.decode()
+    assert 'name="idempotency_key"' in form and 'value="4h"' in form  # sane defaults
+    response = client.post("/jobs/new/", form_data(world.vision))
+    job = Job.objects.get(name="llama-tiny")
+    assert response.status_code == 302 and response["Location"] == f"/jobs/{job.pk}/"
+    assert (job.state, job.owner, job.max_runtime_s, job.checkpoint_interval_s) == (
+        S.QUEUED, world.users["researcher"], 7200, 1800)
+    page = client.get(response["Location"]).content.decode()
+    assert "submitted: it is queued" in page and 'id="job-position"' in page
+    assert re.search(r"#\d+ in vision's queue, #\d+ in the cluster", page)
+    # the same form sent twice (a double click) submits the job once
+    client.post("/jobs/new/", form_data(world.vision))
+    assert Job.objects.filter(name="llama-tiny").count() == 1
+
+
+@pytest.mark.parametrize(
+    ("over", "field", "message"),
+    [
+        ({"name": ""}, "name", "Give the job a name of 1 to 200 characters."),
+        ({"gpus": 0}, "gpus", "A job needs at least 1 GPU."),
+        ({"gpus": 12, "gpus_per_node": 8}, "gpus_per_node",
+         "12 GPUs cannot be split into nodes of 8."),
+        ({"gpus": 16, "min_gpus": 20, "gpus_per_node": ""}, "min_gpus",
+         "The elastic minimum must be between 1 and the job&#x27;s GPUs."),
+        ({"max_runtime_s": "soon"}, "max_runtime_s", "Type a number of seconds, or a number"),
+        ({"max_runtime_s": "-5"}, "max_runtime_s",
+         "Must be a positive number of seconds, or empty."),
+        ({"max_runtime_s": "400d"}, "max_runtime_s", "At most 366 days."),
+        ({"gpus": 40, "gpus_per_node": 8}, "gpus",
+         "This job can never run: it needs 40 GPUs; the cluster has 32."),
+        ({"gpus": 48, "min_gpus": 36, "gpus_per_node": ""}, "min_gpus",
+         "This job can never run: it needs 36 GPUs; the cluster has 32."),
+        ({"gpus": 16, "gpus_per_node": 16}, "gpus_per_node", "the largest node has 8"),
+        ({"gpu_type": "A100"}, "gpu_type", "Select a valid choice."),
+    ],
+)
+def test_an_invalid_form_names_the_problem_at_its_field_and_writes_nothing(
+    world: World, over, field, message
+):
+    rows = Transition.objects.count()
+    response = world.client("researcher").post("/jobs/new/", form_data(world.vision, **over))
+    assert response.status_code == 400
+    page = response.content.decode()
+    slot = re.search(rf'<p class="field-error" id="err-{field}" role="alert">(.*?)</p>', page)
+    assert slot is not None and message in slot.group(1), slot and slot.group(1)
+    assert Transition.objects.count() == rows and not Job.objects.filter(name="llama-tiny")
+
+
+def test_the_team_quota_is_the_services_rule_for_the_form_too(world: World):
+    # nlp may hold 16 + 0: 24 GPUs fit the cluster but never the team (never_fits)
+    response = world.client("other_team").post(
+        "/jobs/new/", form_data(world.nlp, gpus=24, gpus_per_node=""))
+    page = response.content.decode()
+    assert "team nlp may hold at most 16 guaranteed + 0 borrowed = 16" in page
+
+
+def test_a_researcher_cannot_submit_to_a_team_they_are_not_in(world: World):
+    response = world.client("researcher").post("/jobs/new/", form_data(world.nlp))
+    assert response.status_code == 400
+    assert "Select a valid choice" in response.content.decode()
+    assert not Job.objects.filter(name="llama-tiny").exists()
+
+
+def test_the_live_check_reports_only_the_fields_already_touched(world: World):
+    data = form_data(world.vision, name="", gpus=12, gpus_per_node=8, _touched="gpus_per_node")
+    page = world.client("researcher").post("/jobs/new/check/", data).content.decode()
+    slots = dict(re.findall(r'id="err-(\w+)" role="alert" hx-swap-oob="true">(.*?)</p>', page))
+    assert slots["gpus_per_node"] == "12 GPUs cannot be split into nodes of 8."
+    assert slots["name"] == ""  # not touched yet: no complaint about the empty name
+    assert not Job.objects.filter(gpus=12).exists()
+
+
+# --------------------------------------------------------------------------- cancel
+def test_cancel_asks_for_confirmation_then_cancels_through_the_log(world: World):
+    job = world.jobs["queued"]
+    client = world.client("teammate")
+    confirm = client.get(f"/jobs/{job.pk}/cancel/").content.decode()
+    assert "Yes, cancel the job" in confirm and "It holds no GPUs" in confirm
+    job.refresh_from_db()
+    assert job.state == S.QUEUED  # asking changes nothing
+    response = client.post(f"/jobs/{job.pk}/cancel/")
+    assert response.status_code == 302
+    job.refresh_from_db()
+    assert job.state == S.CANCELLED
+    row = Transition.objects.filter(job=job).last()
+    assert (row.to_state, row.actor_name) == (S.CANCELLED, "vision-r2")
+    page = client.get(f"/jobs/{job.pk}/").content.decode()
+    assert "cancelled" in page and "Cancel job…" not in page
+    again = client.post(f"/jobs/{job.pk}/cancel/", follow=True).content.decode()
+    assert "was not cancelled" in again and "CANCELLED is final" in again
+
+
+def test_a_running_jobs_cancel_page_says_what_it_gives_back(world: World):
+    job = world.jobs["second"]
+    confirm = world.client("lead").get(f"/jobs/{job.pk}/cancel/").content.decode()
+    assert "It holds 16 GPUs" in confirm
+
+
+def test_nobody_cancels_a_job_they_may_not_see(world: World):
+    job = world.jobs["queued"]
+    for role in ("researcher", "other_team", "outsider"):
+        assert world.client(role).post(f"/jobs/{job.pk}/cancel/").status_code == 403
+    job.refresh_from_db()
+    assert job.state == S.QUEUED
+
+
+# --------------------------------------------------------------------------- operator
+def test_an_operator_changes_a_quota_through_the_log_and_the_feed_shows_it(world: World):
+    client = world.client("operator")
+    t = world.nlp
+    response = client.post(f"/operator/teams/{t.pk}/quota/", {
+        f"t{t.pk}-guaranteed_gpus": 12, f"t{t.pk}-borrow_limit_gpus": 4,
+    }, HTTP_HX_REQUEST="true")
+    assert response.status_code == 200 and response["HX-Trigger"] == "cluster-changed"
+    assert "Saved: Team nlp: 12 guaranteed + 4 borrow limit." in response.content.decode()
+    t.refresh_from_db()
+    assert (t.guaranteed_gpus, t.borrow_limit_gpus) == (12, 4)
+    row = Transition.objects.filter(kind="tenant", tenant=t).last()
+    assert row.detail["after"] == {"guaranteed_gpus": 12, "borrow_limit_gpus": 4}
+    feed = world.client("researcher").get("/live/feed/").content.decode()
+    assert "Team nlp quota set to 12 guaranteed + 4 borrow (was 16 + 0) by op." in feed
+
+
+def test_a_bad_quota_is_refused_at_its_field_and_writes_nothing(world: World):
+    client = world.client("operator")
+    t = world.nlp
+    rows = Transition.objects.count()
+    page = client.post(f"/operator/teams/{t.pk}/quota/", {
+        f"t{t.pk}-guaranteed_gpus": -1, f"t{t.pk}-borrow_limit_gpus": 4,
+    }, HTTP_HX_REQUEST="true").content.decode()
+    assert "Guaranteed GPUs: Must be a whole number of GPUs, 0 or more." in page
+    assert Transition.objects.count() == rows
+
+
+def test_an_operator_drains_and_undrains_a_node_and_the_map_shows_it(world: World):
+    client = world.client("operator")
+    node = world.nodes[3]
+    response = client.post(f"/operator/nodes/{node.pk}/drain/", HTTP_HX_REQUEST="true")
+    assert response["HX-Trigger"] == "cluster-changed"
+    assert "Undrain n3" in response.content.decode()
+    node.refresh_from_db()
+    assert node.health == "draining"
+    row = Transition.objects.filter(kind="node", node=node).last()
+    assert (row.from_state, row.to_state, row.actor_name) == ("healthy", "draining", "op")
+    map_page = world.client("researcher").get("/live/map/").content.decode()
+    assert re.search(rf'id="node-{node.pk}" class="node draining"', map_page)
+    feed = client.get("/live/feed/").content.decode()
+    assert "Node n3 drained by op" in feed
+    again = client.post(f"/operator/nodes/{node.pk}/drain/", follow=True).content.decode()
+    assert "node n3 is draining: cannot drain it" in again
+    client.post(f"/operator/nodes/{node.pk}/undrain/")
+    node.refresh_from_db()
+    assert node.health == "healthy"
+
+
+def test_a_down_node_can_be_marked_up_from_the_operator_page(world: World):
+    from scheduler_app.services.cluster import node_mark_down
+
+    node = world.nodes[3]
+    node_mark_down(node=node, actor_name="op", why="disk")
+    page = world.client("operator").get("/operator/").content.decode()
+    assert f"Mark {node.name} up" in page
+    world.client("operator").post(f"/operator/nodes/{node.pk}/up/")
+    node.refresh_from_db()
+    assert node.health == "healthy"
+
+
+def test_the_node_action_is_one_of_the_services_moves(world: World):
+    node = world.nodes[0]
+    assert world.client("operator").post(f"/operator/nodes/{node.pk}/explode/").status_code \
+        == 404
+
+
+# --------------------------------------------------------------------------- the rest
+def test_the_fair_share_page_shows_every_team_borrowing_and_reclaims(world: World):
+    page = world.client("researcher").get("/teams/").content.decode()
+    assert 'id="fairshare-data"' in page and 'id="usage-data"' in page
+    for name in ("vision", "nlp"):
+        assert f">{name}</span>" in page
+    assert "Taken back in the last day" in page
+    assert re.search(r"nlp</span> preempted 1 job \(16 GPUs\) of <span[^>]*>vision", page)
+
+
+def test_the_cluster_page_shows_reservations_with_their_basis(world: World):
+    page = world.client("researcher").get("/cluster/").content.decode()
+    assert "holds the reservation" in page and "reaches its declared limit" in page
+    # the teammate's job is planned too: shown by its team and size, not its name
+    assert "sweep-a" not in page and "a job" in page
+
+
+def test_the_seeded_demo_renders_for_every_demo_role(client):
+    call_command("seed_demo", "--password", "pw-for-tests-1", stdout=StringIO())
+    for username in ("operator", "pretrain-lead", "pretrain-r1"):
+        assert client.login(username=username, password="pw-for-tests-1")
+        for url in ("/", "/jobs/", "/teams/", "/cluster/"):
+            assert client.get(url).status_code == 200, (username, url)
+        client.logout()
+    assert Node.objects.count() == 48
+
+
+def test_a_poll_after_the_session_ended_sends_the_page_to_the_sign_in_form(client):
+    response = client.get("/live/map/", HTTP_HX_REQUEST="true",
+                          HTTP_HX_CURRENT_URL="http://testserver/cluster/")
+    assert response.status_code == 200
+    assert response["HX-Redirect"] == "/login/?next=%2Fcluster%2F"
