@@ -29,7 +29,9 @@ def grace_period_s() -> int:
 def agent_assignments(*, node: Node) -> dict[str, Any]:
     """``{"start": [...], "preempt": [...], "running": [...]}`` for ``node``'s agent.
 
-    - ``start``: jobs PLACING with GPUs here: ``job_id``, ``name``, ``command``, ``gpus``
+    - ``start``: jobs PLACING with GPUs here, and multi-node jobs already RUNNING (another
+      node confirmed first): ``job_id``, ``run`` (the placement's key: an agent already
+      running that placement ignores the entry), ``name``, ``command``, ``gpus``
       (``{node: [indices]}`` for this node only), ``nodes`` (every node of the gang, for
       the rendezvous), ``resume_pointer``, ``env`` (CUDA_VISIBLE_DEVICES and SCHED_*).
       The agent starts each, then calls ``agent_confirm_start``.
@@ -46,14 +48,21 @@ def agent_assignments(*, node: Node) -> dict[str, Any]:
     )
     jobs = {a.job_id: a.job for a in allocs}
     mine = {a.job_id: sorted(a.gpu_indices) for a in allocs}
-    placing = [pk for pk, job in jobs.items() if job.state == S.PLACING]
+    placed_at = {a.job_id: a.start for a in allocs}
+    # A gang's nodes confirm one by one: the first confirmation makes the job RUNNING, and
+    # the nodes that have not started their part yet must still be told to. So a
+    # multi-node job stays in ``start`` while it runs, with its placement's ``run`` key;
+    # an agent that already runs that placement ignores the entry.
+    candidates = [pk for pk, job in jobs.items() if job.state in (S.PLACING, S.RUNNING)]
     gangs: dict[int, list[str]] = {}
     for job_id, name in (
-        Allocation.objects.filter(job_id__in=placing, end__isnull=True)
+        Allocation.objects.filter(job_id__in=candidates, end__isnull=True)
         .order_by("node__name")
         .values_list("job_id", "node__name")
     ):
         gangs.setdefault(job_id, []).append(name)
+    placing = [pk for pk in candidates
+               if jobs[pk].state == S.PLACING or len(gangs.get(pk, ())) > 1]
     stopping = [pk for pk, job in jobs.items() if job.state in STOPPING]
     asked = dict(
         Transition.objects.filter(job_id__in=stopping, to_state=S.PREEMPT_REQUESTED)
@@ -82,6 +91,7 @@ def agent_assignments(*, node: Node) -> dict[str, Any]:
             "nodes": gangs.get(pk, [node.name]),
             "resume_pointer": job.resume_pointer,
             "env": env,
+            "run": placed_at[pk].isoformat(),  # the placement: same on every node of it
         })
     preempt = []
     for pk in stopping:

@@ -361,8 +361,15 @@ def test_agent_assignments_tell_each_node_what_to_start_stop_and_keep(cluster):
         assert start["env"]["SCHED_NODES"] == ",".join(names)
     idle = Node.objects.exclude(pk__in=[n.pk for n in on]).first()
     assert agent_assignments(node=idle) == {"start": [], "preempt": [], "running": []}
+    runs = {agent_assignments(node=n)["start"][0]["run"] for n in on}
+    assert len(runs) == 1  # one placement: the same run key on every node of the gang
     confirm(gang, 6)
     assert all(agent_assignments(node=n)["running"] == [gang.pk] for n in on)
+    # the first node's confirmation made it RUNNING: the other node must still start its
+    # part, so the start entry stays, with the same run key (an agent running it ignores it)
+    for n in on:
+        (start,) = agent_assignments(node=n)["start"]
+        assert start["job_id"] == gang.pk and start["run"] in runs
     job_transition(job_id=gang.pk, to_state=S.PREEMPT_REQUESTED,
                    reason=Reason.PREEMPT_REQUESTED, actor=Actor.SCHEDULER, at=at(100))
     got = agent_assignments(node=on[1])

@@ -1,0 +1,77 @@
+"""The log tail endpoints (scheduler_app/api/agent_logs.py): an agent pushes the tail of
+a job it runs, whoever may see the job reads it."""
+
+from __future__ import annotations
+
+import pytest
+
+from scheduler_app.core.states import JobState
+from tests.api.conftest import World
+from tests.foundation.factories import job_in_state
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture(autouse=True)
+def _fresh_cache():
+    from django.core.cache import cache
+
+    cache.clear()
+    yield
+    cache.clear()
+
+
+def push(world: World, who: str, job_id: int, **body: str):
+    return world.client(who).post(f"/api/v1/agent/jobs/{job_id}/log/", body, format="json")
+
+
+def test_an_agent_pushes_the_tail_of_its_job_and_the_teams_lead_reads_it(world):
+    job = job_in_state(JobState.RUNNING, tenant=world.vision, node=world.nodes[0])
+    response = push(world, "agent:n0", job.pk, stdout="step 41\nstep 42\n", stderr="warn\n")
+    assert response.status_code == 200, response.json()
+
+    tail = world.client("lead").get(f"/api/v1/jobs/{job.pk}/log/").json()
+    assert tail["stdout"] == "step 41\nstep 42\n" and tail["stderr"] == "warn\n"
+    assert tail["node"] == "n0" and tail["at"] is not None
+
+    push(world, "agent:n0", job.pk, stdout="step 43\n")
+    assert world.client("lead").get(f"/api/v1/jobs/{job.pk}/log/").json()["stdout"] == "step 43\n"
+
+
+def test_a_job_without_a_pushed_log_has_an_empty_tail(world):
+    job = job_in_state(JobState.QUEUED, tenant=world.vision, node=world.nodes[0])
+    tail = world.client("operator").get(f"/api/v1/jobs/{job.pk}/log/").json()
+    assert tail == {"job_id": job.pk, "node": None, "at": None, "stdout": "", "stderr": ""}
+
+
+def test_an_agent_may_not_push_the_log_of_a_job_that_never_ran_on_its_node(world):
+    job = job_in_state(JobState.RUNNING, tenant=world.vision, node=world.nodes[0])
+    response = push(world, "agent:n1", job.pk, stdout="forged")
+    assert response.status_code == 403
+    assert response.json()["errors"][0]["code"] == "not_on_node"
+    assert world.client("operator").get(f"/api/v1/jobs/{job.pk}/log/").json()["stdout"] == ""
+
+
+def test_the_last_tail_of_a_finished_job_is_accepted_from_the_node_that_ran_it(world):
+    job = job_in_state(JobState.COMPLETED, tenant=world.vision, node=world.nodes[0])
+    assert push(world, "agent:n0", job.pk, stdout="done\n").status_code == 200
+
+
+def test_only_those_who_may_see_the_job_read_its_log(world):
+    job = job_in_state(JobState.RUNNING, tenant=world.vision, node=world.nodes[0])
+    push(world, "agent:n0", job.pk, stdout="secret\n")
+    assert world.client("other_team").get(f"/api/v1/jobs/{job.pk}/log/").status_code == 403
+    assert world.client("agent:n0").get(f"/api/v1/jobs/{job.pk}/log/").status_code == 403
+    assert world.client(None).get(f"/api/v1/jobs/{job.pk}/log/").status_code == 401
+    assert world.client("lead").get("/api/v1/jobs/999999/log/").status_code == 404
+
+
+def test_a_tail_longer_than_the_limit_or_not_text_is_refused(world):
+    job = job_in_state(JobState.RUNNING, tenant=world.vision, node=world.nodes[0])
+    too_long = push(world, "agent:n0", job.pk, stdout="x" * 16385)
+    assert too_long.status_code == 400
+    assert too_long.json()["errors"][0]["field"] == "stdout"
+    wrong = world.client("agent:n0").post(f"/api/v1/agent/jobs/{job.pk}/log/",
+                                          {"stdout": 7}, format="json")
+    assert wrong.status_code == 400
+    assert push(world, "agent:n0", 999999, stdout="x").status_code == 404
