@@ -4,6 +4,8 @@
 
 PYTHON ?= python3.11
 VENV ?= .venv
+# demo nodes played by real node agents running real processes (the rest are simulated)
+DEMO_REAL_NODES ?= pod-c-n15,pod-c-n16
 BIN := $(VENV)/bin
 HOST ?= 127.0.0.1
 PORT ?= 8000
@@ -45,10 +47,12 @@ demo: seed
 	@metrics=$$(mktemp -d "$${TMPDIR:-/tmp}/sched-metrics.XXXXXX"); \
 	export PROMETHEUS_MULTIPROC_DIR="$$metrics"; \
 	$(BIN)/python manage.py run_scheduler & loop=$$!; \
-	$(BIN)/python manage.py demo_agents & agents=$$!; \
-	trap 'kill -TERM $$loop $$agents 2>/dev/null; wait $$loop $$agents; rm -rf "$$metrics"' EXIT; \
+	$(BIN)/python manage.py demo_real_agents --api http://$(HOST):$(PORT) \
+	    --nodes $(DEMO_REAL_NODES) & real=$$!; \
+	$(BIN)/python manage.py demo_agents --skip-nodes $(DEMO_REAL_NODES) & agents=$$!; \
+	trap 'kill -TERM $$loop $$real $$agents 2>/dev/null; wait $$loop $$real $$agents; rm -rf "$$metrics"' EXIT; \
 	trap 'exit 130' INT TERM; \
-	echo "scheduler loop (pid $$loop) and simulated node agents (pid $$agents) running; web on http://$(HOST):$(PORT)"; \
+	echo "scheduler loop (pid $$loop), real node agents on $(DEMO_REAL_NODES) (pid $$real) and simulated agents (pid $$agents) running; web on http://$(HOST):$(PORT)"; \
 	$(BIN)/python manage.py runserver $(HOST):$(PORT)
 
 test: $(VENV)/.installed

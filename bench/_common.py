@@ -82,8 +82,13 @@ def machine() -> dict[str, Any]:
         nproc = int(out.strip())
     except (OSError, ValueError):
         nproc = os.cpu_count() or 0
+    try:
+        load = [round(x, 2) for x in os.getloadavg()]
+    except OSError:
+        load = None
     return {
         "nproc": nproc,
+        "load_average_1_5_15": load,  # the machine may be shared: wall times suffer
         "cpu_model": cpu,
         "memory_gib": mem_gib,
         "python": platform.python_version(),
@@ -111,8 +116,10 @@ def write_results(name: str, data: dict[str, Any], results_dir: Path | None = No
 
 def machine_line(m: dict[str, Any] | None = None) -> str:
     m = m or machine()
+    load = m.get("load_average_1_5_15")
+    shared = f", load average {load[0]} / {load[1]} / {load[2]} (1/5/15 min)" if load else ""
     return (f"{m['cpu_model']}, nproc {m['nproc']} (one core used), "
-            f"{m['memory_gib']} GiB RAM, Python {m['python']}")
+            f"{m['memory_gib']} GiB RAM, Python {m['python']}{shared}")
 
 
 def update_doc_section(name: str, markdown: str, doc: Path | None = None) -> Path:

@@ -131,6 +131,9 @@ class Simulation:
             )
         self.preemptions: list[PreemptionRecord] = []
         self.tick_ms = array("d")  # 8 bytes a tick: millions of ticks on a long trace
+        # CPU time of each tick (this thread only): what the tick costs when other
+        # processes share the machine, where wall time also counts the waits for a core
+        self.tick_cpu_ms = array("d")
 
         self._heap: list[tuple[int, int, int, int, str, int]] = []
         self._order = 0
@@ -214,9 +217,11 @@ class Simulation:
             # the cyclic collector's full passes (hundreds of ms each) out of the ticks.
             gc.freeze()
             self._frozen_jobs = len(self.sched.jobs)
+        cpu_started = time.thread_time_ns()
         started = time.perf_counter_ns()
         result = self.sched.tick(now)
         self.tick_ms.append((time.perf_counter_ns() - started) / 1e6)
+        self.tick_cpu_ms.append((time.thread_time_ns() - cpu_started) / 1e6)
         self._ticked_at = now
         self._apply(result.decisions, now, from_tick=True)
         self._observe(now, result)
