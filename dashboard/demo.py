@@ -36,6 +36,7 @@ from scheduler_app.services.agents import (
     agent_register,
     agent_report_checkpoint,
     agent_report_exit,
+    is_replayed,
 )
 from scheduler_app.services.errors import ServiceError
 from scheduler_app.services.jobs import job_submit
@@ -168,15 +169,19 @@ class SimulatedAgents:
     def _call(self, what: str, fn: Any, **kwargs: Any) -> bool:
         """One agent call; a refusal (the job moved meanwhile) is logged, not raised."""
         try:
-            fn(**kwargs)
+            row = fn(**kwargs)
         except ServiceError as error:
             log.info("demo agent: %s refused: %s", what, error)
             return False
-        self._count(what)
+        if not is_replayed(row):  # not a gang's repeated report
+            self._count(what)
         return True
 
     def _start(self, node: Node, item: dict[str, Any], now: datetime) -> None:
         job_id = item["job_id"]
+        if job_id in self.runs:  # a gang another node confirmed: it runs already
+            self._run(node, job_id, now)
+            return
         seen = self.placing_seen.setdefault(job_id, now)
         if now - seen < timedelta(seconds=self.start_delay_s):
             return

@@ -22,6 +22,7 @@ from typing import Any
 
 from rest_framework import serializers
 from rest_framework.fields import empty
+from rest_framework.validators import ProhibitSurrogateCharactersValidator
 
 from .fields import (
     StrictBooleanField,
@@ -72,6 +73,9 @@ def _boolean(field: StrictBooleanField) -> Check:
 
 def _text(field: StrictCharField | StrictSlugField) -> Check:
     validators = list(field.validators)
+    # ASCII text has no surrogates: skip that validator's scan of every character then
+    ascii_validators = [v for v in validators
+                        if not isinstance(v, ProhibitSurrogateCharactersValidator)]
     allow_blank = field.allow_blank
 
     def check(value: Any) -> str:
@@ -83,7 +87,8 @@ def _text(field: StrictCharField | StrictSlugField) -> Check:
             return value
         if value.strip() != value:  # DRF would trim it (or call it blank)
             raise _Doubt
-        _run(validators, value)  # lengths, NUL, surrogates, the slug's pattern
+        # lengths, NUL, surrogates, the slug's pattern
+        _run(ascii_validators if value.isascii() else validators, value)
         return value
 
     return check

@@ -7,8 +7,9 @@ import hashlib
 import secrets
 from datetime import timedelta
 
+from django.contrib.auth import get_user_model
 from django.contrib.auth.models import AbstractBaseUser
-from django.db import transaction
+from django.db import connection, transaction
 from django.utils import timezone
 
 from scheduler_app.models import Node
@@ -47,18 +48,64 @@ def token_issue(
 
 
 def token_find(*, key: str) -> ApiToken | None:
-    """The live token with this key, or None (unknown or revoked)."""
-    token = (
-        ApiToken.objects.select_related("user", "node")
-        .filter(key_hash=hash_key(key), revoked_at__isnull=True)
-        .first()
-    )
+    """The live token with this key, or None (unknown or revoked), with its user or node."""
+    token = _live_token(hash_key(key))
     if token is None:
         return None
     now = timezone.now()
     if token.last_used_at is None or now - token.last_used_at > LAST_USED_RESOLUTION:
         ApiToken.objects.filter(pk=token.pk).update(last_used_at=now)
         token.last_used_at = now
+    return token
+
+
+_TOKEN_SQL: str | None = None
+
+
+def _live_token(key_hash: str) -> ApiToken | None:
+    """``ApiToken.objects.select_related("user", "node").filter(key_hash=...,
+    revoked_at__isnull=True).first()``, as one fixed SQL statement built once: every
+    request authenticates, and compiling that queryset cost more than running it."""
+    global _TOKEN_SQL
+    User = get_user_model()
+    parts = [(ApiToken, "t"), (User, "u"), (Node, "n")]
+    fields = [[f for f in model._meta.concrete_fields] for model, _alias in parts]
+    if _TOKEN_SQL is None:
+        qn = connection.ops.quote_name
+        columns = ", ".join(f"{alias}.{qn(f.column)}"
+                            for (_model, alias), group in zip(parts, fields, strict=True)
+                            for f in group)
+        _TOKEN_SQL = (
+            f"SELECT {columns} FROM {qn(ApiToken._meta.db_table)} t "
+            f"LEFT JOIN {qn(User._meta.db_table)} u ON u.{qn(User._meta.pk.column)} = t."
+            f"{qn(ApiToken._meta.get_field('user').column)} "
+            f"LEFT JOIN {qn(Node._meta.db_table)} n ON n.{qn(Node._meta.pk.column)} = t."
+            f"{qn(ApiToken._meta.get_field('node').column)} "
+            f"WHERE t.{qn(ApiToken._meta.get_field('key_hash').column)} = %s "
+            f"AND t.{qn(ApiToken._meta.get_field('revoked_at').column)} IS NULL"
+        )
+    with connection.cursor() as cursor:
+        cursor.execute(_TOKEN_SQL, [key_hash])
+        row = cursor.fetchone()
+    if row is None:
+        return None
+    objs = []
+    at = 0
+    for (model, _alias), group in zip(parts, fields, strict=True):
+        values = list(row[at:at + len(group)])
+        at += len(group)
+        if values[0] is None:  # the LEFT JOIN found no user (or no node)
+            objs.append(None)
+            continue
+        for i, field in enumerate(group):  # as the ORM does (SQLite's datetimes are text)
+            col = field.cached_col
+            for convert in (connection.ops.get_db_converters(col)
+                            + col.get_db_converters(connection)):
+                values[i] = convert(values[i], col, connection)
+        objs.append(model.from_db(connection.alias, [f.attname for f in group], values))
+    token, user, node = objs
+    ApiToken._meta.get_field("user").set_cached_value(token, user)
+    ApiToken._meta.get_field("node").set_cached_value(token, node)
     return token
 
 

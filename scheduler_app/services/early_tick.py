@@ -3,11 +3,16 @@
 Listens to ``transition_committed`` (sent after commit, never for a rolled-back change):
 a job admitted to the queue, cancelled or exited frees or needs GPUs, and a node's health
 or a tenant's quota changes what fits, so the leader should not wait for the next beat.
-The scheduler's own rows do not ask (it just ticked, or is about to).
+The scheduler's own rows do not ask (it just ticked, or is about to). Rows committed
+together and announced inside :func:`coalesced` (a batch of 1,000 jobs: 2,000 rows) ask
+once, not once per row (with a broker, each request costs a round trip to the cache).
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from typing import Any
 
 from django.dispatch import receiver
@@ -33,9 +38,35 @@ def wakes_the_scheduler(row: Transition) -> bool:
     return row.reason in WAKES_THE_SCHEDULER or row.to_state == JobState.CANCELLED
 
 
+#: Inside coalesced(): [whether a row asked]; None outside.
+_WANTED: ContextVar[list[bool] | None] = ContextVar("early_tick_wanted", default=None)
+
+
+@contextmanager
+def coalesced() -> Iterator[None]:
+    """Announce the rows of one commit inside: at most one early tick is asked for, at
+    the end (the tick that follows sees them all: they committed together)."""
+    wanted = [False]
+    token = _WANTED.set(wanted)
+    try:
+        yield
+    finally:
+        _WANTED.reset(token)
+    if wanted[0]:
+        _request()
+
+
 @receiver(transition_committed, dispatch_uid="scheduler_app.early_tick")
 def on_transition_committed(sender: Any, transition: Transition, **kwargs: Any) -> None:
     if wakes_the_scheduler(transition):
-        from scheduler_app.tasks import request_early_tick  # Celery only when needed
+        wanted = _WANTED.get()
+        if wanted is not None:
+            wanted[0] = True
+        else:
+            _request()
 
-        request_early_tick()
+
+def _request() -> None:
+    from scheduler_app.tasks import request_early_tick  # Celery only when needed
+
+    request_early_tick()

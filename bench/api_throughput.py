@@ -1,0 +1,556 @@
+"""REST API throughput: single submits and batches of 1,000, over HTTP, while the tick runs.
+
+    python -m bench.api_throughput [--seconds 20] [--clients 8] [--batch-clients 2]
+                                   [--workers 3] [--threads 4] [--pg-url postgres://...]
+
+Creates a PostgreSQL database of its own (``sched_bench_api``, dropped at the end unless
+``--keep``), migrates it, seeds a cluster (``--nodes`` 8-GPU nodes registered through the
+agent service, ``--tenants`` teams, one researcher per client with an API token), then
+starts, as separate processes on this machine:
+
+- gunicorn serving the app (``--workers`` processes of ``--threads`` threads, keep-alive),
+  with ``API_THROTTLE_USER=`` (no per-user limit) and ``DEBUG=false``;
+- ``manage.py run_scheduler --interval 1``: the leader ticking every second, following
+  every submitted job from the log and placing what fits;
+- the clients (``requests`` sessions, one process each): ``--clients`` processes posting
+  single jobs to ``POST /api/v1/jobs/`` (each with an ``Idempotency-Key``, as a pipeline
+  sends) for ``--seconds``, then ``--batch-clients`` processes posting batches of
+  ``--batch-size`` jobs to ``POST /api/v1/jobs/batch/`` for ``--seconds``.
+
+Measures jobs per second (successful submits over the phase's wall time) and the latency
+of each request (p50, p99), the ticks during each phase, and the load average. Targets
+(issue 6): at least 500 single submits per second (Slurm's sustained rate), at least 5,000
+jobs per second in batches. Not part of the test suite.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import multiprocessing as mp
+import os
+import re
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import threading
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+from bench._common import (
+    REPO,
+    log,
+    machine,
+    now_utc,
+    table,
+    update_doc_section,
+    write_results,
+)
+
+NAME = "api_throughput"
+TARGETS = {"single_per_s": 500.0, "batch_jobs_per_s": 5000.0}
+DEFAULT_PG = "postgres://postgres@127.0.0.1:5432/postgres"
+DB_NAME = "sched_bench_api"
+PYTHON = sys.executable
+
+
+# ------------------------------------------------------------------ the database
+def create_database(pg_url: str, name: str) -> str:
+    import psycopg
+
+    with psycopg.connect(pg_url, autocommit=True) as conn:
+        conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        conn.execute(f'CREATE DATABASE "{name}"')
+    base, _, _db = pg_url.rpartition("/")
+    return f"{base}/{name}"
+
+
+def drop_database(pg_url: str, name: str) -> None:
+    import psycopg
+
+    with psycopg.connect(pg_url, autocommit=True) as conn:
+        conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+def seed(*, nodes: int, tenants: int, clients: int) -> list[tuple[str, str]]:
+    """The cluster, the teams, one researcher per client: [(tenant, token key)]."""
+    from django.contrib.auth import get_user_model
+
+    from scheduler_app.api.tokens import token_issue
+    from scheduler_app.models import Membership
+    from scheduler_app.services.agents import agent_register
+    from scheduler_app.services.cluster import tenant_create
+
+    per_pod = 16
+    for i in range(nodes):
+        agent_register(name=f"n{i:04d}", pod=f"pod{i // per_pod}", gpus=8, gpu_type="H100")
+    gpus = nodes * 8
+    teams = [
+        tenant_create(name=f"team{t:02d}", guaranteed_gpus=gpus // tenants,
+                      borrow_limit_gpus=gpus // 2, actor_name="bench")
+        for t in range(tenants)
+    ]
+    User = get_user_model()
+    out = []
+    for c in range(clients):
+        team = teams[c % len(teams)]
+        user = User.objects.create_user(f"pipeline{c:02d}")
+        Membership.objects.create(user=user, tenant=team, role="researcher")
+        out.append((team.name, token_issue(user=user, name="bench")[1]))
+    return out
+
+
+# ------------------------------------------------------------------ the clients
+def job_spec(i: int, tag: str) -> dict[str, Any]:
+    """A sweep's job: mostly 1 GPU, some 8 (a whole node), runtimes of minutes to hours."""
+    gpus = 8 if i % 10 == 0 else 1
+    return {"name": f"sweep-{tag}-{i}", "gpus": gpus, "max_runtime_s": 600 + (i % 7) * 900,
+            "checkpointable": i % 3 == 0, "command": "python train.py --lr 3e-4"}
+
+
+def client_single(args: tuple[str, str, str, float, float]) -> dict[str, Any]:
+    """Post single submits until ``deadline`` (time.time()); returns latencies (ms)."""
+    import requests
+
+    base, tenant, key, start_at, deadline = args
+    session = requests.Session()
+    session.headers.update({"Authorization": f"Bearer {key}"})
+    tag = uuid.uuid4().hex[:8]
+    latencies: list[float] = []
+    errors: dict[str, int] = {}
+    while time.time() < start_at:
+        time.sleep(0.001)
+    first = time.time()
+    i = 0
+    while time.time() < deadline:
+        body = {"tenant": tenant, **job_spec(i, tag)}
+        t0 = time.perf_counter()
+        try:
+            r = session.post(f"{base}/api/v1/jobs/", json=body,
+                             headers={"Idempotency-Key": f"{tag}-{i}"}, timeout=60)
+            status = r.status_code
+        except requests.RequestException as error:
+            status = type(error).__name__
+        ms = (time.perf_counter() - t0) * 1000
+        if status == 201:
+            latencies.append(ms)
+        else:
+            errors[str(status)] = errors.get(str(status), 0) + 1
+        i += 1
+    return {"latencies_ms": latencies, "jobs": len(latencies), "errors": errors,
+            "first": first, "last": time.time()}
+
+
+def client_batch(args: tuple[str, str, str, float, float, int]) -> dict[str, Any]:
+    """Post batches of ``size`` jobs until ``deadline``; returns per-request latencies."""
+    import requests
+
+    base, tenant, key, start_at, deadline, size = args
+    session = requests.Session()
+    session.headers.update({"Authorization": f"Bearer {key}"})
+    tag = uuid.uuid4().hex[:8]
+    latencies: list[float] = []
+    errors: dict[str, int] = {}
+    jobs = 0
+    while time.time() < start_at:
+        time.sleep(0.001)
+    first = time.time()
+    b = 0
+    while time.time() < deadline:
+        body = {"tenant": tenant, "jobs": [job_spec(b * size + i, tag) for i in range(size)]}
+        t0 = time.perf_counter()
+        try:
+            r = session.post(f"{base}/api/v1/jobs/batch/", json=body,
+                             headers={"Idempotency-Key": f"{tag}-b{b}"}, timeout=300)
+            status = r.status_code
+        except requests.RequestException as error:
+            status = type(error).__name__
+        ms = (time.perf_counter() - t0) * 1000
+        if status == 201:
+            latencies.append(ms)
+            jobs += size
+        else:
+            errors[str(status)] = errors.get(str(status), 0) + 1
+        b += 1
+    return {"latencies_ms": latencies, "jobs": jobs, "errors": errors, "first": first,
+            "last": time.time()}
+
+
+def calibrate() -> float:
+    """Seconds for a 10-million-step Python loop here and now: how much CPU this shared
+    machine gives a process at the moment (an idle modern core: about 0.4 s)."""
+    started = time.perf_counter()
+    total = 0
+    for i in range(10_000_000):
+        total += i
+    return round(time.perf_counter() - started, 2)
+
+
+def percentile(values: list[float], q: float) -> float | None:
+    if not values:
+        return None
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(round(q / 100 * (len(ordered) - 1))))]
+
+
+class LoadSampler:
+    """The 1-minute load average, sampled every second in a thread."""
+
+    def __init__(self) -> None:
+        self.samples: list[float] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self) -> None:
+        while not self._stop.wait(1.0):
+            self.samples.append(os.getloadavg()[0])
+
+    def __enter__(self) -> LoadSampler:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+
+
+def run_phase(kind: str, *, base: str, users: list[tuple[str, str]], clients: int,
+              seconds: float, batch_size: int, ticks: TickLog) -> dict[str, Any]:
+    start_at = time.time() + 1.0  # every client starts at once
+    deadline = start_at + seconds
+    if kind == "single":
+        fn: Any = client_single
+        work = [(base, *users[c % len(users)], start_at, deadline) for c in range(clients)]
+    else:
+        fn = client_batch
+        work = [(base, *users[c % len(users)], start_at, deadline, batch_size)
+                for c in range(clients)]
+    ticks_before = ticks.mark()
+    with LoadSampler() as load, mp.get_context("spawn").Pool(clients) as pool:
+        results = pool.map(fn, work)
+    first = min(r["first"] for r in results)
+    last = max(r["last"] for r in results)
+    latencies = [ms for r in results for ms in r["latencies_ms"]]
+    jobs = sum(r["jobs"] for r in results)
+    errors: dict[str, int] = {}
+    for r in results:
+        for status, n in r["errors"].items():
+            errors[status] = errors.get(status, 0) + n
+    wall = last - first
+    tick_ms = ticks.since(ticks_before)
+    return {
+        "clients": clients,
+        "wall_s": round(wall, 2),
+        "requests": len(latencies),
+        "jobs": jobs,
+        "jobs_per_s": round(jobs / wall, 1) if wall > 0 else 0.0,
+        "requests_per_s": round(len(latencies) / wall, 2) if wall > 0 else 0.0,
+        "p50_ms": round(percentile(latencies, 50) or 0, 1),
+        "p99_ms": round(percentile(latencies, 99) or 0, 1),
+        "max_ms": round(max(latencies), 1) if latencies else None,
+        "errors": errors,
+        "load_avg_1m_mean": round(statistics.mean(load.samples), 2) if load.samples else None,
+        "load_avg_1m_max": round(max(load.samples), 2) if load.samples else None,
+        "ticks": len(tick_ms),
+        "tick_p50_ms": round(statistics.median(tick_ms), 1) if tick_ms else None,
+        "tick_max_ms": round(max(tick_ms), 1) if tick_ms else None,
+    }
+
+
+# ------------------------------------------------------------------ the servers
+class TickLog:
+    """The run_scheduler log (``-v 2``: one line per step): ticks and their durations."""
+
+    LINE = re.compile(r"tick_id=(\S+) .*duration_ms=([\d.]+)(.*)")
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+
+    def lines(self) -> list[tuple[str, float, str]]:
+        if not self.path.exists():
+            return []
+        out = []
+        for line in self.path.read_text(errors="replace").splitlines():
+            m = self.LINE.search(line)
+            if m and m.group(1) != "-":
+                out.append((m.group(1), float(m.group(2)), m.group(3)))
+        return out
+
+    def mark(self) -> int:
+        return len(self.lines())
+
+    def since(self, mark: int) -> list[float]:
+        return [ms for _id, ms, _rest in self.lines()[mark:]]
+
+    def errors(self) -> list[str]:
+        return [rest.strip() for _id, _ms, rest in self.lines() if "error=" in rest]
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def wait_ready(base: str, key: str, timeout_s: float = 60) -> None:
+    import requests
+
+    deadline = time.time() + timeout_s
+    while time.time() < deadline:
+        try:
+            r = requests.get(f"{base}/api/v1/me/", headers={"Authorization": f"Bearer {key}"},
+                             timeout=5)
+            if r.status_code == 200:
+                return
+        except requests.RequestException:
+            pass
+        time.sleep(0.5)
+    raise RuntimeError(f"gunicorn did not answer at {base} within {timeout_s} s")
+
+
+def stop(proc: subprocess.Popen) -> None:
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+# ------------------------------------------------------------------ the doc
+def markdown(res: dict[str, Any], command: str) -> str:
+    m, p = res["machine"], res["params"]
+    single, batch = res["single"], res["batch"]
+
+    def verdict(value: float, target: float) -> str:
+        return "met" if value >= target else "**NOT met**"
+
+    rows = [
+        ("single submits (`POST /jobs/`)", f"{single['clients']} clients",
+         f"{single['jobs_per_s']:,.0f} jobs/s", single["p50_ms"], single["p99_ms"],
+         ">= 500 jobs/s", verdict(single["jobs_per_s"], TARGETS["single_per_s"])),
+        (f"batches of {p['batch_size']:,} (`POST /jobs/batch/`)",
+         f"{batch['clients']} clients",
+         f"{batch['jobs_per_s']:,.0f} jobs/s", batch["p50_ms"], batch["p99_ms"],
+         ">= 5,000 jobs/s", verdict(batch["jobs_per_s"], TARGETS["batch_jobs_per_s"])),
+    ]
+    phases = [
+        (name, ph["requests"], ph["jobs"], ph["wall_s"], ph["max_ms"],
+         ", ".join(f"{k}: {v}" for k, v in ph["errors"].items()) or "none",
+         ph["ticks"], ph["tick_p50_ms"], ph["tick_max_ms"], ph["load_avg_1m_mean"],
+         ph["load_avg_1m_max"])
+        for name, ph in (("single", single), ("batch", batch))
+    ]
+    return "\n".join([
+        "## REST API throughput",
+        "",
+        f"{res['date']}; {m['cpu_model']}, nproc {m['nproc']} (**shared**: other workers' "
+        f"tests and benchmarks ran at the same time; load average before the run "
+        f"{res['load_before']:.2f}), {m['memory_gib']} GiB RAM, Python {m['python']}, "
+        f"PostgreSQL {res['postgres']} on the same machine. For scale: a 10-million-step "
+        f"Python loop took {res['loop_s_before']} s just before the run and "
+        f"{res['loop_s_after']} s just after (roughly 0.5 s on an idle recent x86 core).",
+        "",
+        f"Setup: gunicorn {res['gunicorn']} ({p['workers']} workers x {p['threads']} threads, "
+        f"gthread, keep-alive) serving the app with `DEBUG=false` and `API_THROTTLE_USER=` "
+        f"(no limit); `manage.py run_scheduler --interval 1` ticking beside it (the leader "
+        f"follows every submitted job from the log and places what fits); the clients are "
+        f"`requests` {res['requests']} sessions, one process each, on the same machine, "
+        f"each with its own pipeline user and token. A database of its own "
+        f"(`{DB_NAME}`), migrated and seeded with {p['nodes']} nodes x 8 GPUs and "
+        f"{p['tenants']} teams, dropped after. Each phase runs {p['seconds']:.0f} s; single "
+        "submits carry an `Idempotency-Key`, as a retrying pipeline sends them; batches one "
+        "key per batch. Jobs: 1 GPU (every tenth 8), runtime limits of 10 min to 1.7 h.",
+        "",
+        table(["what", "clients", "throughput", "p50 ms", "p99 ms", "target", ""], rows),
+        "",
+        table(["phase", "requests", "jobs", "wall s", "max ms", "errors", "ticks",
+               "tick p50 ms", "tick max ms", "load avg (mean)", "load avg (max)"], phases),
+        "",
+        f"What a submit costs (statements counted through the test client on this database): "
+        f"a single submit {res['queries_per_submit']} (the token; the tenant with the "
+        f"caller's role; the cluster's GPU types and node sizes for the never-fits check; "
+        f"BEGIN, the log's append lock, the job, its two log rows, COMMIT: an idempotency "
+        f"key is checked by its unique index when the job is inserted, not looked up "
+        f"first), a batch of {p['batch_size']:,} {res['queries_per_batch']} and two `COPY`s "
+        f"(the jobs, and their {2 * p['batch_size']:,} log rows), whatever its size. Before "
+        f"the profiling "
+        f"pass of this section: 17 per single submit and 7,011 per batch. The bodies are "
+        f"validated by a plan of the serializers' own checks when they are plainly valid "
+        f"(`api/fastvalid.py`; anything doubtful goes to DRF for its messages) and the "
+        f"responses built without a serializer per job. The tick writes its decisions "
+        f"holding the log's append lock, so a submit arriving meanwhile waits for it: "
+        f"the slowest requests are the ones that met the ticks placing or following "
+        f"thousands of jobs.",
+        "",
+        "Where the time goes. Measured in-process (Django's test client, no HTTP, one "
+        "request at a time, same database, same day): a single submit costs 4 to 5 ms "
+        "of the web process's CPU and 9 to 14 ms of wall time, a batch of 1,000 about "
+        "0.2 s of CPU and 0.45 s of wall time. Over HTTP the clients, gunicorn, "
+        "PostgreSQL, the leader following every job and the other workers' processes "
+        "share the two cores, so the throughput above is what this machine had to spare, "
+        "not what the code does on a dedicated one. Two "
+        "limits do not go away with more cores: every writer of the log holds its append "
+        "lock from its first row to its commit (seq order is commit order), which for a "
+        "single submit is two INSERTs and the COMMIT, a few milliseconds here, so single "
+        "submits serialise at a few hundred per second at best; and a tick that writes or "
+        "publishes much holds the same lock longer. Batches pay that once per 1,000 jobs: "
+        "pipelines should batch (docs/api.md).",
+        "",
+        res.get("note", ""),
+        "",
+        f"Reproduce: `{command}` (needs PostgreSQL; raw numbers: "
+        f"`bench/results/{NAME}.json`).",
+    ])
+
+
+def count_queries(tenant: str, key: str, batch_size: int) -> tuple[int, int]:
+    """Queries one single submit and one batch cost, through Django's test client."""
+    from django.db import connection
+    from django.test import Client
+    from django.test.utils import CaptureQueriesContext
+
+    client = Client(HTTP_AUTHORIZATION=f"Bearer {key}", HTTP_HOST="127.0.0.1")
+    tag = uuid.uuid4().hex[:8]
+    client.post("/api/v1/jobs/", {"tenant": tenant, **job_spec(1, tag)},
+                content_type="application/json")  # warm: the token's last_used_at
+    with CaptureQueriesContext(connection) as single:
+        r = client.post("/api/v1/jobs/", {"tenant": tenant, **job_spec(2, tag)},
+                        content_type="application/json", HTTP_IDEMPOTENCY_KEY=f"{tag}-q")
+        assert r.status_code == 201, r.content
+    body = {"tenant": tenant, "jobs": [job_spec(i, tag) for i in range(batch_size)]}
+    with CaptureQueriesContext(connection) as batch:
+        r = client.post("/api/v1/jobs/batch/", body, content_type="application/json",
+                        HTTP_IDEMPOTENCY_KEY=f"{tag}-qb")
+        assert r.status_code == 201, r.content
+    return len(single.captured_queries), len(batch.captured_queries)
+
+
+def main(argv: list[str] | None = None) -> dict[str, Any]:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--seconds", type=float, default=20.0, help="length of each phase")
+    ap.add_argument("--clients", type=int, default=8, help="single-submit client processes")
+    ap.add_argument("--batch-clients", type=int, default=2)
+    ap.add_argument("--batch-size", type=int, default=1000)
+    ap.add_argument("--workers", type=int, default=3, help="gunicorn worker processes")
+    ap.add_argument("--threads", type=int, default=4, help="threads per gunicorn worker")
+    ap.add_argument("--nodes", type=int, default=64)
+    ap.add_argument("--tenants", type=int, default=4)
+    ap.add_argument("--pg-url", default=DEFAULT_PG,
+                    help="a PostgreSQL maintenance database to create the bench one from")
+    ap.add_argument("--keep", action="store_true", help="keep the database afterwards")
+    ap.add_argument("--no-doc", action="store_true", help="do not update PERFORMANCE.md")
+    ap.add_argument("--note", default="", help="a sentence for the doc section")
+    ap.add_argument("--doc-only", action="store_true",
+                    help="rewrite the doc section from bench/results/api_throughput.json "
+                         "(with --note), measuring nothing")
+    a = ap.parse_args(argv)
+    if a.doc_only:
+        import json
+
+        from bench._common import RESULTS_DIR
+
+        res = json.loads((RESULTS_DIR / f"{NAME}.json").read_text())
+        if a.note:
+            res["note"] = a.note  # the measurement (its date, its machine) stays as it was
+            (RESULTS_DIR / f"{NAME}.json").write_text(json.dumps(res, indent=2) + "\n",
+                                                      encoding="utf-8")
+        update_doc_section(NAME, markdown(res, res["command"]))
+        return res
+    command = "python -m bench.api_throughput " + " ".join(argv if argv is not None
+                                                            else sys.argv[1:])
+    load_before = os.getloadavg()[0]
+    url = create_database(a.pg_url, DB_NAME)
+    log(f"{NAME}: database {DB_NAME}")
+    env = {
+        **os.environ,
+        "DATABASE_URL": url, "DEBUG": "false", "CELERY_BROKER_URL": "",
+        "DJANGO_SETTINGS_MODULE": "scheduler_app.settings", "API_THROTTLE_USER": "",
+        "LOG_LEVEL": "WARNING", "SCHEDULER_HEARTBEAT_TIMEOUT_S": "0",
+    }
+    os.environ.update({k: env[k] for k in ("DATABASE_URL", "DEBUG", "CELERY_BROKER_URL",
+                                           "DJANGO_SETTINGS_MODULE", "API_THROTTLE_USER",
+                                           "SCHEDULER_HEARTBEAT_TIMEOUT_S")})
+    procs: list[subprocess.Popen] = []
+    tmp = Path(f"/tmp/{NAME}_{os.getpid()}")
+    tmp.mkdir(exist_ok=True)
+    logs = contextlib.ExitStack()
+    try:
+        import django
+
+        django.setup()
+        import gunicorn
+        import requests
+        from django.core.management import call_command
+        from django.db import connection
+
+        call_command("migrate", verbosity=0)
+        users = seed(nodes=a.nodes, tenants=a.tenants,
+                     clients=max(a.clients, a.batch_clients) + 1)
+        queries = count_queries(*users[-1], a.batch_size)
+        with connection.cursor() as cursor:
+            cursor.execute("SHOW server_version")
+            postgres = cursor.fetchone()[0].split()[0]
+        connection.close()
+        port = free_port()
+        base = f"http://127.0.0.1:{port}"
+        procs.append(subprocess.Popen(
+            [PYTHON, "-m", "gunicorn", "scheduler_app.wsgi:application",
+             "--bind", f"127.0.0.1:{port}", "--workers", str(a.workers),
+             "--worker-class", "gthread", "--threads", str(a.threads),
+             "--keep-alive", "30", "--log-level", "warning"],
+            cwd=REPO, env=env, stderr=subprocess.STDOUT,
+            stdout=logs.enter_context(open(tmp / "gunicorn.log", "w"))))  # noqa: SIM115
+        ticks = TickLog(tmp / "scheduler.log")
+        procs.append(subprocess.Popen(
+            [PYTHON, "manage.py", "run_scheduler", "--interval", "1", "-v", "2"],
+            cwd=REPO, env=env, stderr=subprocess.STDOUT,
+            stdout=logs.enter_context(open(ticks.path, "w"))))  # noqa: SIM115 - closed by logs
+        wait_ready(base, users[0][1])
+        loop_before = calibrate()
+        log(f"{NAME}: gunicorn at {base}; single submits, {a.clients} clients, "
+            f"{a.seconds:.0f} s...")
+        single = run_phase("single", base=base, users=users, clients=a.clients,
+                           seconds=a.seconds, batch_size=1, ticks=ticks)
+        log(f"{NAME}: single {single}")
+        log(f"{NAME}: batches of {a.batch_size}, {a.batch_clients} clients...")
+        batch = run_phase("batch", base=base, users=users, clients=a.batch_clients,
+                          seconds=a.seconds, batch_size=a.batch_size, ticks=ticks)
+        log(f"{NAME}: batch {batch}")
+        tick_errors = ticks.errors()
+        loop_after = calibrate()
+    finally:
+        for proc in procs:
+            stop(proc)
+        logs.close()
+        if not a.keep:
+            from django.db import connections
+
+            connections.close_all()
+            drop_database(a.pg_url, DB_NAME)
+    res = {
+        "date": now_utc(), "machine": machine(), "postgres": postgres,
+        "gunicorn": gunicorn.__version__, "requests": requests.__version__,
+        "params": {"seconds": a.seconds, "clients": a.clients,
+                   "batch_clients": a.batch_clients, "batch_size": a.batch_size,
+                   "workers": a.workers, "threads": a.threads, "nodes": a.nodes,
+                   "tenants": a.tenants},
+        "load_before": load_before, "loop_s_before": loop_before, "loop_s_after": loop_after,
+        "queries_per_submit": queries[0], "queries_per_batch": queries[1],
+        "single": single, "batch": batch, "tick_errors": tick_errors[:10],
+        "targets": TARGETS, "note": a.note, "command": command,
+    }
+    path = write_results(NAME, res)
+    log(f"{NAME}: wrote {path}")
+    if not a.no_doc:
+        update_doc_section(NAME, markdown(res, command))
+    return res
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,142 @@
+"""The leader publishes the core's current reservations (``Scheduler.reservations()``) in
+the Reservation table, in the fenced transaction of the tick, and only when they change."""
+
+from __future__ import annotations
+
+import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
+
+from scheduler_app.core.states import JobState
+from scheduler_app.models import Allocation, Pod, Reservation
+from scheduler_app.services.agents import agent_confirm_start, agent_report_exit
+from scheduler_app.services.leader import epoch, from_epoch
+from scheduler_app.services.lease import LEADER_LEASE, LeaseLost, lease_acquire
+from tests.foundation.factories import NodeFactory, TenantFactory
+
+from .conftest import at, leader, state_of, submit
+
+pytestmark = pytest.mark.django_db
+
+S = JobState
+
+
+def ok_step(loop, now_s: int):
+    report = loop.step(now=at(now_s))
+    assert report.leader and not report.error, report
+    return report
+
+
+def published() -> list[tuple]:
+    return list(Reservation.objects.order_by("position").values_list(
+        "position", "job_id", "kind", "start_at", "gpus", "nodes", "victims", "basis"))
+
+
+def cores(loop) -> list[tuple]:
+    """The core's reservations in the table's terms."""
+    sched = loop.scheduler
+    out = []
+    for i, view in enumerate(sched.reservations()):
+        gpus = (sched.reservation.gpus if view.kind == "reservation"
+                else sched.claims[view.job_id].gpus)
+        out.append((i, int(view.job_id), view.kind,
+                    None if view.start_s is None else from_epoch(view.start_s), gpus,
+                    list(view.nodes), [int(v) for v in view.victims], view.basis))
+    return out
+
+
+def table_writes(queries) -> list[str]:
+    return [q["sql"] for q in queries
+            if '"scheduler_app_reservation"' in q["sql"]
+            and q["sql"].startswith(("INSERT", "DELETE", "UPDATE"))]
+
+
+@pytest.fixture
+def reserved():
+    """big (24 GPUs, limit 1000 s) runs on 4 nodes of 8; head (32 GPUs) waits for it with
+    the backfill reservation."""
+    pod = Pod.objects.create(name="p")
+    for i in range(4):
+        NodeFactory(name=f"m{i}", pod=pod)
+    team = TenantFactory(name="solo", guaranteed_gpus=32, borrow_limit_gpus=0)
+    loop = leader()
+    big = submit(team, gpus=24, gpus_per_node=8, max_runtime_s=1000)
+    ok_step(loop, 5)
+    head = submit(team, gpus=32, gpus_per_node=8, max_runtime_s=600, priority=10, at_s=6)
+    ok_step(loop, 10)
+    return loop, big, head
+
+
+def test_the_backfill_reservation_is_published_as_the_core_has_it(reserved):
+    loop, big, head = reserved
+    rows = published()
+    assert rows == cores(loop) and len(rows) == 1
+    _pos, job_id, kind, start_at, gpus, nodes, victims, basis = rows[0]
+    assert (job_id, kind, gpus, victims) == (head.pk, "reservation", 32, [])
+    assert start_at == at(5 + 1000)  # when big's declared limit runs out
+    assert nodes == ["m0", "m1", "m2", "m3"] and basis
+    row = Reservation.objects.get()
+    assert (row.tick_id, row.published_at) == ("1.2", at(10))
+
+
+def test_an_unchanged_reservation_is_not_written_again(reserved):
+    loop, *_ = reserved
+    with CaptureQueriesContext(connection) as queries:
+        ok_step(loop, 15)
+    assert table_writes(queries) == []
+    assert Reservation.objects.get().tick_id == "1.2"
+
+
+def test_the_reservation_goes_when_its_holder_starts(reserved):
+    loop, big, head = reserved
+    node = Allocation.objects.filter(job=big, end__isnull=True).first().node
+    agent_confirm_start(node=node, job=big, at=at(11))
+    agent_report_exit(node=node, job=big, outcome="completed", at=at(12))
+    ok_step(loop, 15)
+    assert state_of(head) == S.PLACING
+    assert published() == cores(loop) == []
+
+
+def test_a_rebuilt_leader_publishes_the_same_reservations(reserved):
+    loop, *_ = reserved
+    before = published()
+    loop.drop()
+    ok_step(loop, 15)
+    assert published() == before == cores(loop)
+    assert Reservation.objects.get().tick_id == "1.3"  # written again after the rebuild
+
+
+def test_a_stale_leader_publishes_no_reservation(reserved):
+    loop, *_ = reserved
+    Reservation.objects.all().delete()
+    loop.published_reservations = None  # it would write them at its next persist
+    decisions, _, _ = loop.sync(at(40))
+    decisions += loop.scheduler.tick(epoch(at(40))).decisions
+    assert lease_acquire(name=LEADER_LEASE, holder="leader-b", ttl_s=15, now=at(30)) == 2
+    with pytest.raises(LeaseLost):
+        loop.persist(decisions, tick_id="1.9", now=at(40))
+    assert not Reservation.objects.exists()
+
+
+def test_a_reclaim_claim_is_published_with_its_victims(cluster):
+    """vision borrows 8 GPUs with a checkpointable gang; nlp asks for its guarantee: the
+    gang is asked to stop and its nodes are promised to nlp's job."""
+    loop = leader()
+    solo = submit(cluster["vision"], gpus=8)
+    gang = submit(cluster["vision"], gpus=16, gpus_per_node=8, checkpointable=True,
+                  checkpoint_time_s=60)
+    ok_step(loop, 5)
+    for job in (solo, gang):
+        for alloc in Allocation.objects.filter(job=job, end__isnull=True).select_related("node"):
+            agent_confirm_start(node=alloc.node, job=job, at=at(6))
+    head = submit(cluster["nlp"], gpus=16, at_s=8)
+    ok_step(loop, 10)
+    assert state_of(gang) == S.PREEMPT_REQUESTED
+    rows = published()
+    assert rows == cores(loop) and len(rows) == 1
+    _pos, job_id, kind, start_at, gpus, nodes, victims, _basis = rows[0]
+    assert (job_id, kind, gpus, victims) == (head.pk, "reclaim", 16, [gang.pk])
+    assert start_at == at(10 + 60)  # the end of the gang's grace window
+    gang_nodes = sorted(Allocation.objects.filter(job=gang, end__isnull=True)
+                        .values_list("node__name", flat=True))
+    assert nodes == gang_nodes
