@@ -39,12 +39,13 @@ so its snapshot and its watermark agree.
 
 from __future__ import annotations
 
+import gc
 import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, NamedTuple
 
 from django.conf import settings
 from django.db import connection, transaction
@@ -142,36 +143,79 @@ class JobKeys:
     def pk(self, core_id: str) -> int:
         return int(core_id)
 
-    def seq(self, job: Job) -> int:
-        return job.pk
+    def seq(self, pk: int) -> int:
+        return pk
 
 
 PK_KEYS = JobKeys()
 
+#: The Job columns a JobSpec is made of, in :func:`spec_of`'s order (``tenant__name``:
+#: the tenant's name): the build and the catch-up read them as tuples, without model
+#: instances.
+SPEC_COLUMNS = (
+    "pk", "tenant__name", "gpus", "submitted_at", "gpus_per_node", "gpu_type", "priority",
+    "max_runtime_s", "checkpointable", "checkpoint_interval_s", "checkpoint_time_s",
+    "restart_s", "preemptible", "interactive", "min_gpus",
+)
 
-def job_spec(job: Job, keys: JobKeys = PK_KEYS) -> JobSpec:
+
+def spec_of(values: tuple, keys: JobKeys = PK_KEYS) -> JobSpec:
+    """The core's JobSpec from the values of :data:`SPEC_COLUMNS`."""
+    (pk, tenant, gpus, submitted_at, gpus_per_node, gpu_type, priority, max_runtime_s,
+     checkpointable, checkpoint_interval_s, checkpoint_time_s, restart_s, preemptible,
+     interactive, min_gpus) = values
     return JobSpec(
-        id=keys.core_id(job.pk),
-        seq=keys.seq(job),
-        tenant=job.tenant.name,
-        gpus=job.gpus,
-        submit_s=epoch(job.submitted_at),
-        gpus_per_node=job.gpus_per_node,
-        gpu_type=job.gpu_type or None,
-        priority=job.priority,
-        max_runtime_s=job.max_runtime_s,
-        checkpointable=job.checkpointable,
-        checkpoint_interval_s=job.checkpoint_interval_s,
-        checkpoint_time_s=job.checkpoint_time_s,
-        restart_s=job.restart_s,
-        preemptible=job.preemptible,
-        interactive=job.interactive,
-        min_gpus=job.min_gpus,
+        id=keys.core_id(pk),
+        seq=keys.seq(pk),
+        tenant=tenant,
+        gpus=gpus,
+        submit_s=epoch(submitted_at),
+        gpus_per_node=gpus_per_node,
+        gpu_type=gpu_type or None,
+        priority=priority,
+        max_runtime_s=max_runtime_s,
+        checkpointable=checkpointable,
+        checkpoint_interval_s=checkpoint_interval_s,
+        checkpoint_time_s=checkpoint_time_s,
+        restart_s=restart_s,
+        preemptible=preemptible,
+        interactive=interactive,
+        min_gpus=min_gpus,
     )
+
+
+class LogRow(NamedTuple):
+    """A Transition row as the leader follows it (the fields it reads, by the model's
+    names), read as a tuple: no model instance per row."""
+
+    pk: int
+    kind: str
+    job_id: int | None
+    node_id: int | None
+    tenant_id: int | None
+    from_state: str | None
+    to_state: str
+    reason: str
+    at: datetime
+    detail: dict[str, Any]
+
+
+#: What the build reads of each live job besides its spec, in :meth:`LeaderLoop.build`'s
+#: order.
+RESTORE_COLUMNS = (
+    "state", "started_at", "last_checkpoint_at", "resume_pointer", "preemption_times",
+    "retry_count",
+)
 
 
 #: A published value not known to this leader (after a rebuild every value is written).
 _UNKNOWN: Any = object()
+
+# the build's look-ups, by the state's text as it comes from the database
+_STATE = len(SPEC_COLUMNS)  # index of the state in a build row
+_STATES = {state.value: state for state in JobState}
+_HOLDING = frozenset(state.value for state in HOLDING_STATES)
+_STOPPING = frozenset({S.PREEMPT_REQUESTED.value, S.CHECKPOINTING.value})
 
 
 def heartbeat_timeout_s() -> int:
@@ -276,6 +320,8 @@ class LeaderLoop:
         self.token = None
 
     def drop(self) -> None:
+        if self.scheduler is not None:
+            gc.unfreeze()  # the build froze it (see there): let the collector have it back
         self.scheduler = None
         self.watermark = 0
         self.own_seqs.clear()
@@ -314,6 +360,8 @@ class LeaderLoop:
         its node-failure decisions)."""
         now_i = epoch(now)
         keys = self.keys
+        # the previous state's objects may be collected again (see the freeze below)
+        gc.unfreeze()
         with transaction.atomic():
             if connection.vendor == "postgresql":
                 # no append commits while we read: the snapshot and the watermark agree
@@ -321,15 +369,10 @@ class LeaderLoop:
                     cursor.execute("SELECT pg_advisory_xact_lock(%s)", [LOG_APPEND_LOCK_KEY])
             watermark = Transition.objects.aggregate(m=Max("id"))["m"] or 0
             nodes = [
-                NodeSpec(
-                    name=n.name,
-                    pod=n.pod.name,
-                    gpus=n.gpu_count,
-                    gpu_type=n.gpu_type or None,
-                    rail=n.rail,
-                    health=NodeHealth(n.health),
-                )
-                for n in Node.objects.select_related("pod").order_by("name")
+                NodeSpec(name=name, pod=pod, gpus=gpus, gpu_type=gpu_type or None, rail=rail,
+                         health=NodeHealth(health))
+                for name, pod, gpus, gpu_type, rail, health in Node.objects.order_by("name")
+                .values_list("name", "pod__name", "gpu_count", "gpu_type", "rail", "health")
             ]
             tenants = [
                 # usage accrued to now with the GPUs held since usage_at
@@ -337,10 +380,11 @@ class LeaderLoop:
                 for t in Tenant.objects.order_by("name")
             ]
             sched = Scheduler(nodes, tenants, self.config, now=now_i)
+            # tuples, not model instances: 100,000 live jobs are read in well under a second
             jobs = list(
                 Job.objects.exclude(state__in=[s.value for s in FINAL_STATES])
-                .select_related("tenant")
                 .order_by("id")
+                .values_list(*SPEC_COLUMNS, *RESTORE_COLUMNS)
             )
             # open allocations belong to holding jobs only (replay --verify checks it)
             allocs: dict[int, dict[str, tuple[int, ...]]] = {}
@@ -350,36 +394,50 @@ class LeaderLoop:
                 .values_list("job_id", "node__name", "gpu_indices")
             ):
                 allocs.setdefault(job_id, {})[node] = tuple(sorted(indices))
-            placed = last_move_at(S.PLACING)
-            asked = last_preempt_requests()
-        for job in jobs:
-            state = JobState(job.state)
-            alloc = allocs.get(job.pk)
-            if state in HOLDING_STATES and not alloc:
-                raise NeedRebuild(f"job {job.pk} is {state} without an open allocation")
-            request = asked.get(job.pk)
-            sched.restore_job(
-                job_spec(job, keys),
+            holding = [row[0] for row in jobs if row[_STATE] in _HOLDING]
+            placed = last_move_at(S.PLACING, holding)
+            asked = last_preempt_requests(
+                [row[0] for row in jobs if row[_STATE] in _STOPPING]
+            )
+        restore = sched.restore_job
+        for row in jobs:
+            pk = row[0]
+            state = _STATES[row[_STATE]]
+            started_at, last_checkpoint_at, resume_pointer, preemption_times, retries = (
+                row[_STATE + 1:]
+            )
+            held = state in HOLDING_STATES
+            alloc = allocs.get(pk)
+            if held and not alloc:
+                raise NeedRebuild(f"job {pk} is {state} without an open allocation")
+            request = asked.get(pk)
+            restore(
+                spec_of(row[:_STATE], keys),
                 state,
-                alloc=alloc if state in HOLDING_STATES else None,
-                run_start_s=placed.get(job.pk),
-                confirmed_s=epoch(job.started_at) if job.started_at else None,
-                last_checkpoint_s=epoch(job.last_checkpoint_at) if job.last_checkpoint_at else None,
-                resume_pointer=job.resume_pointer or None,
-                preemption_times=[int(t) for t in job.preemption_times],
-                retries=job.retry_count,
+                alloc=alloc if held else None,
+                run_start_s=placed.get(pk),
+                confirmed_s=epoch(started_at) if started_at else None,
+                last_checkpoint_s=epoch(last_checkpoint_at) if last_checkpoint_at else None,
+                resume_pointer=resume_pointer or None,
+                preemption_times=[int(t) for t in preemption_times],
+                retries=retries,
                 preempt_requested_s=epoch(request.at) if request else None,
                 preempted_for=request.detail.get("for") if request else None,
             )
         restore_claims(sched, asked)
         made: list[Decision] = []
-        for job in jobs:
-            if job.state == S.PREEMPTED:
+        for row in jobs:
+            if row[_STATE] == S.PREEMPTED:
                 # the core always requeues a preempted job at once; finish what was cut off
-                made += sched.requeue_preempted(keys.core_id(job.pk), now_i)
+                made += sched.requeue_preempted(keys.core_id(row[0]), now_i)
         for name in sorted(sched.unhealthy):
             if sched.cap.nodes[name].health == NodeHealth.DOWN and sched.node_jobs[name]:
                 made += sched.node_down(name, now_i)
+        del jobs, allocs
+        # The core's state lives as long as this leader: out of the collector's sight, a
+        # full collection in a later tick does not walk its hundreds of thousands of
+        # objects (the next build unfreezes them, so a dropped state can be collected).
+        gc.freeze()
         self.scheduler = sched
         self.watermark = watermark
         self.own_seqs.clear()
@@ -392,14 +450,19 @@ class LeaderLoop:
         node-failure moves after a node row)."""
         sched = self.scheduler
         assert sched is not None
-        rows = list(Transition.objects.filter(id__gt=self.watermark).order_by("id"))
-        foreign = [r for r in rows if r.pk not in self.own_seqs]
+        # tuples, not model instances: a burst of submits is thousands of rows a tick
+        rows = [
+            LogRow._make(values) for values in Transition.objects.filter(id__gt=self.watermark)
+            .order_by("id").values_list(*LogRow._fields)
+        ]
+        own = self.own_seqs
+        foreign = [r for r in rows if r.pk not in own]
         new_jobs = {
-            j.pk: j
-            for j in Job.objects.filter(
+            values[0]: values
+            for values in Job.objects.filter(
                 pk__in={r.job_id for r in foreign
                         if r.kind == Transition.Kind.JOB and r.from_state == S.SUBMITTED}
-            ).select_related("tenant")
+            ).values_list(*SPEC_COLUMNS)
         }
         names = {
             Transition.Kind.NODE: dict(
@@ -428,13 +491,13 @@ class LeaderLoop:
         return pending, len(foreign)
 
     @staticmethod
-    def _at(sched: Scheduler, row: Transition, now: int) -> int:
+    def _at(sched: Scheduler, row: LogRow, now: int) -> int:
         # the core's clock only moves forward, and never past the tick about to run: a row
         # stamped earlier (or by a skewed clock, later) is applied at the nearest instant
         return max(sched.now, min(epoch(row.at), now))
 
     def _follow(
-        self, sched: Scheduler, row: Transition, new_jobs: dict[int, Job], now: int
+        self, sched: Scheduler, row: LogRow, new_jobs: dict[int, tuple], now: int
     ) -> list[Decision]:
         job_id = self.keys.core_id(row.job_id)
         at = self._at(sched, row, now)
@@ -468,12 +531,14 @@ class LeaderLoop:
             raise NeedRebuild(f"log row #{row.pk}: the core did not follow {frm} -> {to}")
         return made[1:]  # the first is the row itself, already in the log
 
-    def _follow_admission(self, sched: Scheduler, job: Job, at: int) -> list[Decision]:
-        """A job the services admitted enters the core through ``submit``, as the memory
-        engine's jobs do (same counters, same admission check)."""
-        if job.tenant.name not in sched.tenants:
-            raise NeedRebuild(f"job {job.pk}: tenant {job.tenant.name} is new")
-        spec = job_spec(job, self.keys)
+    def _follow_admission(self, sched: Scheduler, values: tuple, at: int) -> list[Decision]:
+        """A job the services admitted (``values``: its :data:`SPEC_COLUMNS`) enters the
+        core through ``submit``, as the memory engine's jobs do (same counters, same
+        admission check)."""
+        spec = spec_of(values, self.keys)
+        pk = values[0]
+        if spec.tenant not in sched.tenants:
+            raise NeedRebuild(f"job {pk}: tenant {spec.tenant} is new")
         made = sched.submit(spec, at)
         states = [d.to_state for d in made]
         if states == [S.SUBMITTED, S.QUEUED]:
@@ -484,9 +549,9 @@ class LeaderLoop:
             refused = made[-1]
             return [Decision(spec.id, S.QUEUED, S.FAILED, refused.reason, at,
                              detail=refused.detail)]
-        raise NeedRebuild(f"job {job.pk}: the core admitted it as {states}")
+        raise NeedRebuild(f"job {pk}: the core admitted it as {states}")
 
-    def _follow_node(self, sched: Scheduler, row: Transition, name: str, now: int
+    def _follow_node(self, sched: Scheduler, row: LogRow, name: str, now: int
                      ) -> list[Decision]:
         if row.detail.get("action") == "register" or name not in sched.cap.nodes:
             raise NeedRebuild(f"log row #{row.pk}: node {name} registered or changed shape")
@@ -500,7 +565,7 @@ class LeaderLoop:
             return sched.node_undrain(name, at)
         return sched.node_up(name, at)
 
-    def _follow_tenant(self, sched: Scheduler, row: Transition, name: str, now: int
+    def _follow_tenant(self, sched: Scheduler, row: LogRow, name: str, now: int
                        ) -> list[Decision]:
         after = row.detail.get("after") or {}
         if name not in sched.tenants or "guaranteed_gpus" not in after:
@@ -692,24 +757,27 @@ class LeaderLoop:
         ], key="name")
 
 
-def last_move_at(to_state: JobState) -> dict[int, int]:
-    """Epoch seconds of each holding job's latest move into ``to_state`` (from another
-    state): the run start (PLACING) and the preemption request of the current run."""
-    holding = [s.value for s in HOLDING_STATES]
+def last_move_at(to_state: JobState, job_ids: list[int]) -> dict[int, int]:
+    """Epoch seconds of the latest move of each of ``job_ids`` (holding jobs) into
+    ``to_state`` from another state: the run start (PLACING) and the preemption request of
+    the current run. Reads the jobs' rows by the job index, not the whole log."""
     rows = (
-        Transition.objects.filter(job__state__in=holding, to_state=to_state.value)
+        Transition.objects.filter(job_id__in=job_ids, to_state=to_state.value)
         .exclude(from_state=to_state.value)
         .values("job_id")
         .annotate(at=Max("at"))
+        .values_list("job_id", "at")
     )
-    return {r["job_id"]: epoch(r["at"]) for r in rows}
+    return {job_id: epoch(at) for job_id, at in rows} if job_ids else {}
 
 
-def last_preempt_requests() -> dict[int, Transition]:
-    """The PREEMPT_REQUESTED row of each job being preempted now (its latest)."""
-    stopping = [S.PREEMPT_REQUESTED.value, S.CHECKPOINTING.value]
+def last_preempt_requests(job_ids: list[int]) -> dict[int, Transition]:
+    """The PREEMPT_REQUESTED row of each of ``job_ids`` (jobs being preempted now): its
+    latest."""
+    if not job_ids:
+        return {}
     rows = (
-        Transition.objects.filter(job__state__in=stopping, to_state=S.PREEMPT_REQUESTED.value)
+        Transition.objects.filter(job_id__in=job_ids, to_state=S.PREEMPT_REQUESTED.value)
         .exclude(from_state=S.PREEMPT_REQUESTED.value)
         .order_by("job_id", "id")
     )

@@ -40,7 +40,7 @@ JOB_COLUMNS: tuple[str, ...] = tuple(
 
 def normalise_alloc(alloc: dict[str, Any]) -> AllocMap:
     """Sorted by node name, indices sorted: the one serialised form of an allocation."""
-    return {node: sorted(int(i) for i in alloc[node]) for node in sorted(alloc)}
+    return {node: sorted(map(int, alloc[node])) for node in sorted(alloc)}
 
 
 def gives_alloc(from_state: JobState | None, to_state: JobState, reason: Reason | str) -> bool:
@@ -49,10 +49,24 @@ def gives_alloc(from_state: JobState | None, to_state: JobState, reason: Reason 
     return placing or str(reason) == Reason.SHRUNK
 
 
+#: Reasons whose rows ``apply_transition`` reads ``detail`` of, besides the placements
+#: (QUEUED -> PLACING): a replay fetches the detail of those rows only.
+READS_DETAIL = frozenset({Reason.SHRUNK.value, Reason.CHECKPOINTED.value})
+
+# plain strings: the replay passes the log's text, the services JobState and Reason (both
+# StrEnums, equal to their text); a set of values is hashed as text either way
+_HOLDING = frozenset(str(s) for s in HOLDING_STATES)
+_ENDED = frozenset(str(s) for s in (JobState.COMPLETED, JobState.FAILED, JobState.CANCELLED))
+_QUEUED, _PLACING, _RUNNING = JobState.QUEUED.value, JobState.PLACING.value, JobState.RUNNING.value
+_PREEMPTED = JobState.PREEMPTED.value
+_SHRUNK, _CHECKPOINTED = Reason.SHRUNK.value, Reason.CHECKPOINTED.value
+_NODE_FAILED = Reason.NODE_FAILED.value
+
+
 def apply_transition(
     proj: JobProjection,
     *,
-    to_state: JobState,
+    to_state: JobState | str,
     reason: Reason | str,
     at: datetime,
     detail: dict[str, Any],
@@ -66,25 +80,28 @@ def apply_transition(
     checkpoint time and resume pointer; each preemption is timestamped for the daily cap
     when the job stops (PREEMPTED); a node failure sends a job that cannot checkpoint back
     from scratch and spends one retry.
+
+    ``proj.alloc`` is replaced by a new dict only when the allocation changes (a replay
+    tests it by identity first). The replay calls this once per log row: keep it lean.
     """
     from_state = proj.state
-    reason = str(reason)
-    if gives_alloc(from_state, to_state, reason):
+    to = str(to_state)
+    if (from_state == _QUEUED and to == _PLACING) or reason == _SHRUNK:
         proj.alloc = normalise_alloc(detail["alloc"])
-    elif to_state not in HOLDING_STATES:
+    elif proj.alloc and to not in _HOLDING:
         proj.alloc = {}
-    if from_state == JobState.PLACING and to_state == JobState.RUNNING:
-        proj.started_at = at
-    if to_state in (JobState.COMPLETED, JobState.FAILED, JobState.CANCELLED):
+    if to == _RUNNING:
+        if from_state == _PLACING:
+            proj.started_at = at
+    elif to in _ENDED:
         proj.finished_at = at
-    if reason == Reason.CHECKPOINTED:
-        proj.last_checkpoint_at = at
-        proj.resume_pointer = str(detail.get("resume_pointer", proj.resume_pointer))
-    if to_state == JobState.PREEMPTED:
+    elif to == _PREEMPTED:
         # Counted when the job actually stops, as the core counts it: a request overtaken
         # by a completion or a node failure costs the job nothing.
         proj.preemption_times = [*proj.preemption_times, int(at.timestamp())]
-    if to_state == JobState.QUEUED and reason == Reason.NODE_FAILED and not checkpointable:
+    elif to == _QUEUED and reason == _NODE_FAILED and not checkpointable:
         proj.retry_count += 1
-    proj.state = to_state
-
+    if reason == _CHECKPOINTED:
+        proj.last_checkpoint_at = at
+        proj.resume_pointer = str(detail.get("resume_pointer", proj.resume_pointer))
+    proj.state = to_state  # type: ignore[assignment]  # the replay keeps the log's text

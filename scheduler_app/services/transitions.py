@@ -367,8 +367,11 @@ def _accrue_tenants_usage(held_moves: list[tuple[int, datetime, int]]) -> None:
 
 
 def _announce(rows: list[Transition]) -> None:
-    for row in rows:
-        transition_committed.send(sender=Transition, transition=row)
+    from .early_tick import coalesced  # (it imports the models this module loads)
+
+    with coalesced():  # one commit: one early tick asked for, not one per row
+        for row in rows:
+            transition_committed.send(sender=Transition, transition=row)
 
 
 def append_first(job: Job, *, actor: Actor, at: datetime, actor_name: str = "") -> Transition:

@@ -83,8 +83,8 @@ class ScenarioKeys(JobKeys):
     def pk(self, core_id: str) -> int:
         return self._pk_of[core_id]
 
-    def seq(self, job: Job) -> int:
-        return self._seq_of[job.pk]
+    def seq(self, pk: int) -> int:
+        return self._seq_of[pk]
 
 
 def at(now: int) -> datetime:
