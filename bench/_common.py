@@ -157,3 +157,23 @@ def table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
 
 def log(msg: str) -> None:
     print(msg, file=sys.stderr, flush=True)
+
+
+def create_database(pg_url: str, name: str, *, replace: bool = False) -> str:
+    """Create database ``name`` on the server of ``pg_url`` (dropping one of that name
+    first if ``replace``); returns its URL. For benchmarks that need their own database."""
+    import psycopg  # only the PostgreSQL benchmarks need it
+
+    with psycopg.connect(pg_url, autocommit=True) as conn:
+        if replace:
+            conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        conn.execute(f'CREATE DATABASE "{name}"')
+    base, _, _db = pg_url.rpartition("/")
+    return f"{base}/{name}"
+
+
+def drop_database(pg_url: str, name: str) -> None:
+    import psycopg
+
+    with psycopg.connect(pg_url, autocommit=True) as conn:
+        conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')

@@ -43,6 +43,8 @@ from typing import Any
 
 from bench._common import (
     REPO,
+    create_database,
+    drop_database,
     log,
     machine,
     now_utc,
@@ -59,23 +61,6 @@ PYTHON = sys.executable
 
 
 # ------------------------------------------------------------------ the database
-def create_database(pg_url: str, name: str) -> str:
-    import psycopg
-
-    with psycopg.connect(pg_url, autocommit=True) as conn:
-        conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-        conn.execute(f'CREATE DATABASE "{name}"')
-    base, _, _db = pg_url.rpartition("/")
-    return f"{base}/{name}"
-
-
-def drop_database(pg_url: str, name: str) -> None:
-    import psycopg
-
-    with psycopg.connect(pg_url, autocommit=True) as conn:
-        conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-
-
 def seed(*, nodes: int, tenants: int, clients: int) -> list[tuple[str, str]]:
     """The cluster, the teams, one researcher per client: [(tenant, token key)]."""
     from django.contrib.auth import get_user_model
@@ -465,7 +450,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     command = "python -m bench.api_throughput " + " ".join(argv if argv is not None
                                                             else sys.argv[1:])
     load_before = os.getloadavg()[0]
-    url = create_database(a.pg_url, DB_NAME)
+    url = create_database(a.pg_url, DB_NAME, replace=True)
     log(f"{NAME}: database {DB_NAME}")
     env = {
         **os.environ,

@@ -31,6 +31,8 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from bench._common import (
+    create_database,
+    drop_database,
     log,
     machine,
     machine_line,
@@ -398,22 +400,6 @@ def measure(*, ticks: int, seed: int) -> dict[str, Any]:
 
 
 # ------------------------------------------------------------------ main
-def create_database(pg_url: str, name: str) -> str:
-    import psycopg
-
-    with psycopg.connect(pg_url, autocommit=True) as conn:
-        conn.execute(f'CREATE DATABASE "{name}"')
-    base, _, _db = pg_url.rpartition("/")
-    return f"{base}/{name}"
-
-
-def drop_database(pg_url: str, name: str) -> None:
-    import psycopg
-
-    with psycopg.connect(pg_url, autocommit=True) as conn:
-        conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-
-
 def markdown(res: dict[str, Any]) -> str:
     d, m = res["data"], res["measured"]
     ticks = m["ticks"]

@@ -13,6 +13,8 @@ from scheduler_app.services import job_submit, job_transition
 from scheduler_app.services.leader import LeaderLoop
 from tests.foundation.factories import T0, NodeFactory, TenantFactory
 
+from .procs import started_procs
+
 
 def at(seconds: int) -> datetime:
     return T0 + timedelta(seconds=seconds)
@@ -45,3 +47,17 @@ def state_of(job: Job) -> str:
 
 def leader(holder: str = "leader-a") -> LeaderLoop:
     return LeaderLoop(holder=holder, ttl_s=15)
+
+
+@pytest.fixture
+def procs(tmp_path):
+    """Real subprocesses (workers, beat, loops) started by a test, all stopped after it."""
+    with started_procs(tmp_path) as started:
+        yield started
+
+
+@pytest.fixture
+def no_early_ticks_from_this_process(settings):
+    """The test process's own submits ask for no tick: in CI it has a broker (the shared
+    Redis) that no worker of ours listens on. Subprocesses get their own settings."""
+    settings.CELERY_BROKER_URL = ""

@@ -20,24 +20,16 @@ from scheduler_app.models import Lease, Transition
 from scheduler_app.services import job_submit
 from scheduler_app.services.lease import LEADER_LEASE
 
-from .procs import SHARED_REDIS_DB, free_port, poll, shared_redis_base, started_procs
+from .procs import SHARED_REDIS_DB, free_port, poll, shared_redis_base
 
-pytestmark = [pytest.mark.postgres, pytest.mark.slow, pytest.mark.django_db(transaction=True)]
+pytestmark = [
+    pytest.mark.postgres, pytest.mark.slow, pytest.mark.django_db(transaction=True),
+    pytest.mark.usefixtures("no_early_ticks_from_this_process"),
+]
 
 S = JobState
 
 
-@pytest.fixture
-def procs(tmp_path):
-    with started_procs(tmp_path) as started:
-        yield started
-
-
-@pytest.fixture(autouse=True)
-def no_early_ticks_from_this_process(settings):
-    """The test process's own submits ask for no tick: in CI it has a broker (the shared
-    Redis) that no worker of ours listens on. Subprocesses get their own settings."""
-    settings.CELERY_BROKER_URL = ""
 
 
 @pytest.fixture

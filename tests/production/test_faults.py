@@ -33,25 +33,16 @@ from .procs import (
     assert_consistent,
     poll,
     shared_redis_base,
-    started_procs,
 )
 
-pytestmark = [pytest.mark.postgres, pytest.mark.slow, pytest.mark.django_db(transaction=True)]
+pytestmark = [
+    pytest.mark.postgres, pytest.mark.slow, pytest.mark.django_db(transaction=True),
+    pytest.mark.usefixtures("no_early_ticks_from_this_process"),
+]
 
 S = JobState
 
 
-@pytest.fixture
-def procs(tmp_path):
-    with started_procs(tmp_path) as started:
-        yield started
-
-
-@pytest.fixture(autouse=True)
-def no_early_ticks_from_this_process(settings):
-    """The test process's own submits ask for no tick: in CI it has a broker (the shared
-    Redis) that no worker of ours listens on. Subprocesses get their own settings."""
-    settings.CELERY_BROKER_URL = ""
 SIZES = (1, 1, 2, 4, 4, 8, 8, 16)
 
 
