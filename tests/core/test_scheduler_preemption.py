@@ -176,6 +176,12 @@ def test_priority_kill_kills_at_once_and_starts_the_head_in_the_same_tick() -> N
     assert {m[0] for m in sim.moves("new-b")[-3:]} == {1000}
     assert sim.started_at("head") == 1000
     assert sim.sched.job("old-b").preemptions == 0  # the most recently started went
+    # one tick, not two at the same instant: the kill and the head's placement come out
+    # together (a placement that failed earlier in the tick is searched again once the
+    # kill has changed the state)
+    (killing,) = [r for _t, r in sim.ticks
+                  if any(d.job_id == "new-b" and d.to_state == "PREEMPTED" for d in r.decisions)]
+    assert any(d.job_id == "head" and d.to_state == "PLACING" for d in killing.decisions)
 
 
 @pytest.mark.parametrize("a_limit", [None, 5000])  # 5000: ends after the reserved start

@@ -150,3 +150,21 @@ def test_a_look_ahead_round_spread_over_ticks_plans_what_one_tick_plans() -> Non
     assert sum(v is not None for v in partly.values()) < len(ids)
     spread.run(200)  # one plan per 5-second tick: the round completes well before this
     assert {j: spread.sched.job(j).start_estimate_s for j in ids} == at_once
+
+
+def test_a_kept_reservation_is_planned_afresh_when_its_node_is_drained() -> None:
+    # The head is reserved on pod-a-000 from t=1000 (when "short" reaches its limit).
+    # Draining that node makes the kept reservation invalid at once, before the 30 s
+    # refresh: the next plan is pod-a-001 from t=2000, when "long" reaches its limit.
+    sim = Sim(
+        nodes({"pod-a": 2}),
+        [tenant("team-a", 16), tenant("team-b", 16)],
+        [work("short", 8, 1000, tenant="team-b", gpus_per_node=8, max_runtime_s=1000),
+         work("long", 8, 2000, tenant="team-b", gpus_per_node=8, max_runtime_s=2000),
+         work("head", 8, 100, at=10, gpus_per_node=8, max_runtime_s=100)],
+        events=[(20, "node_drain", "pod-a-000")],
+    )
+    sim.run(15)
+    assert sim.sched.job("head").start_estimate_s == 1000
+    sim.run(22)
+    assert sim.sched.job("head").start_estimate_s == 2000
