@@ -121,6 +121,14 @@ class PodIndex:
             yield names[low.bit_length() - 1]
             mask ^= low
 
+    def clone(self) -> PodIndex:
+        """A copy whose buckets change independently (names and ordinals are shared:
+        they never change)."""
+        c = PodIndex.__new__(PodIndex)
+        c.name, c.index, c.names, c.ordinal = self.name, self.index, self.names, self.ordinal
+        c.buckets = dict(self.buckets)
+        return c
+
     def mask_of_names(self, names: Iterable[str]) -> int:
         m = 0
         for n in names:
@@ -191,6 +199,31 @@ class Capacity:
             sorted({n.gpu_type for n in self.nodes.values()}, key=lambda t: (t is not None, t))
         )
         self._journal: list[tuple[str, str, object]] | None = None
+
+    def clone(self) -> Capacity:
+        """An independent copy of the free GPUs and their index, for planning against a
+        frozen picture of the cluster over several ticks (the look-ahead round). O(nodes)
+        with small constants; the per-pod filter cache is shared (names never change)."""
+        if self._journal is not None:
+            raise RuntimeError("clone() inside a trial: the copy would keep its changes")
+        c = Capacity.__new__(Capacity)
+        c.nodes = {
+            name: NodeState(n.name, n.pod, n.gpus, n.gpu_type, n.rail, n.health, n.free_mask)
+            for name, n in self.nodes.items()
+        }
+        c.pods = {p: pod.clone() for p, pod in self.pods.items()}
+        c.pod_list = list(c.pods.values())
+        c.key_pods = dict(self.key_pods)
+        c._keys_sorted = None
+        c.filter_cache = self.filter_cache
+        c._free = dict(self._free)
+        c._healthy = dict(self._healthy)
+        c._total = self._total  # never changes after __init__
+        c._max_per_node = self._max_per_node
+        c._pod_total = self._pod_total
+        c.gpu_types = self.gpu_types
+        c._journal = None
+        return c
 
     # ---- aggregates (O(1)) -------------------------------------------------------------
 

@@ -49,7 +49,24 @@ class VictimCost:
     gpus: int
     cost_s: int  # seconds of work lost plus restart
     est_gpu_s_lost: int  # cost_s x GPUs
-    words: str  # the arithmetic, in a sentence
+    #: the sentence, if set; else :attr:`words` writes it from the three fields below (a
+    #: search weighs hundreds of candidates per tick and explains only the ones it keeps)
+    text: str | None = None
+    lost_s: int = 0  # seconds since the last checkpoint (or the start of the run)
+    restart_s: int = 0
+    checkpointed: bool = False
+
+    @property
+    def words(self) -> str:
+        """The arithmetic, in a sentence."""
+        if self.text is not None:
+            return self.text
+        lost, gpus, restart_s = self.lost_s, self.gpus, self.restart_s
+        what = (f"last checkpoint {_dur(lost)} ago" if self.checkpointed
+                else f"no checkpoint, started {_dur(lost)} ago")
+        restart = f"{_dur(restart_s)} restart" if restart_s else "no restart"
+        return (f"{self.job_id}: {what} + {restart} on {gpus} {_plural(gpus, 'GPU')}"
+                f" = {_hours(self.cost_s * gpus)}")
 
 
 @dataclass(frozen=True, slots=True)
@@ -95,16 +112,8 @@ def victim_cost(c: Candidate, now: int) -> VictimCost:
         since = max(c.last_checkpoint_s, c.run_start_s)
     lost = max(0, now - since)
     cost = lost + c.spec.restart_s
-    if c.last_checkpoint_s is None:
-        what = f"no checkpoint, started {_dur(lost)} ago"
-    else:
-        what = f"last checkpoint {_dur(lost)} ago"
-    restart = f"{_dur(c.spec.restart_s)} restart" if c.spec.restart_s else "no restart"
-    words = (
-        f"{c.spec.id}: {what} + {restart} on {gpus} {_plural(gpus, 'GPU')}"
-        f" = {_hours(cost * gpus)}"
-    )
-    return VictimCost(c.spec.id, gpus, cost, cost * gpus, words)
+    return VictimCost(c.spec.id, gpus, cost, cost * gpus, lost_s=lost,
+                      restart_s=c.spec.restart_s, checkpointed=c.last_checkpoint_s is not None)
 
 
 def victim_sort_key(
@@ -513,14 +522,14 @@ def _plan(
             )
         else:
             tail = f"one of {len(chosen)} victims, of {n_elig} candidates"
-        victims.append(replace(vc, words=f"evicted {vc.words}, {tail}"))
+        victims.append(replace(vc, text=f"evicted {vc.words}, {tail}"))
     weighed = []
     for c in sorted(eligible, key=lambda c: (costs[c.spec.id].est_gpu_s_lost, c.spec.seq)):
         vc = costs[c.spec.id]
         verb = "evicted" if c.spec.id in ids else "kept"
-        weighed.append(replace(vc, words=f"{verb} {vc.words}"))
+        weighed.append(replace(vc, text=f"{verb} {vc.words}"))
     for job_id in sorted(refused):
-        weighed.append(VictimCost(job_id, 0, 0, 0, f"{job_id}: {refused[job_id]}"))
+        weighed.append(VictimCost(job_id, 0, 0, 0, text=f"{job_id}: {refused[job_id]}"))
 
     total = sum(costs[c.spec.id].est_gpu_s_lost for c in chosen)
     names = _join([c.spec.id for c in chosen])

@@ -66,6 +66,8 @@ class JobQueues:
         self._stale: dict[QueueKey, int] = {}
         self._tenant_count: dict[str, int] = {}
         self._version = 0
+        #: heap key -> the version of its last push (a walk's "nothing new here" check)
+        self._last_push: dict[QueueKey, int] = {}
         self._held = 0
         self._deferred: list[JobSpec] = []
 
@@ -90,6 +92,7 @@ class JobQueues:
         ek = fifo_entry_key(spec) if self.fifo else entry_key(spec)
         self._version += 1
         heapq.heappush(self._heaps.setdefault(key, []), (ek, self._version, spec.id))
+        self._last_push[key] = self._version
         self._live[spec.id] = (key, ek, self._version, spec.tenant)
         self._count[key] = self._count.get(key, 0) + 1
         self._tenant_count[spec.tenant] = self._tenant_count.get(spec.tenant, 0) + 1
@@ -160,6 +163,10 @@ class JobQueues:
     def heap_keys(self) -> list[QueueKey]:
         """Keys of the heaps that hold at least one queued job, sorted."""
         return sorted(k for k, n in self._count.items() if n > 0)
+
+    def last_push(self, key: QueueKey) -> int:
+        """A number that changes whenever a job is pushed onto heap ``key`` (0: never)."""
+        return self._last_push.get(key, 0)
 
     def count(self, key: QueueKey) -> int:
         return self._count.get(key, 0)

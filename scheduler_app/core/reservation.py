@@ -10,7 +10,7 @@ limit".
 
 from __future__ import annotations
 
-from collections.abc import Container, Sequence
+from collections.abc import Callable, Container, Sequence
 from dataclasses import dataclass
 
 from .capacity import Capacity
@@ -168,6 +168,8 @@ def plan_reservation(
                 give_one_by_one(0, done + 1)  # raises, naming the release
             free += g[1]  # type: ignore[index]
             done += 1
+        if free >= need and spec.gpus_per_node is not None and spec.min_gpus is None:
+            done = _enough_nodes(cap, spec, exclude, done, has, group)
         give(0, done)
         if cap.free_gpus(spec.gpu_type) < need:
             return None
@@ -221,6 +223,58 @@ def backfill_allowed(res: Reservation, alloc: Allocation, end_s: int | None) -> 
 
 
 # ---- helpers -------------------------------------------------------------------------
+
+
+def _enough_nodes(
+    cap: Capacity,
+    spec: JobSpec,
+    exclude: Container[str],
+    done: int,
+    has: Callable[[int], bool],
+    group: Callable[[int], tuple[dict[str, int], int] | None],
+) -> int:
+    """The fewest groups (at least ``done``) after which enough nodes have
+    ``gpus_per_node`` GPUs free for a shaped gang: a placement needs that many such nodes,
+    so no shorter prefix can fit. Counted on bitmasks, without touching ``cap``: a
+    whole-node gang behind thousands of releases finds the aggregate GPUs long before the
+    whole nodes, and galloping that stretch would give it back step by step."""
+    g = spec.gpus_per_node
+    assert g is not None
+    want = -(-spec.gpus // g)
+    healthy = NodeHealth.HEALTHY
+    gpu_type = spec.gpu_type
+    nodes = cap.nodes
+
+    def usable(name: str) -> bool:
+        node = nodes[name]
+        return (node.health is healthy and node.gpus >= g and name not in exclude
+                and (gpu_type is None or node.gpu_type == gpu_type))
+
+    back: dict[str, int] = {}  # node -> GPUs given back by the groups counted so far
+    for i in range(done):
+        got = group(i)
+        if got is None:
+            return done  # malformed: the caller's give-back names it
+        for name, m in got[0].items():
+            back[name] = back.get(name, 0) | m
+    enough = 0
+    for name, node in nodes.items():
+        if usable(name) and (node.free_mask | back.get(name, 0)).bit_count() >= g:
+            enough += 1
+    while enough < want and has(done):
+        got = group(done)
+        if got is None:
+            return done
+        for name, m in got[0].items():
+            old = back.get(name, 0)
+            back[name] = old | m
+            if usable(name):
+                free_mask = nodes[name].free_mask
+                if (free_mask | old).bit_count() < g <= (free_mask | old | m).bit_count():
+                    enough += 1
+        done += 1
+    return done
+
 
 
 def _merge(

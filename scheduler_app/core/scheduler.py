@@ -37,6 +37,7 @@ from typing import Any
 from .capacity import Capacity
 from .fairshare import FairShare, ShareKey
 from .queues import JobQueues
+from .reservation import Release
 from .states import (
     FINAL_STATES,
     HOLDING_STATES,
@@ -180,35 +181,53 @@ class ReleaseKey:
 
 class ReleaseIndex:
     """Holding jobs with a known end (declared limit, or grace deadline), sorted by
-    (end_s, job_id): what the reservation planner gives back, in order. Incremental."""
+    (end_s, job_id): what the reservation planner gives back, in order. Incremental.
+
+    The Release objects live as long as their job's end and GPUs do not change, and so
+    do their entries in ``masks`` (plan_reservation's per-release bitmasks): the planner
+    reads the same releases tick after tick, so they are built once, not once per tick."""
 
     def __init__(self) -> None:
         self._keys: list[tuple[int, str]] = []
-        self._by_job: dict[str, tuple[int, Allocation]] = {}
+        self._by_job: dict[str, Release] = {}
+        self._list: list[Release] | None = None
+        #: plan_reservation's mask cache for these releases, pruned with them
+        self.masks: dict[int, Any] = {}
 
     def set(self, job_id: str, end_s: int | None, alloc: Allocation | None) -> None:
         self.discard(job_id)
         if end_s is None or not alloc:
             return
         bisect.insort(self._keys, (end_s, job_id))
-        self._by_job[job_id] = (end_s, alloc)
+        self._by_job[job_id] = Release(end_s=end_s, job_id=job_id, alloc=alloc)
+        self._list = None
 
     def discard(self, job_id: str) -> None:
         old = self._by_job.pop(job_id, None)
         if old is not None:
-            i = bisect.bisect_left(self._keys, (old[0], job_id))
+            i = bisect.bisect_left(self._keys, (old.end_s, job_id))
             del self._keys[i]
+            self.masks.pop(id(old), None)
+            self._list = None
 
     def end_of(self, job_id: str) -> int | None:
         found = self._by_job.get(job_id)
-        return None if found is None else found[0]
+        return None if found is None else found.end_s
 
     def __len__(self) -> int:
         return len(self._keys)
 
     def items(self) -> Iterable[tuple[int, str, Allocation]]:
         for end_s, job_id in self._keys:
-            yield end_s, job_id, self._by_job[job_id][1]
+            yield end_s, job_id, self._by_job[job_id].alloc
+
+    def releases(self) -> list[Release]:
+        """The releases in (end_s, job_id) order: the same list object until one changes
+        (callers must not modify it; copy it to)."""
+        if self._list is None:
+            by_job = self._by_job
+            self._list = [by_job[j] for _e, j in self._keys]
+        return self._list
 
 
 def interactive_slice(nodes: Sequence[NodeSpec], gpus: int) -> frozenset[str]:
@@ -279,9 +298,11 @@ class Scheduler:
         self.estimates_at = now
         self.planned: set[str] = set()
         self.estimate_round: Any = None  # tick.EstimateRound in progress, if any
+        #: heap key -> (job the walk left it at, its last push, its count): Tick._behind
+        self.behind_marks: dict[Any, tuple[str, int, int]] = {}
         self.claims_version = 0
-        # head -> version at which its preemption search found nothing
-        self.vain_searches: dict[str, int] = {}
+        # head -> (version, instant) at which its preemption search found nothing
+        self.vain_searches: dict[str, tuple[int, int]] = {}  # head -> (version, at)
         self.now = now
         self._timers: list[tuple[int, int, str, str, int]] = []  # (at, seq, kind, job, token)
         self._timer_seq = 0
@@ -393,6 +414,9 @@ class Scheduler:
         self.version += 1
         if borrow_limit_gpus is not None:
             t.borrow_limit_gpus = borrow_limit_gpus
+        # who may be a victim and who may reclaim has changed: heads whose searches found
+        # nothing are weighed again at the next tick, not after their retry delay
+        self.vain_searches.clear()
         return []
 
     def tick(self, now: int, clock: Callable[[], float] | None = None) -> TickResult:

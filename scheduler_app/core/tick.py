@@ -17,7 +17,8 @@ Bounds (the tick never scans all jobs or all nodes):
   next tick resumes the same pass where it stopped (jobs already examined in the pass are
   skipped, the pass's reservation stands); a pass that reaches the end is complete.
 - A preemption search that found nothing is not repeated for the same head until some
-  state changes (``Scheduler.version``); a placement search that failed is not repeated
+  state changes (``Scheduler.version``) and ``PREEMPTION_RETRY_S`` have passed; a
+  placement search that failed is not repeated
   for another job of the same shape until some state changes.
 - The reservation is kept from one tick to the next while it still holds (its GPUs free
   or released by its start) for up to ``RESERVATION_REFRESH_S``, then planned afresh.
@@ -71,6 +72,9 @@ BLOCKED_PER_HEAP = 16
 ESTIMATE_REFRESH_S = 60
 #: seconds a still-valid reservation is kept before it is planned afresh
 RESERVATION_REFRESH_S = 30
+#: seconds before a head whose preemption search found nothing is searched for again
+#: (sooner only if nothing changed at all: then it is not searched again)
+PREEMPTION_RETRY_S = 30
 #: jobs that may try to take the reservation in one tick when the earlier ones cannot be
 #: planned (a holder without a declared limit makes a start time unknowable)
 RESERVATION_ATTEMPTS = 4
@@ -127,8 +131,13 @@ class EstimateRound:
     version: int  # Scheduler.version when the round began
     started_s: int
     cursor: int = 0  # line[:cursor] are planned
-    #: what each planned job holds from its planned start: (job id, GPUs, declared end)
-    held: list[tuple[str, Allocation, int | None]] = field(default_factory=list)
+    #: the cluster as the round plans it: a copy of the free GPUs and the running jobs'
+    #: releases taken at the round's first tick, plus what the planned jobs hold
+    plan: _Line | None = None
+    #: the nodes that were not healthy when the copy was taken (a change ends the round)
+    unhealthy: frozenset[str] = frozenset()
+    #: plan_reservation's release masks for ``plan`` (valid while its nodes' health holds)
+    masks: dict[int, Any] = field(default_factory=dict)
 
 
 class _Line:
@@ -267,10 +276,6 @@ class Tick:
         self._around_key: tuple[int, int] | None = None
         self._around_set: frozenset[str] = frozenset()
         self._victim_costs: dict[str, Any] = {}  # victim_cost at this tick's now, by job
-        # release bitmasks for plan_reservation: releases and node health are fixed while
-        # the tick plans (plans run in trials), so each release is read once per tick
-        self._release_masks: dict[int, Any] = {}
-        self._release_objs: dict[str, Release] = {}
 
     # ------------------------------------------------------------------ the loop
     def run(self) -> TickResult:
@@ -366,7 +371,7 @@ class Tick:
                 seen.add(job_id)
                 if self.policy == "fifo":
                     if not self.examine_fifo(rec):
-                        self._behind(it)
+                        self._behind(key, job_id, it)
                         break  # the head blocks everyone behind it
                     self._advance(key, it)
                     continue
@@ -374,7 +379,7 @@ class Tick:
                 if outcome != "started":
                     blocked[key] = blocked.get(key, 0) + 1
                     if blocked[key] >= BLOCKED_PER_HEAP or self._heap_is_stuck(rec):
-                        self._behind(it)
+                        self._behind(key, job_id, it)
                         continue
                 self._advance(key, it)
         if self.budget_hit:
@@ -383,10 +388,20 @@ class Tick:
             s.pass_seen = set()
             s.pass_blocked = {}
 
-    def _behind(self, it: Iterator[tuple[EntryKey, str]]) -> None:
+    def _behind(self, key: QueueKey, left_at: str, it: Iterator[tuple[EntryKey, str]]) -> None:
         """The walk leaves a heap: the next ``estimate_lookahead`` jobs in it, if nothing
-        was said about them yet, wait behind jobs that rank higher (Priority)."""
+        was said about them yet, wait behind jobs that rank higher (Priority).
+
+        Only a push puts a job without a reason into a heap, so when the walk leaves the
+        heap at the same job as last time and nothing was pushed since nor left (a job
+        leaving brings one more into reach), the jobs behind it all have their reason
+        already: they are not walked again (a heap is left at each tick, and walking it
+        costs a heap traversal)."""
         s = self.s
+        mark = (left_at, s.queues.last_push(key), s.queues.count(key))
+        if s.behind_marks.get(key) == mark:
+            return
+        s.behind_marks[key] = mark
         for _i, (_ek, job_id) in zip(range(self.cfg.estimate_lookahead), it, strict=False):
             rec = s.jobs[job_id]
             if rec.state == S.QUEUED and rec.pending_reason == P.NONE:
@@ -488,7 +503,7 @@ class Tick:
                 return "started" if rec.state == S.PLACING else "waiting"
             if len(s.vain_searches) > 4096:  # forget old ones; a stale entry never matches
                 s.vain_searches.clear()
-            s.vain_searches[job_id] = version
+            s.vain_searches[job_id] = (version, self.now)
         self._wait(rec, reason)
         if self.reservation is None:
             self._reserve(rec, quota=False)
@@ -501,11 +516,18 @@ class Tick:
         self.estimates[rec.spec.id] = rec.estimate
 
     def _searched_in_vain(self, job_id: str) -> bool:
-        """A search for this head found nothing and no state has changed since: the same
-        search would find nothing again (searches are the costliest part of a tick). Only
-        the passing of time is ignored: a job whose daily cap expires becomes a candidate
-        at the next change of any job."""
-        return self.s.vain_searches.get(job_id) == self.s.version
+        """A search for this head found nothing, and either no state has changed since
+        (the same search would find nothing again) or it was less than
+        ``PREEMPTION_RETRY_S`` ago. Searches are the costliest part of a tick, and on a
+        busy cluster some job starts or ends at every tick, so "until something changes"
+        alone would search for the same head at every tick, in vain almost always; like
+        Kueue's inadmissible workloads, the head waits a little before it is weighed
+        again. It is still examined (and placed, if GPUs free up) at every tick."""
+        vain = self.s.vain_searches.get(job_id)
+        if vain is None:
+            return False
+        version, at = vain
+        return version == self.s.version or self.now - at < PREEMPTION_RETRY_S
 
     def _need(self, spec: JobSpec) -> int:
         return spec.min_gpus if spec.elastic and spec.min_gpus else spec.gpus
@@ -688,26 +710,25 @@ class Tick:
         s.reservation = res
 
     def release_list(self) -> list[Any]:
-        """The running jobs' releases in (end_s, job_id) order. The Release objects are
-        reused within the tick while unchanged, so plan_reservation's mask cache (keyed by
-        the object) serves every plan of the tick, not only those sharing one list."""
-        made = self._release_objs
-        out = []
-        for e, j, a in self.s.releases.items():
-            r = made.get(j)
-            if r is None or r.end_s != e or r.alloc is not a:
-                r = made[j] = Release(end_s=e, job_id=j, alloc=a)
-            out.append(r)
-        return out
+        """The running jobs' releases in (end_s, job_id) order (the scheduler's index keeps
+        the list and the Release objects between ticks; do not modify it)."""
+        return self.s.releases.releases()
 
-    def plan(self, rec: JobRecord, releases: list[Any]) -> Any:
-        """plan_reservation for ``rec``, started no earlier than its team's quota allows."""
+    def plan(self, rec: JobRecord, releases: list[Any], *, cap: Any = None,
+             masks: dict[int, Any] | None = None) -> Any:
+        """plan_reservation for ``rec``, started no earlier than its team's quota allows.
+        ``cap``/``masks``: a look-ahead round's copy of the cluster and its mask cache
+        (whose releases may lie in the past by now: such a start is shown as now)."""
         s = self.s
         spec = rec.spec
-        res = plan_reservation(s.cap, spec, releases, self.now, exclude=self._excluded(spec.id),
-                               mask_cache=self._release_masks, presorted=True)
+        res = plan_reservation(s.cap if cap is None else cap, spec, releases, self.now,
+                               exclude=self._excluded(spec.id),
+                               mask_cache=self.s.releases.masks if masks is None else masks,
+                               presorted=True)
         if res is None:
             return None
+        if cap is not None and res.start_s < self.now:  # a release of the copy came early
+            res = replace(res, start_s=self.now)
         quota_at = s.quota_free_at(spec.tenant, self._need(spec), self.now, besides=spec.id)
         if quota_at is None:
             return None
@@ -810,10 +831,15 @@ class Tick:
         The holder's estimate is current every tick. The rest is a *round* that may span
         ticks, like Slurm's backfill cycle: each tick plans at most
         ``estimate_plans_per_tick`` jobs of it (and, with a clock, stops after
-        ``estimate_budget_s``), and the next tick goes on where it stopped, first holding
-        again what the round's earlier jobs planned. Estimates are not decisions: a round
-        that takes a few ticks delays no job, while planning 300 jobs in one tick at
-        100,000 jobs would take seconds.
+        ``estimate_budget_s``), and the next tick goes on where it stopped. The round
+        plans against the cluster as it was at its first tick (a copy of the free GPUs and
+        of the running jobs' releases, kept with the round, plus what its earlier jobs
+        planned), as Slurm's backfill goes on with its node-space map after yielding its
+        locks (``bf_continue``): going on costs only the new plans, not a rebuild of the
+        picture. A node changing health ends the round early; a planned start earlier
+        than now (its release came early) is shown as now. Estimates are not decisions:
+        a round that takes a few ticks delays no job, while planning 300 jobs in one
+        tick at 100,000 jobs would take seconds.
         """
         s = self.s
         s.reservation = self.reservation
@@ -826,6 +852,8 @@ class Tick:
             if holder.estimate is None or holder.estimate.start_s != res.start_s:
                 self._estimate(holder, StartEstimate(res.start_s, res.basis))
         rnd = s.estimate_round
+        if rnd is not None and rnd.plan is not None and rnd.unhealthy != s.unhealthy:
+            rnd = s.estimate_round = None  # its picture of the cluster is wrong now
         if rnd is None:
             rnd = self._new_round()
             if rnd is None:
@@ -871,47 +899,44 @@ class Tick:
 
     def _plan_in_line(self, rnd: EstimateRound) -> None:
         s = self.s
-        line = _Line(self.release_list(), s.cap)
+        if rnd.plan is None:  # the round's first tick: its picture of the cluster
+            rnd.plan = _Line(list(self.release_list()), s.cap.clone())
+            rnd.unhealthy = frozenset(s.unhealthy)
+        line = rnd.plan
         cfg = self.cfg
         phase_started = self.timer()
         plans = 0
-        with s.cap.trial():
-            # what the round's earlier jobs planned (in earlier ticks) holds again, unless
-            # they have left the queue since (a started job's GPUs are really held)
-            line.hold_many([h for h in rnd.held if s.jobs[h[0]].state == S.QUEUED])
-            while rnd.cursor < len(rnd.line):
-                if plans >= cfg.estimate_plans_per_tick or (
-                    self.clock is not None
-                    and self.timer() - phase_started >= cfg.estimate_budget_s
-                ):
-                    break
-                rec = s.jobs[rnd.line[rnd.cursor]]
-                rnd.cursor += 1
-                if rec.state != S.QUEUED:
-                    continue
-                job_id = rec.spec.id
-                claim = s.claims.get(job_id)
-                if claim is not None:
-                    ends = [s.releases.end_of(v) for v in claim.victims]
-                    known = [e for e in ends if e is not None]
-                    est = StartEstimate(max(known) if known else self.now,
-                                        "when the preempted jobs have exited (grace window)")
-                    self._estimate(rec, est)
-                    continue
-                if self.reservation is not None and self.reservation.job_id == job_id:
-                    res = self.reservation
-                else:
-                    plans += 1
-                    res = self.plan(rec, line.releases)
-                if res is None:
-                    self._estimate(rec, None)
-                    continue
-                self._estimate(rec, StartEstimate(res.start_s, res.basis))
-                end = None if rec.spec.max_runtime_s is None else (
-                    res.start_s + rec.spec.max_runtime_s)
-                alloc = dict(res.alloc)
-                line.hold(job_id, alloc, end)  # the jobs behind it plan around it
-                rnd.held.append((job_id, alloc, end))
+        while rnd.cursor < len(rnd.line):
+            if plans >= cfg.estimate_plans_per_tick or (
+                self.clock is not None
+                and self.timer() - phase_started >= cfg.estimate_budget_s
+            ):
+                break
+            rec = s.jobs[rnd.line[rnd.cursor]]
+            rnd.cursor += 1
+            if rec.state != S.QUEUED:
+                continue
+            job_id = rec.spec.id
+            claim = s.claims.get(job_id)
+            if claim is not None:
+                ends = [s.releases.end_of(v) for v in claim.victims]
+                known = [e for e in ends if e is not None]
+                est = StartEstimate(max(known) if known else self.now,
+                                    "when the preempted jobs have exited (grace window)")
+                self._estimate(rec, est)
+                continue
+            if self.reservation is not None and self.reservation.job_id == job_id:
+                res = self.reservation
+            else:
+                plans += 1
+                res = self.plan(rec, line.releases, cap=line.cap, masks=rnd.masks)
+            if res is None:
+                self._estimate(rec, None)
+                continue
+            self._estimate(rec, StartEstimate(res.start_s, res.basis))
+            end = None if rec.spec.max_runtime_s is None else (
+                res.start_s + rec.spec.max_runtime_s)
+            line.hold(job_id, dict(res.alloc), end)  # the jobs behind it plan around it
         self.stats["estimate_plans"] = plans
 
     def _estimate(self, rec: JobRecord, est: Any) -> None:

@@ -126,7 +126,7 @@ class SchedulerConfig:
     tick_work_budget: int | None = None  # simulator: jobs examined per tick (4,000)
     estimate_lookahead: int = 10  # queued jobs per tenant given a planned start
     #: look-ahead plans per tick; a round longer than this goes on at the next tick
-    estimate_plans_per_tick: int = 6
+    estimate_plans_per_tick: int = 2
     estimate_budget_s: float = 0.05  # production: wall-time bound of phase 4 per tick
     placing_timeout_s: int = 300  # PLACING -> QUEUED if the agent never confirms
     interactive_reserved_gpus: int = 0  # slice kept for interactive jobs
