@@ -1,14 +1,17 @@
 """The production path on PostgreSQL: replay, leader cold start, tick with persistence.
 
-    python -m bench.persistence [--jobs 100000 --transitions 1000000] [--ticks 40]
+    python -m bench.persistence [--jobs 100000 --transitions 1000000] [--ticks 100]
                                 [--pg-url postgres://postgres@127.0.0.1:5432/postgres]
+                                [--keep] [--reuse DATABASE [--replay-only N]]
 
 Creates a database of its own (``sched_bench_persistence_<pid>``), migrates it, fills it
 with a week of history generated in memory and loaded with COPY (2,048 nodes of 8 GPUs,
 30 teams, ``--jobs`` jobs, about ``--transitions`` log rows: submits, placements, starts,
 checkpoints, preemptions, requeues, completions; at the end about 10% of the jobs queued
 and the cluster about 85% busy), then measures, and drops the database (``--keep`` keeps
-it). Not part of the test suite. Targets (issue 5):
+it). ``--reuse`` measures again on a database kept by ``--keep`` (no generating, no
+loading; the ticks of every run add to it), and ``--replay-only N`` then times the replay
+alone, N times (to work on it). Not part of the test suite. Targets (issue 5):
 
 - replaying the log (``selectors.replay.rebuild_from_log``, what ``replay --verify``
   runs) into per-job state: at most 5 s for 1,000,000 transitions of 100,000 jobs;
@@ -23,6 +26,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import random
 import statistics
@@ -376,8 +380,7 @@ def measure(*, ticks: int, seed: int) -> dict[str, Any]:
     out["ticks"] = {
         "n": len(durations),
         "p50_ms": round(statistics.median(durations), 1),
-        "p99_ms": round(durations_sorted[min(len(durations) - 1,
-                                             int(0.99 * len(durations)))], 1),
+        "p99_ms": round(durations_sorted[p99_rank(len(durations)) - 1], 1),
         "max_ms": round(max(durations), 1),
         "core_p50_ms": round(statistics.median(core_ms), 1),
         "core_max_ms": round(max(core_ms), 1),
@@ -397,6 +400,44 @@ def measure(*, ticks: int, seed: int) -> dict[str, Any]:
     out["verify_mismatches"] = len(mismatches)
     out["verify_first"] = [str(m) for m in mismatches[:5]]
     return out
+
+
+def p99_rank(n: int) -> int:
+    """The p99's rank among ``n`` values, ascending from 1 (nearest rank): the slowest of
+    up to 100 ticks, the second slowest of 101 to 200."""
+    return max(1, math.ceil(0.99 * n))
+
+
+def measure_replay(times: int) -> dict[str, Any]:
+    """The replay alone, ``times`` times: each wall and CPU time, and the best."""
+    from scheduler_app.selectors.replay import rebuild_from_log
+
+    runs = []
+    for _ in range(times):
+        load = load_average()
+        t0, c0 = time.perf_counter(), time.process_time()
+        rebuilt = rebuild_from_log()
+        runs.append({"replay_s": round(time.perf_counter() - t0, 3),
+                     "replay_cpu_s": round(time.process_time() - c0, 3),
+                     "replay_rows": rebuilt.rows, "replay_log_errors": len(rebuilt.log_errors),
+                     "load_average": load})
+        del rebuilt
+        log(f"{NAME}: {json.dumps(runs[-1])}")
+    return {"runs": runs, "best_replay_s": min(r["replay_s"] for r in runs),
+            "best_replay_cpu_s": min(r["replay_cpu_s"] for r in runs)}
+
+
+def count_data() -> dict[str, Any]:
+    """What ``load`` reports, counted from the tables of a reused database."""
+    from django.db.models import F, Sum
+
+    from scheduler_app.models import Allocation, Job, Node, Transition
+
+    busy = Node.objects.aggregate(busy=Sum(F("gpu_count") - F("free_gpus")))["busy"] or 0
+    return {"jobs": Job.objects.count(), "transitions": Transition.objects.count(),
+            "allocations": Allocation.objects.count(),
+            "queued": Job.objects.filter(state="QUEUED").count(),
+            "running": Job.objects.filter(state="RUNNING").count(), "busy_gpus": busy}
 
 
 # ------------------------------------------------------------------ main
@@ -458,8 +499,7 @@ def markdown(res: dict[str, Any]) -> str:
         f"(max {ticks.get('statements_max', '-')}, whatever the number of decisions). The "
         f"core's own part of the tick (its `tick_ms`): p50 {ticks['core_p50_ms']:,.0f} ms, "
         f"max {ticks['core_max_ms']:,.0f} ms; the rest is the lease, catching up and "
-        f"writing. With {ticks['n']} ticks the p99 is the slowest one; the next slowest: "
-        f"{', '.join(f'{v:,.0f}' for v in worst[1:4])} ms.",
+        f"writing. {p99_line(ticks['n'], worst)}",
         "",
         f"After the run, `replay --verify` (rebuild plus comparison with every table): "
         f"{m.get('verify_mismatches', '-')} mismatches, in {m.get('verify_s', 0):.1f} s.",
@@ -469,6 +509,17 @@ def markdown(res: dict[str, Any]) -> str:
     ])
 
 
+def p99_line(n: int, worst: list[float]) -> str:
+    """Which tick the p99 is, and the slowest ones around it (``worst``: slowest first)."""
+    rank = n - p99_rank(n) + 1  # from the slowest
+    if rank == 1:
+        return (f"With {n} ticks the p99 is the slowest one; the next slowest: "
+                f"{', '.join(f'{v:,.0f}' for v in worst[1:4])} ms.")
+    nth = {2: "second", 3: "third"}.get(rank, f"{rank}th")
+    return (f"With {n} ticks the p99 is the {nth} slowest one; the slowest: "
+            f"{', '.join(f'{v:,.0f}' for v in worst[:rank + 2])} ms.")
+
+
 DEFAULT_PG = "postgres://postgres@127.0.0.1:5432/postgres"
 
 
@@ -476,17 +527,25 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--jobs", type=int, default=100_000)
     parser.add_argument("--transitions", type=int, default=1_000_000)
-    parser.add_argument("--ticks", type=int, default=30)
+    parser.add_argument("--ticks", type=int, default=100)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--pg-url", default=DEFAULT_PG,
                         help="a PostgreSQL maintenance database to create the bench one from")
     parser.add_argument("--keep", action="store_true", help="keep the database afterwards")
+    parser.add_argument("--reuse", metavar="DATABASE",
+                        help="measure on a database kept by --keep (never dropped; neither "
+                             "results file nor doc written)")
+    parser.add_argument("--replay-only", type=int, metavar="N", default=0,
+                        help="with --reuse: time the replay alone, N times, and stop")
     parser.add_argument("--no-doc", action="store_true", help="do not update PERFORMANCE.md")
     args = parser.parse_args(argv)
+    if args.replay_only and not args.reuse:
+        parser.error("--replay-only needs --reuse")
 
     pin_one_core()
-    name = f"sched_bench_persistence_{os.getpid()}"
-    url = create_database(args.pg_url, name)
+    name = args.reuse or f"sched_bench_persistence_{os.getpid()}"
+    url = (args.pg_url.rpartition("/")[0] + f"/{name}" if args.reuse
+           else create_database(args.pg_url, name))
     log(f"{NAME}: database {name}")
     # no node agents here: nodes never heartbeat, so the silent-node timeout is off
     os.environ.update(DATABASE_URL=url, DEBUG="false", CELERY_BROKER_URL="",
@@ -501,15 +560,22 @@ def main(argv: list[str] | None = None) -> None:
 
         from scheduler_app.services.transitions import now_s
 
+        if args.replay_only:
+            log(f"{NAME}: {json.dumps(measure_replay(args.replay_only))}")
+            return
         call_command("migrate", verbosity=0)
-        log(f"{NAME}: generating {args.jobs:,} jobs...")
         t0 = time.perf_counter()
-        history = History(jobs=args.jobs, transitions=args.transitions, end=now_s(),
-                          seed=args.seed)
-        history.generate()
-        data = load(history)
+        if args.reuse:
+            data = count_data()
+            log(f"{NAME}: reusing {data}")
+        else:
+            log(f"{NAME}: generating {args.jobs:,} jobs...")
+            history = History(jobs=args.jobs, transitions=args.transitions, end=now_s(),
+                              seed=args.seed)
+            history.generate()
+            data = load(history)
+            del history
         load_s = time.perf_counter() - t0
-        del history
         log(f"{NAME}: loaded {data} in {load_s:.0f} s")
         measured = measure(ticks=args.ticks, seed=args.seed)
         with connection.cursor() as cursor:
@@ -517,10 +583,15 @@ def main(argv: list[str] | None = None) -> None:
             postgres = cursor.fetchone()[0].split()[0]
         connection.close()
     finally:
-        if not args.keep:
+        if args.keep or args.reuse:
+            log(f"{NAME}: database {name} kept (reuse it with --reuse {name})")
+        else:
             drop_database(args.pg_url, name)
     res = {"date": now_utc(), "machine": machine(), "postgres": postgres, "data": data,
            "load_s": round(load_s, 1), "measured": measured, "targets": TARGETS}
+    if args.reuse:  # the results and the doc describe a fresh database
+        log(f"{NAME}: {json.dumps(measured)}")
+        return
     path = write_results(NAME, res)
     log(f"{NAME}: {json.dumps(measured)} -> {path}")
     if not args.no_doc:

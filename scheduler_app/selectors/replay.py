@@ -21,11 +21,12 @@ import math
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from itertools import islice
 from operator import attrgetter
 
 from django.db import connection
 from django.db.models import Case, Q, TextField, Value, When
-from django.db.models.functions import Cast
+from django.db.models.functions import Cast, Coalesce
 
 from scheduler_app.core.states import JobState, Reason, allowed_targets
 from scheduler_app.core.types import NodeHealth
@@ -101,62 +102,55 @@ def _collector_paused() -> Iterator[None]:
 
 
 def _rebuild(on_rows: Callable[[int], None] | None) -> Rebuilt:
-    spec = {
-        pk: (tenant_id, checkpointable)
-        for pk, tenant_id, checkpointable in Job.objects.values_list(
-            "pk", "tenant_id", "checkpointable"
-        )
-    }
+    spec = _job_specs()
     out = Rebuilt()
     half_life = half_life_s()
-    jobs, tenants, node_used = out.jobs, out.tenants, out.node_used
-    legal, loads, job_kind, node_kind = _LEGAL, json.loads, _JOB, _NODE
+    jobs, tenants, node_used, errors = out.jobs, out.tenants, out.node_used, out.log_errors
+    legal, loads, job_kind, node_kind = _LEGAL, _loads, _JOB, _NODE
+    no_detail = _NO_DETAIL
     seen: dict[int, tuple[JobProjection, int, bool]] = {}  # one look-up a row
     for chunk in _log_chunks():
-        for (seq, kind, job_id, node_id, tenant_id, from_state, to_state, reason, at, raw,
-             pointer) in chunk:
+        for seq, kind, subject, from_state, to_state, reason, at, raw, pointer in chunk:
             if kind != job_kind:
                 if kind == node_kind:
-                    _replay_node_row(out, seq, node_id, from_state, to_state)
+                    _replay_node_row(out, seq, subject, from_state, to_state)
                 else:
-                    _replay_tenant_row(out, seq, tenant_id, loads(raw) if raw else {})
+                    _replay_tenant_row(out, seq, subject, loads(raw) if raw else {})
                 continue
-            entry = seen.get(job_id)
+            entry = seen.get(subject)
             if entry is None:
-                entry = seen[job_id] = (JobProjection(), *spec[job_id])
-                jobs[job_id] = entry[0]
+                entry = seen[subject] = (JobProjection(), *spec[subject])
+                jobs[subject] = entry[0]
             proj, tenant, checkpointable = entry
-            if from_state != proj.state:
-                out.log_errors.append(
-                    Mismatch(f"log #{seq} (job {job_id}) from_state", proj.state, from_state)
-                )
-            if (from_state, to_state) not in legal:
-                out.log_errors.append(
-                    Mismatch(f"log #{seq} (job {job_id}) illegal move", "a legal move", to_state)
-                )
+            if from_state != proj.state or (from_state, to_state) not in legal:
+                _job_row_errors(errors, seq, subject, proj.state, from_state, to_state)
             before = proj.alloc
             if raw:
                 detail = loads(raw)
-            elif pointer is not None:  # a checkpoint: its pointer, sent as text
+            elif pointer is None:
+                detail = no_detail
+            else:  # a checkpoint: its pointer, sent as text
                 detail = {"resume_pointer": pointer}
-            else:
-                detail = _NO_DETAIL
             apply_transition(proj, to_state=to_state, reason=reason, at=at, detail=detail,
                              checkpointable=checkpointable)
             after = proj.alloc
             if after is before or after == before:
                 continue
+            # the allocation changed: the tenant's usage accrues, the nodes' GPUs move
             usage = tenants.get(tenant)
             if usage is None:
                 usage = tenants[tenant] = _TenantUsage()
             usage.usage, usage.since_s = accrued(
                 usage.usage, usage.since_s, usage.held, int(at.timestamp()), half_life
             )
-            usage.held += sum(map(len, after.values())) - sum(map(len, before.values()))
-            for name, indices in before.items():
-                node_used[name] = node_used.get(name, 0) - len(indices)
-            for name, indices in after.items():
-                node_used[name] = node_used.get(name, 0) + len(indices)
+            if before:
+                usage.held -= sum(map(len, before.values()))
+                for name, indices in before.items():
+                    node_used[name] = node_used.get(name, 0) - len(indices)
+            if after:
+                usage.held += sum(map(len, after.values()))
+                for name, indices in after.items():
+                    node_used[name] = node_used.get(name, 0) + len(indices)
         out.rows += len(chunk)
         if on_rows:
             on_rows(len(chunk))
@@ -166,6 +160,38 @@ def _rebuild(on_rows: Callable[[int], None] | None) -> Rebuilt:
         if proj.state is not None:
             proj.state = states.get(proj.state, proj.state)
     return out
+
+
+def _job_row_errors(
+    errors: list[Mismatch], seq: int, job_id: int, state: str | None, from_state: str | None,
+    to_state: str,
+) -> None:
+    """A job row that does not start where the job's last row ended, or an illegal move."""
+    if from_state != state:
+        errors.append(Mismatch(f"log #{seq} (job {job_id}) from_state", state, from_state))
+    if (from_state, to_state) not in _LEGAL:
+        errors.append(Mismatch(f"log #{seq} (job {job_id}) illegal move", "a legal move", to_state))
+
+
+def _job_specs() -> dict[int, tuple[int, bool]]:
+    """job id -> (tenant id, checkpointable): the immutable spec the rules read."""
+    rows = Job.objects.values_list("pk", "tenant_id", "checkpointable")
+    return {pk: (tenant_id, checkpointable) for pk, tenant_id, checkpointable in rows}
+
+
+_scan_json = json.JSONDecoder().scan_once
+
+
+def _loads(text: str) -> object:
+    """``json.loads`` of a detail, without its Python layers for the usual text (a JSON
+    value from its first character to its last, as the database writes it)."""
+    try:
+        value, end = _scan_json(text, 0)
+    except StopIteration:
+        return json.loads(text)  # not JSON at its first character: json's own error
+    if end != len(text):
+        return json.loads(text)  # whitespace or more after the value: json's own word
+    return value
 
 
 #: (from, to) of every legal job row, as the log's text; the first row comes from null.
@@ -178,15 +204,29 @@ _NO_DETAIL: dict = {}
 
 
 def _log_chunks() -> Iterator[list[tuple]]:
-    """The log in seq order, keyset-paginated (no long-lived cursor, bounded memory):
-    (seq, kind, job, node, tenant, from, to, reason, at, detail as JSON text or None,
-    resume pointer or None). The detail is sent only where it is read: cluster rows,
-    placements and the reasons of ``projection.READS_DETAIL``; on PostgreSQL a
-    checkpoint's string pointer comes alone, as text (no JSON to decode: most rows of a
-    long log are checkpoints)."""
+    """The log in seq order, in chunks of at most ``CHUNK`` rows: (seq, kind, subject (the
+    job, node or tenant id, as the kind says), from, to, reason, at, detail as JSON text or
+    None, resume pointer or None).
+    The detail is sent only where it is read: cluster rows, placements and the reasons of
+    ``projection.READS_DETAIL``; on PostgreSQL a checkpoint's string pointer comes alone,
+    as text (no JSON to decode: most rows of a long log are checkpoints).
+
+    On PostgreSQL (libpq 17 or later) the log is one statement, streamed in chunks: one
+    snapshot, and the server reads and sends the next rows while this process applies
+    the last ones. Elsewhere (SQLite, an older libpq) it is keyset-paginated, one
+    statement a chunk."""
     if connection.vendor == "postgresql":
-        yield from _pg_log_chunks()
+        if _pg_streams():
+            yield from _pg_streamed_chunks()
+        else:
+            yield from _pg_keyset_chunks()
         return
+    yield from _keyset_chunks()
+
+
+def _keyset_chunks() -> Iterator[list[tuple]]:
+    """The chunks through the ORM, keyset-paginated (no long-lived cursor, bounded
+    memory); the whole detail of a checkpoint is sent, never its pointer alone."""
     detail = Case(
         When(
             ~Q(kind=_JOB)
@@ -199,10 +239,12 @@ def _log_chunks() -> Iterator[list[tuple]]:
     )
     no_pointer = Value(None, TextField())  # the whole detail is sent instead
     rows = (
-        Transition.objects.annotate(raw=detail, pointer=no_pointer)
+        Transition.objects.annotate(
+            subject=Coalesce("job_id", "node_id", "tenant_id"), raw=detail, pointer=no_pointer
+        )
         .order_by("pk")
-        .values_list("pk", "kind", "job_id", "node_id", "tenant_id", "from_state",
-                     "to_state", "reason", "at", "raw", "pointer")
+        .values_list("pk", "kind", "subject", "from_state", "to_state", "reason", "at", "raw",
+                     "pointer")
     )
     last = 0
     while True:
@@ -213,10 +255,17 @@ def _log_chunks() -> Iterator[list[tuple]]:
         last = chunk[-1][0]
 
 
-def _pg_log_chunks() -> Iterator[list[tuple]]:
-    """The same chunks on PostgreSQL, read with psycopg's binary protocol: its C loaders
-    turn the timestamps into datetimes (Django's text loader for them is Python, a
-    microsecond a row), and no queryset is compiled per chunk."""
+def _pg_streams() -> bool:
+    """Whether psycopg can stream a result in chunks here (libpq 17 or later)."""
+    import psycopg  # PostgreSQL only
+
+    return psycopg.pq.version() >= 170000
+
+
+def _pg_select() -> str:
+    """The log's SELECT on PostgreSQL, in seq order, without a bound (the callers add
+    theirs). A checkpoint whose pointer is a JSON string sends the pointer alone, as
+    text, and no detail; the rows the rules read otherwise send their detail as text."""
     opts = Transition._meta
     qn = connection.ops.quote_name
 
@@ -228,8 +277,9 @@ def _pg_log_chunks() -> Iterator[list[tuple]]:
     pointer = f"{detail} -> 'resume_pointer'"
     string_pointer = (f"{reason} = '{Reason.CHECKPOINTED.value}' "
                       f"AND jsonb_typeof({pointer}) = 'string'")
-    sql = (
-        f"SELECT {col('id')}, {col('kind')}, {col('job')}, {col('node')}, {col('tenant')}, "
+    return (
+        f"SELECT {col('id')}, {col('kind')}, "
+        f"COALESCE({col('job')}, {col('node')}, {col('tenant')}), "
         f"{col('from_state')}, {col('to_state')}, {reason}, {col('at')}, "
         f"CASE WHEN {string_pointer} THEN NULL "
         f"WHEN {col('kind')} <> '{_JOB}' OR {reason} IN ({reads}) "
@@ -237,28 +287,45 @@ def _pg_log_chunks() -> Iterator[list[tuple]]:
         f"AND {col('to_state')} = '{JobState.PLACING.value}') "
         f"THEN {detail}::text END, "
         f"CASE WHEN {string_pointer} THEN {detail} ->> 'resume_pointer' END "
-        f"FROM {qn(opts.db_table)} WHERE {col('id')} > %s ORDER BY {col('id')} LIMIT {CHUNK}"
+        f"FROM {qn(opts.db_table)}"
     )
-    # this thread's connection (its transaction, its snapshot), taken here: the chunks
-    # are read in another thread, where ``connection`` names another connection
-    connection.ensure_connection()
-    raw = connection.connection
+
+
+def _pg_streamed_chunks() -> Iterator[list[tuple]]:
+    """The chunks on PostgreSQL from one streamed statement, read with psycopg's binary
+    protocol: its C loaders turn the timestamps into datetimes (Django's text loader for
+    them is Python, a microsecond a row), and the rows come as plain tuples."""
     import psycopg  # PostgreSQL only
 
-
-    def chunks() -> Iterator[list[tuple]]:
-        # a server-side-binding cursor: Django's (client-side binding) cannot read binary
-        with psycopg.Cursor(raw) as cursor:
-            last = 0
-            while True:
-                cursor.execute(sql, [last], binary=True)
-                chunk = cursor.fetchall()
-                if not chunk:
-                    return
+    sql = f"{_pg_select()} ORDER BY {connection.ops.quote_name('id')}"
+    connection.ensure_connection()
+    # a cursor of psycopg's own: Django's (client-side binding) cannot read binary
+    with psycopg.Cursor(connection.connection) as cursor:
+        rows = cursor.stream(sql, binary=True, size=CHUNK)
+        try:
+            while chunk := list(islice(rows, CHUNK)):
                 yield chunk
-                last = chunk[-1][0]
+        finally:
+            rows.close()  # left early: psycopg cancels the rest of the statement, here
 
-    return chunks()
+
+def _pg_keyset_chunks() -> Iterator[list[tuple]]:
+    """The same chunks on PostgreSQL with a libpq that cannot stream in chunks: keyset
+    pagination, one statement a chunk, binary as well."""
+    import psycopg  # PostgreSQL only
+
+    sql = (f"{_pg_select()} WHERE {connection.ops.quote_name('id')} > %s "
+           f"ORDER BY {connection.ops.quote_name('id')} LIMIT {CHUNK}")
+    connection.ensure_connection()
+    with psycopg.Cursor(connection.connection) as cursor:
+        last = 0
+        while True:
+            cursor.execute(sql, [last], binary=True)
+            chunk = cursor.fetchall()
+            if not chunk:
+                return
+            yield chunk
+            last = chunk[-1][0]
 
 
 def _replay_node_row(
