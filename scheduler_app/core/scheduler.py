@@ -301,8 +301,8 @@ class Scheduler:
         #: heap key -> (job the walk left it at, its last push, its count): Tick._behind
         self.behind_marks: dict[Any, tuple[str, int, int]] = {}
         self.claims_version = 0
-        # head -> (version, instant) at which its preemption search found nothing
-        self.vain_searches: dict[str, tuple[int, int]] = {}  # head -> (version, at)
+        # head -> version at which its preemption search found nothing
+        self.vain_searches: dict[str, int] = {}
         self.now = now
         self._timers: list[tuple[int, int, str, str, int]] = []  # (at, seq, kind, job, token)
         self._timer_seq = 0
@@ -414,9 +414,6 @@ class Scheduler:
         self.version += 1
         if borrow_limit_gpus is not None:
             t.borrow_limit_gpus = borrow_limit_gpus
-        # who may be a victim and who may reclaim has changed: heads whose searches found
-        # nothing are weighed again at the next tick, not after their retry delay
-        self.vain_searches.clear()
         return []
 
     def tick(self, now: int, clock: Callable[[], float] | None = None) -> TickResult:

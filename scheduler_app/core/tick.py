@@ -17,8 +17,7 @@ Bounds (the tick never scans all jobs or all nodes):
   next tick resumes the same pass where it stopped (jobs already examined in the pass are
   skipped, the pass's reservation stands); a pass that reaches the end is complete.
 - A preemption search that found nothing is not repeated for the same head until some
-  state changes (``Scheduler.version``) and ``PREEMPTION_RETRY_S`` have passed; a
-  placement search that failed is not repeated
+  state changes (``Scheduler.version``); a placement search that failed is not repeated
   for another job of the same shape until some state changes.
 - The reservation is kept from one tick to the next while it still holds (its GPUs free
   or released by its start) for up to ``RESERVATION_REFRESH_S``, then planned afresh.
@@ -72,9 +71,6 @@ BLOCKED_PER_HEAP = 16
 ESTIMATE_REFRESH_S = 60
 #: seconds a still-valid reservation is kept before it is planned afresh
 RESERVATION_REFRESH_S = 30
-#: seconds before a head whose preemption search found nothing is searched for again
-#: (sooner only if nothing changed at all: then it is not searched again)
-PREEMPTION_RETRY_S = 30
 #: jobs that may try to take the reservation in one tick when the earlier ones cannot be
 #: planned (a holder without a declared limit makes a start time unknowable)
 RESERVATION_ATTEMPTS = 4
@@ -503,7 +499,7 @@ class Tick:
                 return "started" if rec.state == S.PLACING else "waiting"
             if len(s.vain_searches) > 4096:  # forget old ones; a stale entry never matches
                 s.vain_searches.clear()
-            s.vain_searches[job_id] = (version, self.now)
+            s.vain_searches[job_id] = version
         self._wait(rec, reason)
         if self.reservation is None:
             self._reserve(rec, quota=False)
@@ -516,18 +512,12 @@ class Tick:
         self.estimates[rec.spec.id] = rec.estimate
 
     def _searched_in_vain(self, job_id: str) -> bool:
-        """A search for this head found nothing, and either no state has changed since
-        (the same search would find nothing again) or it was less than
-        ``PREEMPTION_RETRY_S`` ago. Searches are the costliest part of a tick, and on a
-        busy cluster some job starts or ends at every tick, so "until something changes"
-        alone would search for the same head at every tick, in vain almost always; like
-        Kueue's inadmissible workloads, the head waits a little before it is weighed
-        again. It is still examined (and placed, if GPUs free up) at every tick."""
-        vain = self.s.vain_searches.get(job_id)
-        if vain is None:
-            return False
-        version, at = vain
-        return version == self.s.version or self.now - at < PREEMPTION_RETRY_S
+        """A search for this head found nothing and no state has changed since: the same
+        search would find nothing again (searches are the costliest part of a tick). Only
+        the passing of time is ignored: a job whose daily cap expires becomes a candidate
+        at the next change of any job. (A memo, not a decision: a leader rebuilt from the
+        log, which has no memo, searches and finds the same nothing.)"""
+        return self.s.vain_searches.get(job_id) == self.s.version
 
     def _need(self, spec: JobSpec) -> int:
         return spec.min_gpus if spec.elastic and spec.min_gpus else spec.gpus

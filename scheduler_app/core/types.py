@@ -130,5 +130,5 @@ class SchedulerConfig:
     estimate_budget_s: float = 0.05  # production: wall-time bound of phase 4 per tick
     placing_timeout_s: int = 300  # PLACING -> QUEUED if the agent never confirms
     interactive_reserved_gpus: int = 0  # slice kept for interactive jobs
-    max_preemption_searches_per_tick: int = 2
+    max_preemption_searches_per_tick: int = 1
     policy: str = "full"  # full | fifo | priority-kill

@@ -200,49 +200,24 @@ def test_a_borrowers_reservation_never_blocks_another_teams_entitled_job(a_limit
     assert sim.started_at("b-big") >= 1000
 
 
-def _vain_search_cluster(events: list | None = None) -> Sim:
-    """pod-a's node is held by team-b's job that cannot checkpoint (never a victim); team-a
-    (entitled) submits an 8-GPU whole-node head at t=1000, so its search finds nothing.
-    Meanwhile team-c churns 1-GPU jobs on pod-b's 4-GPU node, which the head cannot use:
-    some job starts or ends at every tick, as on a busy cluster."""
-    return Sim(
-        nodes({"pod-a": 1, "pod-b": 1}, sizes={"pod-b": 4}),
-        [tenant("team-a", 8), tenant("team-b", 0, 8), tenant("team-c", 4)],
-        [work("pinned", 8, 100_000, tenant="team-b", gpus_per_node=8)]
-        + [work("head", 8, 500, at=1000, gpus_per_node=8)]
-        + [work(f"churn{i}", 1, 3, tenant="team-c", at=990 + 2 * i) for i in range(40)],
-        events=events or [],
-    )
 
-
-def _searches(sim: Sim, lo: int, hi: int) -> list[int]:
-    return [t for t, r in sim.ticks if lo <= t < hi and r.stats["preemption_searches"]]
-
-
-def test_a_head_whose_search_found_nothing_waits_before_it_is_weighed_again() -> None:
-    sim = _vain_search_cluster().run(1080)
-    assert sim.sched.job("head").state == S.QUEUED
-    busy = [t for t, r in sim.ticks if 1000 < t < 1030 and r.decisions]
-    assert len(busy) >= 5  # jobs start and end at tick after tick...
-    searched = _searches(sim, 1000, 1080)
-    assert searched[0] == 1000
-    assert all(t >= 1030 for t in searched[1:])  # ...yet no search before the retry delay
-    assert any(1030 <= t < 1040 for t in searched)  # and one as soon as it has passed
-    assert not sim.of(S.PREEMPT_REQUESTED)  # the pinned job stays protected throughout
-
-
-def test_a_quota_change_weighs_a_head_again_at_once() -> None:
-    # team-b's sweep is within team-b's guarantee (protected) until the guarantee drops
-    # to 0 at t=1010: the head, searched in vain at t=1000, reclaims at the tick of the
-    # change, not after the retry delay.
+def test_one_preemption_search_per_tick_by_default() -> None:
+    # Two entitled heads (team-a's and team-c's), each needing a node that team-b's
+    # checkpointable sweeps borrow: the default searches once a tick, so the second head
+    # is weighed (and its victim asked) at a later tick, not in the same one.
+    sweep = {"tenant": "team-b", "gpus_per_node": 8, "checkpointable": True,
+             "checkpoint_interval_s": 300, "restart_s": 60}
     sim = Sim(
-        nodes({"pod-a": 1}),
-        [tenant("team-a", 8), tenant("team-b", 8, 8)],
-        [work("sweep", 8, 100_000, tenant="team-b", gpus_per_node=8, checkpointable=True,
-              checkpoint_interval_s=300, restart_s=60),
-         work("head", 8, 500, at=1000, gpus_per_node=8)],
-        events=[(1010, "set_quota", ("team-b", 0, 8))],
+        nodes({"pod-a": 2}),
+        [tenant("team-a", 8), tenant("team-b", 0, 16), tenant("team-c", 8)],
+        [work("sweep-1", 8, 100_000, **sweep), work("sweep-2", 8, 100_000, **sweep),
+         work("head-a", 8, 500, at=1000, gpus_per_node=8),
+         work("head-c", 8, 500, at=1000, tenant="team-c", gpus_per_node=8)],
     ).run(1100)
-    assert _searches(sim, 1000, 1001) == [1000]  # within its guarantee: found nothing
+    assert SchedulerConfig().max_preemption_searches_per_tick == 1
+    assert all(r.stats["preemption_searches"] <= 1 for _t, r in sim.ticks)
     asked = sim.of(S.PREEMPT_REQUESTED)
-    assert [(d.job_id, d.at_s) for d in asked] == [("sweep", 1010)]
+    assert sorted(d.detail["for"] for d in asked) == ["head-a", "head-c"]
+    per_tick = [sum(d.to_state == S.PREEMPT_REQUESTED for d in r.decisions)
+                for _t, r in sim.ticks]
+    assert sorted(n for n in per_tick if n) == [1, 1]  # two ticks, one victim each
