@@ -1,24 +1,31 @@
 """REST API throughput: single submits and batches of 1,000, over HTTP, while the tick runs.
 
     python -m bench.api_throughput [--seconds 20] [--clients 8] [--batch-clients 2]
-                                   [--workers 3] [--threads 4] [--pg-url postgres://...]
+                                   [--workers 2] [--threads 1] [--worker-class gthread]
+                                   [--phases single,batch] [--results-dir DIR]
+                                   [--pg-url postgres://...]
 
 Creates a PostgreSQL database of its own (``sched_bench_api``, dropped at the end unless
 ``--keep``), migrates it, seeds a cluster (``--nodes`` 8-GPU nodes registered through the
 agent service, ``--tenants`` teams, one researcher per client with an API token), then
 starts, as separate processes on this machine:
 
-- gunicorn serving the app (``--workers`` processes of ``--threads`` threads, keep-alive),
-  with ``API_THROTTLE_USER=`` (no per-user limit) and ``DEBUG=false``;
+- gunicorn serving the app (``--workers`` processes of ``--threads`` threads, gthread:
+  keep-alive), with ``API_THROTTLE_USER=`` (no per-user limit) and ``DEBUG=false``;
 - ``manage.py run_scheduler --interval 1``: the leader ticking every second, following
   every submitted job from the log and placing what fits;
-- the clients (``requests`` sessions, one process each): ``--clients`` processes posting
+- the clients (the standard library's ``http.client``, one keep-alive connection per
+  process: a lean client, so that the machine's CPU goes to the server): ``--clients``
+  processes posting
   single jobs to ``POST /api/v1/jobs/`` (each with an ``Idempotency-Key``, as a pipeline
   sends) for ``--seconds``, then ``--batch-clients`` processes posting batches of
   ``--batch-size`` jobs to ``POST /api/v1/jobs/batch/`` for ``--seconds``.
 
 Measures jobs per second (successful submits over the phase's wall time) and the latency
-of each request (p50, p99), the ticks during each phase, and the load average. Targets
+of each request (p50, p99), the ticks during each phase, the load average, the CPU each
+process group used per request (from /proc: clients, gunicorn, the scheduler, the
+PostgreSQL backends of the bench's database, the whole machine) and how often submits
+queued at the log's append lock (pg_stat_activity, sampled every 50 ms). Targets
 (issue 6): at least 500 single submits per second (Slurm's sustained rate), at least 5,000
 jobs per second in batches. Not part of the test suite.
 """
@@ -97,72 +104,106 @@ def job_spec(i: int, tag: str) -> dict[str, Any]:
             "checkpointable": i % 3 == 0, "command": "python train.py --lr 3e-4"}
 
 
-def client_single(args: tuple[str, str, str, float, float]) -> dict[str, Any]:
-    """Post single submits until ``deadline`` (time.time()); returns latencies (ms)."""
-    import requests
+def _connect(base: str) -> Any:
+    """A keep-alive HTTP/1.1 connection to ``base`` (http://host:port)."""
+    import http.client
 
-    base, tenant, key, start_at, deadline = args
-    session = requests.Session()
-    session.headers.update({"Authorization": f"Bearer {key}"})
-    tag = uuid.uuid4().hex[:8]
-    latencies: list[float] = []
-    errors: dict[str, int] = {}
-    while time.time() < start_at:
-        time.sleep(0.001)
-    first = time.time()
-    i = 0
-    while time.time() < deadline:
-        body = {"tenant": tenant, **job_spec(i, tag)}
-        t0 = time.perf_counter()
-        try:
-            r = session.post(f"{base}/api/v1/jobs/", json=body,
-                             headers={"Idempotency-Key": f"{tag}-{i}"}, timeout=60)
-            status = r.status_code
-        except requests.RequestException as error:
-            status = type(error).__name__
-        ms = (time.perf_counter() - t0) * 1000
-        if status == 201:
-            latencies.append(ms)
-        else:
-            errors[str(status)] = errors.get(str(status), 0) + 1
-        i += 1
-    return {"latencies_ms": latencies, "jobs": len(latencies), "errors": errors,
-            "first": first, "last": time.time()}
+    host, _, port = base.removeprefix("http://").partition(":")
+    return http.client.HTTPConnection(host, int(port or 80), timeout=300)
 
 
-def client_batch(args: tuple[str, str, str, float, float, int]) -> dict[str, Any]:
-    """Post batches of ``size`` jobs until ``deadline``; returns per-request latencies."""
-    import requests
+def _post(conn: Any, path: str, body: bytes, headers: dict[str, str]) -> int:
+    """POST ``body`` on the kept-alive ``conn``; the status. The response is read to the
+    end (the connection is reused); a connection the server closed is reopened by the
+    next request."""
+    conn.request("POST", path, body=body, headers=headers)
+    response = conn.getresponse()
+    response.read()
+    return response.status
 
-    base, tenant, key, start_at, deadline, size = args
-    session = requests.Session()
-    session.headers.update({"Authorization": f"Bearer {key}"})
-    tag = uuid.uuid4().hex[:8]
+
+def _cpu_s() -> float:
+    """This process's CPU seconds (user + system)."""
+    import resource
+
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
+
+
+def _client(base: str, key: str, start_at: float, deadline: float, path: str,
+            bodies: Any, timeout_s: float) -> dict[str, Any]:
+    """Post ``bodies`` (an iterator of (body bytes, idempotency key, jobs)) to ``path``
+    until ``deadline`` (time.time()), over one keep-alive connection (``http.client``,
+    the standard library's: a lean client, so the machine's CPU goes to the server);
+    returns the latency (ms) of each 201 and the errors by status."""
+    conn = _connect(base)
+    conn.timeout = timeout_s
+    headers = {"Authorization": f"Bearer {key}", "Content-Type": "application/json",
+               "Accept": "application/json", "Idempotency-Key": ""}
     latencies: list[float] = []
     errors: dict[str, int] = {}
     jobs = 0
     while time.time() < start_at:
         time.sleep(0.001)
     first = time.time()
-    b = 0
+    cpu0 = _cpu_s()
+    perf = time.perf_counter
     while time.time() < deadline:
-        body = {"tenant": tenant, "jobs": [job_spec(b * size + i, tag) for i in range(size)]}
-        t0 = time.perf_counter()
+        body, idem, n = next(bodies)
+        headers["Idempotency-Key"] = idem
+        t0 = perf()
         try:
-            r = session.post(f"{base}/api/v1/jobs/batch/", json=body,
-                             headers={"Idempotency-Key": f"{tag}-b{b}"}, timeout=300)
-            status = r.status_code
-        except requests.RequestException as error:
+            status: int | str = _post(conn, path, body, headers)
+        except Exception as error:  # noqa: BLE001 - counted (OSError, HTTPException)
             status = type(error).__name__
-        ms = (time.perf_counter() - t0) * 1000
+            conn.close()
+            conn = _connect(base)
+            conn.timeout = timeout_s
+        ms = (perf() - t0) * 1000
         if status == 201:
             latencies.append(ms)
-            jobs += size
+            jobs += n
         else:
             errors[str(status)] = errors.get(str(status), 0) + 1
-        b += 1
+    cpu = _cpu_s() - cpu0
+    conn.close()
     return {"latencies_ms": latencies, "jobs": jobs, "errors": errors, "first": first,
-            "last": time.time()}
+            "last": time.time(), "cpu_s": cpu}
+
+
+def client_single(args: tuple[str, str, str, float, float]) -> dict[str, Any]:
+    """Post single submits until ``deadline`` (time.time()); returns latencies (ms)."""
+    import json
+
+    base, tenant, key, start_at, deadline = args
+    tag = uuid.uuid4().hex[:8]
+
+    def bodies() -> Any:
+        i = 0
+        while True:
+            body = json.dumps({"tenant": tenant, **job_spec(i, tag)}).encode()
+            yield body, f"{tag}-{i}", 1
+            i += 1
+
+    return _client(base, key, start_at, deadline, "/api/v1/jobs/", bodies(), 60)
+
+
+def client_batch(args: tuple[str, str, str, float, float, int]) -> dict[str, Any]:
+    """Post batches of ``size`` jobs until ``deadline``; returns per-request latencies."""
+    import json
+
+    base, tenant, key, start_at, deadline, size = args
+    tag = uuid.uuid4().hex[:8]
+
+    def bodies() -> Any:
+        b = 0
+        while True:
+            body = json.dumps({"tenant": tenant, "jobs": [job_spec(b * size + i, tag)
+                                                          for i in range(size)]}).encode()
+            yield body, f"{tag}-b{b}", size
+            b += 1
+
+    return _client(base, key, start_at, deadline, "/api/v1/jobs/batch/", bodies(), 300)
 
 
 def calibrate() -> float:
@@ -203,8 +244,127 @@ class LoadSampler:
         self._thread.join()
 
 
+CLK_TCK = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+
+
+def proc_cpu_s(pid: int) -> float | None:
+    """CPU seconds (user + system) process ``pid`` has used, from /proc; None if gone."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    rest = stat[stat.rindex(")") + 2:].split()
+    return (int(rest[11]) + int(rest[12])) / CLK_TCK
+
+
+def proc_tree(pid: int) -> list[int]:
+    """``pid`` and its children (gunicorn's master and workers)."""
+    out = [pid]
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                stat = (entry / "stat").read_text()
+            except OSError:
+                continue
+            if int(stat[stat.rindex(")") + 2:].split()[1]) == pid:
+                out.append(int(entry.name))
+    return out
+
+
+def machine_busy_s() -> float:
+    """CPU seconds the whole machine spent not idle (all cores, every process)."""
+    fields = [int(x) for x in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
+    idle = fields[3] + (fields[4] if len(fields) > 4 else 0)  # idle + iowait
+    return (sum(fields[:8]) - idle) / CLK_TCK
+
+
+class CpuMeter:
+    """CPU seconds per process group over a phase, read from /proc (Linux; the servers
+    run on this machine): gunicorn (master and workers), the scheduler, PostgreSQL's
+    backends serving the bench's database, PostgreSQL's background processes (WAL
+    writer, checkpointer...: shared with anything else using the server), and the whole
+    machine. The clients measure their own (getrusage). A process that ended during the
+    phase (a database connection closed) is not counted: a lower bound."""
+
+    def __init__(self, pg_url: str, gunicorn_pid: int, scheduler_pid: int) -> None:
+        self.pg_url, self.gunicorn_pid, self.scheduler_pid = pg_url, gunicorn_pid, scheduler_pid
+
+    def _pg_pids(self) -> tuple[list[int], list[int]]:
+        import psycopg
+
+        with psycopg.connect(self.pg_url, autocommit=True) as conn:
+            rows = conn.execute("SELECT pid, datname, backend_type FROM pg_stat_activity "
+                                "WHERE pid <> pg_backend_pid()").fetchall()
+        ours = [pid for pid, db, kind in rows if db == DB_NAME and kind == "client backend"]
+        background = [pid for pid, db, kind in rows if kind != "client backend"]
+        return ours, background
+
+    def snapshot(self) -> dict[str, dict[int, float]]:
+        ours, background = self._pg_pids()
+        groups = {"gunicorn": proc_tree(self.gunicorn_pid),
+                  "scheduler": proc_tree(self.scheduler_pid),
+                  "postgres_backends": ours, "postgres_background": background}
+        snap = {name: {pid: cpu for pid in pids if (cpu := proc_cpu_s(pid)) is not None}
+                for name, pids in groups.items()}
+        snap["machine"] = {0: machine_busy_s()}
+        return snap
+
+    @staticmethod
+    def since(before: dict[str, dict[int, float]],
+              after: dict[str, dict[int, float]]) -> dict[str, float]:
+        """CPU seconds of each group between two snapshots (a process that started
+        meanwhile counts from zero)."""
+        return {name: round(sum(cpu - before[name].get(pid, 0.0) for pid, cpu in now.items()),
+                            2)
+                for name, now in after.items()}
+
+
+class LockSampler:
+    """What the bench database's backends wait for, sampled every ``every_s`` in a
+    thread (pg_stat_activity): how many wait for the log's append lock (an advisory
+    lock) and how many are busy. A queue at that lock in most samples means it is what
+    limits the submit rate."""
+
+    def __init__(self, pg_url: str, every_s: float = 0.05) -> None:
+        self.pg_url, self.every_s = pg_url, every_s
+        self.samples: list[tuple[int, int]] = []  # (waiting on the append lock, active)
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self) -> None:
+        import psycopg
+
+        with psycopg.connect(self.pg_url, autocommit=True) as conn:
+            while not self._stop.wait(self.every_s):
+                row = conn.execute(
+                    "SELECT count(*) FILTER (WHERE wait_event_type = 'Lock' "
+                    "AND wait_event = 'advisory'), count(*) FILTER (WHERE state = 'active') "
+                    "FROM pg_stat_activity WHERE datname = %s", [DB_NAME]).fetchone()
+                self.samples.append((int(row[0]), int(row[1])))
+
+    def __enter__(self) -> LockSampler:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+
+    def summary(self) -> dict[str, Any]:
+        n = len(self.samples)
+        if not n:
+            return {}
+        return {
+            "samples": n,
+            "waiting_mean": round(sum(w for w, _a in self.samples) / n, 2),
+            "share_with_a_queue": round(sum(1 for w, _a in self.samples if w) / n, 2),
+            "active_mean": round(sum(a for _w, a in self.samples) / n, 2),
+        }
+
+
 def run_phase(kind: str, *, base: str, users: list[tuple[str, str]], clients: int,
-              seconds: float, batch_size: int, ticks: TickLog) -> dict[str, Any]:
+              seconds: float, batch_size: int, ticks: TickLog,
+              meter: CpuMeter | None = None) -> dict[str, Any]:
     start_at = time.time() + 1.0  # every client starts at once
     deadline = start_at + seconds
     if kind == "single":
@@ -215,8 +375,18 @@ def run_phase(kind: str, *, base: str, users: list[tuple[str, str]], clients: in
         work = [(base, *users[c % len(users)], start_at, deadline, batch_size)
                 for c in range(clients)]
     ticks_before = ticks.mark()
+    locks = LockSampler(meter.pg_url) if meter else None
     with LoadSampler() as load, mp.get_context("spawn").Pool(clients) as pool:
-        results = pool.map(fn, work)
+        pending = pool.map_async(fn, work)
+        # the clients start together at start_at; measure from then to their end
+        time.sleep(max(0.0, start_at - time.time()))
+        cpu_before = meter.snapshot() if meter else None
+        if locks:
+            with locks:
+                results = pending.get()
+        else:
+            results = pending.get()
+        cpu_after = meter.snapshot() if meter else None
     first = min(r["first"] for r in results)
     last = max(r["last"] for r in results)
     latencies = [ms for r in results for ms in r["latencies_ms"]]
@@ -227,6 +397,10 @@ def run_phase(kind: str, *, base: str, users: list[tuple[str, str]], clients: in
             errors[status] = errors.get(status, 0) + n
     wall = last - first
     tick_ms = ticks.since(ticks_before)
+    cpu: dict[str, float] = {"clients": round(sum(r["cpu_s"] for r in results), 2)}
+    if cpu_before is not None and cpu_after is not None:
+        cpu.update(CpuMeter.since(cpu_before, cpu_after))
+    requests_done = len(latencies) + sum(errors.values())
     return {
         "clients": clients,
         "wall_s": round(wall, 2),
@@ -243,6 +417,13 @@ def run_phase(kind: str, *, base: str, users: list[tuple[str, str]], clients: in
         "ticks": len(tick_ms),
         "tick_p50_ms": round(statistics.median(tick_ms), 1) if tick_ms else None,
         "tick_max_ms": round(max(tick_ms), 1) if tick_ms else None,
+        # CPU seconds over the phase by process group, and per request (ms); "machine"
+        # is every process on the machine, ours and anything else running
+        "cpu_s": cpu,
+        "cpu_ms_per_request": {name: round(sec * 1000 / requests_done, 2) if requests_done
+                               else None for name, sec in cpu.items()},
+        # backends waiting for the log's append lock (pg_stat_activity, every 50 ms)
+        "append_lock": locks.summary() if locks else {},
     }
 
 
@@ -282,17 +463,20 @@ def free_port() -> int:
 
 
 def wait_ready(base: str, key: str, timeout_s: float = 60) -> None:
-    import requests
-
     deadline = time.time() + timeout_s
     while time.time() < deadline:
+        conn = _connect(base)
+        conn.timeout = 5
         try:
-            r = requests.get(f"{base}/api/v1/me/", headers={"Authorization": f"Bearer {key}"},
-                             timeout=5)
-            if r.status_code == 200:
+            conn.request("GET", "/api/v1/me/", headers={"Authorization": f"Bearer {key}"})
+            response = conn.getresponse()
+            response.read()
+            if response.status == 200:
                 return
-        except requests.RequestException:
+        except Exception:  # noqa: BLE001, S110 - not up yet
             pass
+        finally:
+            conn.close()
         time.sleep(0.5)
     raise RuntimeError(f"gunicorn did not answer at {base} within {timeout_s} s")
 
@@ -331,22 +515,41 @@ def markdown(res: dict[str, Any], command: str) -> str:
          ph["load_avg_1m_max"])
         for name, ph in (("single", single), ("batch", batch))
     ]
+    groups = ("clients", "gunicorn", "scheduler", "postgres_backends")
+
+    def ours(ph: dict[str, Any]) -> float:
+        return sum(ph.get("cpu_ms_per_request", {}).get(g) or 0.0 for g in groups)
+
+    cpu_rows = [
+        (name, *(ph.get("cpu_ms_per_request", {}).get(g) for g in groups), ours(ph),
+         ph.get("cpu_ms_per_request", {}).get("machine"),
+         ph.get("append_lock", {}).get("share_with_a_queue"),
+         ph.get("append_lock", {}).get("waiting_mean"))
+        for name, ph in (("single (per request)", single), ("batch (per request)", batch))
+    ]
+    cost = ours(single)
+    workers = f"{p['workers']} workers x {p['threads']} thread" + ("s" if p["threads"] > 1
+                                                                    else "")
     return "\n".join([
         "## REST API throughput",
         "",
-        f"{res['date']}; {m['cpu_model']}, nproc {m['nproc']} (**shared**: other workers' "
-        f"tests and benchmarks ran at the same time; load average before the run "
+        f"{res['date']}; {m['cpu_model']}, nproc {m['nproc']} ("
+        + ("**shared**: other workers' tests and benchmarks ran at the same time; "
+           if res["load_before"] >= 1.5 else "nothing else running; ")
+        + f"load average before the run "
         f"{res['load_before']:.2f}), {m['memory_gib']} GiB RAM, Python {m['python']}, "
         f"PostgreSQL {res['postgres']} on the same machine. For scale: a 10-million-step "
         f"Python loop took {res['loop_s_before']} s just before the run and "
         f"{res['loop_s_after']} s just after (roughly 0.5 s on an idle recent x86 core).",
         "",
-        f"Setup: gunicorn {res['gunicorn']} ({p['workers']} workers x {p['threads']} threads, "
-        f"gthread, keep-alive) serving the app with `DEBUG=false` and `API_THROTTLE_USER=` "
+        f"Setup: gunicorn {res['gunicorn']} ({workers}, "
+        f"{res.get('worker_class', 'gthread')}, keep-alive) serving the app with "
+        f"`DEBUG=false` and `API_THROTTLE_USER=` "
         f"(no limit); `manage.py run_scheduler --interval 1` ticking beside it (the leader "
         f"follows every submitted job from the log and places what fits); the clients are "
-        f"`requests` {res['requests']} sessions, one process each, on the same machine, "
-        f"each with its own pipeline user and token. A database of its own "
+        f"{res.get('client', '`requests` sessions')} on kept-alive connections, one "
+        f"process each, on the same machine, each with its own pipeline user and token. "
+        f"A database of its own "
         f"(`{DB_NAME}`), migrated and seeded with {p['nodes']} nodes x 8 GPUs and "
         f"{p['tenants']} teams, dropped after. Each phase runs {p['seconds']:.0f} s; single "
         "submits carry an `Idempotency-Key`, as a retrying pipeline sends them; batches one "
@@ -357,15 +560,27 @@ def markdown(res: dict[str, Any], command: str) -> str:
         table(["phase", "requests", "jobs", "wall s", "max ms", "errors", "ticks",
                "tick p50 ms", "tick max ms", "load avg (mean)", "load avg (max)"], phases),
         "",
+        "CPU per request, ms, by process (from /proc over the phase; PostgreSQL: the "
+        "backends of the bench's database; the whole machine counts every process, the "
+        "other workers' too), and the log's append lock (pg_stat_activity every 50 ms: "
+        "the share of samples with a submit waiting for it, and the mean number waiting):",
+        "",
+        table(["phase", "clients", "gunicorn", "scheduler", "PostgreSQL", "all of the "
+               "bench's", "whole machine", "lock queued (share)", "lock waiters (mean)"],
+              cpu_rows),
+        "",
         f"What a submit costs (statements counted through the test client on this database): "
-        f"a single submit {res['queries_per_submit']} (the token; the tenant with the "
-        f"caller's role; the cluster's GPU types and node sizes for the never-fits check; "
-        f"BEGIN, the log's append lock, the job, its two log rows, COMMIT: an idempotency "
-        f"key is checked by its unique index when the job is inserted, not looked up "
-        f"first), a batch of {p['batch_size']:,} {res['queries_per_batch']} and two `COPY`s "
-        f"(the jobs, and their {2 * p['batch_size']:,} log rows), whatever its size. Before "
-        f"the profiling "
-        f"pass of this section: 17 per single submit and 7,011 per batch. The bodies are "
+        f"a single submit {res['queries_per_submit']}, all in its transaction (BEGIN, the "
+        f"log's append lock, the job, its two log rows, COMMIT: an idempotency key is "
+        f"checked by its unique index when the job is inserted, not looked up first); the "
+        f"token, the tenant with the caller's role and the cluster's GPU types and node "
+        f"sizes for the never-fits check are read once per `API_CACHE_S` seconds "
+        f"(default 5) per web process, one statement each (docs/api.md, Authentication: "
+        f"how fast a revoke is seen). A batch of {p['batch_size']:,}: "
+        f"{res['queries_per_batch']} and two `COPY`s (the jobs, and their "
+        f"{2 * p['batch_size']:,} log rows), whatever its size. Before the profiling "
+        f"passes of this section: 17 per single submit and 7,011 per batch, then 8 per "
+        f"single submit before the caches. The bodies are "
         f"validated by a plan of the serializers' own checks when they are plainly valid "
         f"(`api/fastvalid.py`; anything doubtful goes to DRF for its messages) and the "
         f"responses built without a serializer per job. The tick writes its decisions "
@@ -373,19 +588,26 @@ def markdown(res: dict[str, Any], command: str) -> str:
         f"the slowest requests are the ones that met the ticks placing or following "
         f"thousands of jobs.",
         "",
-        "Where the time goes. Measured in-process (Django's test client, no HTTP, one "
-        "request at a time, same database, same day): a single submit costs 4 to 5 ms "
-        "of the web process's CPU and 9 to 14 ms of wall time, a batch of 1,000 about "
-        "0.2 s of CPU and 0.45 s of wall time. Over HTTP the clients, gunicorn, "
-        "PostgreSQL, the leader following every job and the other workers' processes "
-        "share the two cores, so the throughput above is what this machine had to spare, "
-        "not what the code does on a dedicated one. Two "
-        "limits do not go away with more cores: every writer of the log holds its append "
-        "lock from its first row to its commit (seq order is commit order), which for a "
-        "single submit is two INSERTs and the COMMIT, a few milliseconds here, so single "
-        "submits serialise at a few hundred per second at best; and a tick that writes or "
-        "publishes much holds the same lock longer. Batches pay that once per 1,000 jobs: "
-        "pipelines should batch (docs/api.md).",
+        f"Where the time goes. A single submit cost {cost:.1f} ms of CPU across the "
+        f"bench's processes (table above): at that cost two idle cores would serve about "
+        f"{2000 / cost if cost else 0:,.0f} per second, and the machine's other work took "
+        f"the rest. In gunicorn, what is left is mostly Django's and DRF's request "
+        f"handling and the transaction's statements (psycopg, the ORM's model instances "
+        f"for the job and its two rows); the clients are the standard library's HTTP "
+        f"client on kept-alive connections (against a stub server it spends 0.1 ms of "
+        f"CPU a request where `requests`, the client of the first runs, spent 0.6 to "
+        f"0.8 ms; the rest of the clients' share above is the kernel's). Every writer of "
+        f"the log holds its append lock from its first row to its commit (seq order is "
+        f"commit order): for a single submit two INSERTs, "
+        f"the Python between them and the COMMIT with its WAL flush, about 1.5 ms "
+        f"measured in-process on this machine, so single submits serialise at about 650 "
+        f"per second at best, less the time the ticks hold it. With several threads per "
+        f"gunicorn worker the holder also waits for its process's interpreter lock "
+        f"between its statements, which stretches the lock's hold: with 3 workers x 4 "
+        f"threads submits queued for the lock in almost every sample (about 5 waiting on "
+        f"average, the lock the limit), with one thread per worker in about a fifth "
+        f"(the CPU the limit). "
+        f"Batches pay the lock once per 1,000 jobs: pipelines should batch (docs/api.md).",
         "",
         res.get("note", ""),
         "",
@@ -422,8 +644,15 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     ap.add_argument("--clients", type=int, default=8, help="single-submit client processes")
     ap.add_argument("--batch-clients", type=int, default=2)
     ap.add_argument("--batch-size", type=int, default=1000)
-    ap.add_argument("--workers", type=int, default=3, help="gunicorn worker processes")
-    ap.add_argument("--threads", type=int, default=4, help="threads per gunicorn worker")
+    ap.add_argument("--workers", type=int, default=2,
+                    help="gunicorn worker processes (about as many as cores)")
+    ap.add_argument("--threads", type=int, default=1,
+                    help="threads per gunicorn worker (one: see docs/api.md, Throughput)")
+    ap.add_argument("--worker-class", default="gthread", help="gunicorn's --worker-class")
+    ap.add_argument("--phases", default="single,batch",
+                    help="which phases to run (the doc needs both)")
+    ap.add_argument("--results-dir", default=None,
+                    help="where to write api_throughput.json (default bench/results/)")
     ap.add_argument("--nodes", type=int, default=64)
     ap.add_argument("--tenants", type=int, default=4)
     ap.add_argument("--pg-url", default=DEFAULT_PG,
@@ -449,6 +678,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         return res
     command = "python -m bench.api_throughput " + " ".join(argv if argv is not None
                                                             else sys.argv[1:])
+    phases = {p.strip() for p in a.phases.split(",") if p.strip()}
+    if not phases <= {"single", "batch"}:
+        ap.error("--phases: single, batch or both")
     load_before = os.getloadavg()[0]
     url = create_database(a.pg_url, DB_NAME, replace=True)
     log(f"{NAME}: database {DB_NAME}")
@@ -470,7 +702,6 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
 
         django.setup()
         import gunicorn
-        import requests
         from django.core.management import call_command
         from django.db import connection
 
@@ -487,7 +718,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         procs.append(subprocess.Popen(
             [PYTHON, "-m", "gunicorn", "scheduler_app.wsgi:application",
              "--bind", f"127.0.0.1:{port}", "--workers", str(a.workers),
-             "--worker-class", "gthread", "--threads", str(a.threads),
+             "--worker-class", a.worker_class, "--threads", str(a.threads),
              "--keep-alive", "30", "--log-level", "warning"],
             cwd=REPO, env=env, stderr=subprocess.STDOUT,
             stdout=logs.enter_context(open(tmp / "gunicorn.log", "w"))))  # noqa: SIM115
@@ -497,16 +728,21 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             cwd=REPO, env=env, stderr=subprocess.STDOUT,
             stdout=logs.enter_context(open(ticks.path, "w"))))  # noqa: SIM115 - closed by logs
         wait_ready(base, users[0][1])
+        meter = CpuMeter(a.pg_url, procs[0].pid, procs[1].pid)
         loop_before = calibrate()
-        log(f"{NAME}: gunicorn at {base}; single submits, {a.clients} clients, "
-            f"{a.seconds:.0f} s...")
-        single = run_phase("single", base=base, users=users, clients=a.clients,
-                           seconds=a.seconds, batch_size=1, ticks=ticks)
-        log(f"{NAME}: single {single}")
-        log(f"{NAME}: batches of {a.batch_size}, {a.batch_clients} clients...")
-        batch = run_phase("batch", base=base, users=users, clients=a.batch_clients,
-                          seconds=a.seconds, batch_size=a.batch_size, ticks=ticks)
-        log(f"{NAME}: batch {batch}")
+        single = batch = None
+        if "single" in phases:
+            log(f"{NAME}: gunicorn at {base}; single submits, {a.clients} clients, "
+                f"{a.seconds:.0f} s...")
+            single = run_phase("single", base=base, users=users, clients=a.clients,
+                               seconds=a.seconds, batch_size=1, ticks=ticks, meter=meter)
+            log(f"{NAME}: single {single}")
+        if "batch" in phases:
+            log(f"{NAME}: batches of {a.batch_size}, {a.batch_clients} clients...")
+            batch = run_phase("batch", base=base, users=users, clients=a.batch_clients,
+                              seconds=a.seconds, batch_size=a.batch_size, ticks=ticks,
+                              meter=meter)
+            log(f"{NAME}: batch {batch}")
         tick_errors = ticks.errors()
         loop_after = calibrate()
     finally:
@@ -520,7 +756,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             drop_database(a.pg_url, DB_NAME)
     res = {
         "date": now_utc(), "machine": machine(), "postgres": postgres,
-        "gunicorn": gunicorn.__version__, "requests": requests.__version__,
+        "gunicorn": gunicorn.__version__, "worker_class": a.worker_class,
+        "client": f"the standard library's `http.client` (Python {sys.version.split()[0]})",
         "params": {"seconds": a.seconds, "clients": a.clients,
                    "batch_clients": a.batch_clients, "batch_size": a.batch_size,
                    "workers": a.workers, "threads": a.threads, "nodes": a.nodes,
@@ -530,9 +767,11 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         "single": single, "batch": batch, "tick_errors": tick_errors[:10],
         "targets": TARGETS, "note": a.note, "command": command,
     }
-    path = write_results(NAME, res)
+    path = write_results(NAME, res, Path(a.results_dir) if a.results_dir else None)
     log(f"{NAME}: wrote {path}")
-    if not a.no_doc:
+    if phases != {"single", "batch"}:
+        log(f"{NAME}: not both phases: PERFORMANCE.md left as it was")
+    elif not a.no_doc:
         update_doc_section(NAME, markdown(res, command))
     return res
 

@@ -476,9 +476,12 @@ def markdown(res: dict[str, Any]) -> str:
         "## Production path (PostgreSQL)",
         "",
         f"{res['date']}; {machine_line(res['machine'])}; PostgreSQL "
-        f"{res['postgres']} on the same machine. **The machine is shared** (2 cores, other "
-        "test runs and benchmarks at the same time): treat the numbers as upper bounds. "
-        f"1-minute load average during the run: {loads or 'not recorded'}. The CPU column "
+        f"{res['postgres']} on the same machine. "
+        + ("**The machine was shared** (2 cores, other test runs and benchmarks at the "
+           "same time): treat the numbers as upper bounds. "
+           if max(load.values(), default=0) >= 1.5 else
+           "Nothing else ran on the machine (2 cores; PostgreSQL and the bench only). ")
+        + f"1-minute load average during the run: {loads or 'not recorded'}. The CPU column "
         "is this process's own CPU time, less sensitive to the neighbours than the wall "
         "time.",
         "",

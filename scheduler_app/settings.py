@@ -171,6 +171,7 @@ REST_FRAMEWORK = {
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
     "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
     "DEFAULT_PARSER_CLASSES": ["scheduler_app.api.parsers.StrictJSONParser"],
+    "DEFAULT_CONTENT_NEGOTIATION_CLASS": "scheduler_app.api.negotiation.FastContentNegotiation",
     "DEFAULT_THROTTLE_CLASSES": [
         "scheduler_app.api.throttling.UserThrottle",
         "scheduler_app.api.throttling.AgentThrottle",
@@ -186,6 +187,13 @@ REST_FRAMEWORK = {
     "EXCEPTION_HANDLER": "scheduler_app.api.errors.exception_handler",
     "DATETIME_FORMAT": "iso-8601",
 }
+#: Seconds each web process may reuse what it read of a token (and its user or node), of
+#: a user's role in a tenant (and the tenant's quota) and of the cluster's shape, instead
+#: of reading them again for every request: a revoked token, a removed member, a changed
+#: quota or a newly registered node is seen by the other processes within this (the
+#: process that made the change sees it at once). 0: read them every time.
+#: scheduler_app/api/cache.py, docs/api.md.
+API_CACHE_S = env.float("API_CACHE_S", default=5.0)
 SPECTACULAR_SETTINGS = {
     "TITLE": "GPU scheduler API",
     "DESCRIPTION": "Submit and follow GPU jobs, read the cluster, run node agents. "

@@ -10,3 +10,6 @@ class ApiConfig(AppConfig):
     def ready(self) -> None:
         # registers the token scheme with drf-spectacular (an import side effect)
         from . import schema  # noqa: F401
+        from .cache import connect_signals
+
+        connect_signals()  # the API's caches forget what this process changes

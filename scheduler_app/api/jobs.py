@@ -26,7 +26,7 @@ from scheduler_app.selectors.jobs import job_history, job_queue_position
 from scheduler_app.services import job_cancel, job_submit
 from scheduler_app.services.jobs import jobs_submit_batch, submit_replayed
 
-from . import access
+from . import access, cache
 from .errors import ApiConflict
 from .fastvalid import validated
 from .fields import (
@@ -286,15 +286,32 @@ class BatchOut(serializers.Serializer):
 # ---------------------------------------------------------------- helpers
 def _tenant_or_400(name: str, field: str = "tenant", *, user: Any = None) -> Tenant:
     """The tenant named ``name``; with ``user``, also their role in it (``api_role``, None
-    if they are not a member), in the same query."""
+    if they are not a member), in the same query, read at most every ``API_CACHE_S``
+    seconds per process and user (``api.cache``)."""
     if user is None or not user.pk:
         tenant = Tenant.objects.filter(name=name).first()
-    else:
-        tenant = next(iter(Tenant.objects.raw(_tenant_role_sql(), [user.pk, name])), None)
-    if tenant is None:
-        raise ValidationError({field: [f"No tenant named {name!r}: GET /api/v1/tenants/ "
-                                       "lists them."]})
+        if tenant is None:
+            raise _no_tenant(name, field)
+        return tenant
+    fields = Tenant._meta.concrete_fields
+    hit = cache.TENANT_ROLES.get((user.pk, name))
+    if hit is None:
+        with connection.cursor() as cursor:
+            cursor.execute(_tenant_role_sql(), [user.pk, name])
+            row = cursor.fetchone()
+        if row is None:
+            raise _no_tenant(name, field)
+        hit = (cache.converted(fields, list(row[:-1])), row[-1])
+        cache.TENANT_ROLES.put((user.pk, name), hit)
+    values, role = hit
+    tenant = cache.instance(Tenant, fields, values)
+    tenant.api_role = role  # type: ignore[attr-defined]
     return tenant
+
+
+def _no_tenant(name: str, field: str) -> ValidationError:
+    return ValidationError({field: [f"No tenant named {name!r}: GET /api/v1/tenants/ "
+                                    "lists them."]})
 
 
 _TENANT_ROLE_SQL: str | None = None

@@ -3,12 +3,16 @@
 ``job_submit`` itself admits a job that can never fit and fails it at once (a FAILED job
 with reason NeverFits in the log, the arithmetic in its detail). An API client is better
 served by a 400 naming the field, with no job created: so the API asks the same rule
-(``services.jobs.never_fits``) first and submits only specs it passes. A quota change
-racing the submit is still caught by the service, which then fails the job in the log.
+(``services.jobs.never_fits``) first and submits only specs it passes. The tenant's
+quota and the cluster's shape it checks against may be up to ``API_CACHE_S`` seconds old
+(``api.cache``): a quota cut or a node shrunk in the meantime is caught by the leader's
+admission (the core's own check, when it follows the job), which then fails the job in
+the log with reason NeverFits.
 """
 
 from __future__ import annotations
 
+from types import SimpleNamespace
 from typing import Any
 
 from django.core.exceptions import ValidationError
@@ -16,6 +20,8 @@ from rest_framework.exceptions import ErrorDetail
 
 from scheduler_app.models import Job, Tenant
 from scheduler_app.services.jobs import ClusterShape, never_fits, validate_job_spec
+
+from . import cache
 
 #: The spec fields the services take (``job_submit``'s keyword arguments).
 SPEC_FIELDS = (
@@ -31,8 +37,9 @@ class Refusals:
 
     def __init__(self, tenant: Tenant) -> None:
         self.tenant = tenant
-        #: the cluster's shape, read once (one query); the submit services reuse it
-        self.shape = ClusterShape()
+        #: the cluster's shape, read once (one query) and kept for API_CACHE_S seconds
+        #: (api.cache); the submit services reuse it
+        self.shape = ClusterShape(max_age_s=cache.ttl_s())
         self._seen: dict[tuple, dict[str, ErrorDetail]] = {}
 
     def of(self, spec: dict[str, Any]) -> dict[str, ErrorDetail]:
@@ -50,14 +57,14 @@ class Refusals:
         return self._seen[shape]
 
     def _never_fits(self, spec: dict[str, Any]) -> dict[str, ErrorDetail]:
-        job = Job(
-            tenant=self.tenant,
+        # what never_fits reads of a job (a model instance costs more to build)
+        job = SimpleNamespace(
             gpus=spec["gpus"],
             min_gpus=spec.get("min_gpus"),
             gpus_per_node=spec.get("gpus_per_node"),
             gpu_type=spec.get("gpu_type") or "",
         )
-        why = never_fits(job, self.tenant, capacity=self.shape)
+        why = never_fits(job, self.tenant, capacity=self.shape)  # type: ignore[arg-type]
         if not why:
             return {}
         # never_fits says which limit it hit in words; map them to the field at fault

@@ -6,14 +6,17 @@ from __future__ import annotations
 import hashlib
 import secrets
 from datetime import timedelta
+from typing import Any
 
 from django.contrib.auth import get_user_model
 from django.contrib.auth.models import AbstractBaseUser
 from django.db import connection, transaction
+from django.db.models import Model
 from django.utils import timezone
 
 from scheduler_app.models import Node
 
+from . import cache
 from .models import ApiToken
 
 #: Key prefixes say what a leaked key is for: "gsu_" a user's, "gsa_" an agent's.
@@ -48,32 +51,54 @@ def token_issue(
 
 
 def token_find(*, key: str) -> ApiToken | None:
-    """The live token with this key, or None (unknown or revoked), with its user or node."""
-    token = _live_token(hash_key(key))
-    if token is None:
-        return None
+    """The live token with this key, or None (unknown or revoked), with its user or node.
+
+    Read from the database at most every ``API_CACHE_S`` seconds per process
+    (``api.cache``): a token revoked by another process stops working within that."""
+    key_hash = hash_key(key)
+    values = cache.TOKENS.get(key_hash)
+    if values is None:
+        values = _live_token_values(key_hash)
+        if values is None:
+            return None
+        cache.TOKENS.put(key_hash, values)
+    token = _instances(values)
     now = timezone.now()
     if token.last_used_at is None or now - token.last_used_at > LAST_USED_RESOLUTION:
         ApiToken.objects.filter(pk=token.pk).update(last_used_at=now)
         token.last_used_at = now
+        values[0][_last_used_index()] = now  # the cached copy too: one write a minute
     return token
 
 
 _TOKEN_SQL: str | None = None
+_PARTS: list[tuple[type[Model], str, list[Any]]] | None = None
 
 
-def _live_token(key_hash: str) -> ApiToken | None:
-    """``ApiToken.objects.select_related("user", "node").filter(key_hash=...,
-    revoked_at__isnull=True).first()``, as one fixed SQL statement built once: every
-    request authenticates, and compiling that queryset cost more than running it."""
+def _parts() -> list[tuple[type[Model], str, list[Any]]]:
+    """(model, alias, concrete fields) of the token query's three tables."""
+    global _PARTS
+    if _PARTS is None:
+        _PARTS = [(model, alias, list(model._meta.concrete_fields))
+                  for model, alias in ((ApiToken, "t"), (get_user_model(), "u"), (Node, "n"))]
+    return _PARTS
+
+
+def _last_used_index() -> int:
+    return [f.attname for f in ApiToken._meta.concrete_fields].index("last_used_at")
+
+
+def _live_token_values(key_hash: str) -> list[list[Any] | None] | None:
+    """The column values of ``ApiToken.objects.select_related("user", "node").filter(
+    key_hash=..., revoked_at__isnull=True).first()`` and of its user and node (None for
+    the one it has not), as one fixed SQL statement built once: every request
+    authenticates, and compiling that queryset cost more than running it."""
     global _TOKEN_SQL
-    User = get_user_model()
-    parts = [(ApiToken, "t"), (User, "u"), (Node, "n")]
-    fields = [[f for f in model._meta.concrete_fields] for model, _alias in parts]
+    parts = _parts()
     if _TOKEN_SQL is None:
+        User = get_user_model()
         qn = connection.ops.quote_name
-        columns = ", ".join(f"{alias}.{qn(f.column)}"
-                            for (_model, alias), group in zip(parts, fields, strict=True)
+        columns = ", ".join(f"{alias}.{qn(f.column)}" for _model, alias, group in parts
                             for f in group)
         _TOKEN_SQL = (
             f"SELECT {columns} FROM {qn(ApiToken._meta.db_table)} t "
@@ -89,20 +114,21 @@ def _live_token(key_hash: str) -> ApiToken | None:
         row = cursor.fetchone()
     if row is None:
         return None
-    objs = []
+    out: list[list[Any] | None] = []
     at = 0
-    for (model, _alias), group in zip(parts, fields, strict=True):
+    for _model, _alias, group in parts:
         values = list(row[at:at + len(group)])
         at += len(group)
-        if values[0] is None:  # the LEFT JOIN found no user (or no node)
-            objs.append(None)
-            continue
-        for i, field in enumerate(group):  # as the ORM does (SQLite's datetimes are text)
-            col = field.cached_col
-            for convert in (connection.ops.get_db_converters(col)
-                            + col.get_db_converters(connection)):
-                values[i] = convert(values[i], col, connection)
-        objs.append(model.from_db(connection.alias, [f.attname for f in group], values))
+        # None: the LEFT JOIN found no user (or no node)
+        out.append(None if values[0] is None else cache.converted(group, values))
+    return out
+
+
+def _instances(values: list[list[Any] | None]) -> ApiToken:
+    """Fresh token, user and node instances (the token's related objects set) from
+    the cached values: each request gets its own."""
+    objs = [None if v is None else cache.instance(model, group, v)
+            for (model, _alias, group), v in zip(_parts(), values, strict=True)]
     token, user, node = objs
     ApiToken._meta.get_field("user").set_cached_value(token, user)
     ApiToken._meta.get_field("node").set_cached_value(token, node)

@@ -4,12 +4,16 @@
 from __future__ import annotations
 
 import bisect
+import time
+from collections.abc import Callable
 from datetime import datetime
 from typing import Any
 
 from django.contrib.auth.models import AbstractBaseUser
 from django.core.exceptions import ValidationError
 from django.db import IntegrityError, transaction
+from django.db.models.signals import post_delete, post_save
+from django.dispatch import receiver
 
 from scheduler_app.core.states import JobState, Reason
 from scheduler_app.core.types import Actor
@@ -302,19 +306,32 @@ def validate_job_spec(spec: dict[str, Any]) -> None:
 
 class ClusterShape:
     """The cluster's GPU types and node sizes, read in one query when first needed (a
-    batch, and the API's checks before it, read them once)."""
+    batch, and the API's checks before it, read them once).
 
-    def __init__(self) -> None:
+    ``max_age_s`` > 0: a shape this process read less than that many seconds ago will
+    do (the API passes ``API_CACHE_S``: every submit asks, nodes change rarely). A node
+    saved in this process (registered, its GPUs changed) forgets it at once; a node
+    registered by another process is counted within ``max_age_s``."""
+
+    def __init__(self, *, max_age_s: float = 0.0) -> None:
         self._by_type: dict[str, list[int]] | None = None
+        self._max_age_s = max_age_s
 
     def _load(self) -> dict[str, list[int]]:
+        global _SHAPE_CACHE
         if self._by_type is None:
+            cached = _SHAPE_CACHE
+            if self._max_age_s > 0 and cached is not None and shape_clock() < cached[0]:
+                self._by_type = cached[1]
+                return self._by_type
             by_type: dict[str, list[int]] = {"": []}
             for gpu_type, count in Node.objects.order_by().values_list("gpu_type", "gpu_count"):
                 by_type[""].append(count)
                 if gpu_type:
                     by_type.setdefault(gpu_type, []).append(count)
             self._by_type = {t: sorted(sizes) for t, sizes in by_type.items()}
+            if self._max_age_s > 0:
+                _SHAPE_CACHE = (shape_clock() + self._max_age_s, self._by_type)
         return self._by_type
 
     def gpu_types(self) -> list[str]:
@@ -324,6 +341,29 @@ class ClusterShape:
     def sizes(self, gpu_type: str) -> list[int]:
         """GPUs of each node of ``gpu_type`` ("" any type), sorted."""
         return self._load().get(gpu_type, [])
+
+
+#: The shape the last ``ClusterShape(max_age_s=...)`` read, with its expiry
+#: (``shape_clock()``), shared by the threads of this process; never mutated.
+_SHAPE_CACHE: tuple[float, dict[str, list[int]]] | None = None
+#: The clock of that expiry (tests move it).
+shape_clock: Callable[[], float] = time.monotonic
+#: Node fields saved that leave its shape as it was.
+_NOT_SHAPE = frozenset({"health", "last_heartbeat", "free_gpus"})
+
+
+def forget_cluster_shape() -> None:
+    """Drop the cached shape: the next ``ClusterShape(max_age_s=...)`` reads it."""
+    global _SHAPE_CACHE
+    _SHAPE_CACHE = None
+
+
+@receiver(post_save, sender=Node, dispatch_uid="scheduler_app.services.jobs.shape_save")
+@receiver(post_delete, sender=Node, dispatch_uid="scheduler_app.services.jobs.shape_delete")
+def _node_changed(update_fields: Any = None, **kwargs: Any) -> None:
+    if update_fields is not None and set(update_fields) <= _NOT_SHAPE:
+        return
+    forget_cluster_shape()
 
 
 def never_fits(job: Job, tenant: Tenant, *, capacity: ClusterShape | None = None) -> str:

@@ -11,8 +11,10 @@ from django.contrib.auth import get_user_model
 from django.core.cache import cache
 from rest_framework.test import APIClient
 
+from scheduler_app.api import cache as api_cache
 from scheduler_app.api.tokens import token_issue
 from scheduler_app.models import Membership, Node, Pod, Tenant
+from scheduler_app.services.jobs import forget_cluster_shape
 from tests.foundation.factories import NodeFactory, TenantFactory
 
 ROLES = ("operator", "lead", "researcher", "teammate", "other_team", "outsider")
@@ -20,10 +22,15 @@ ROLES = ("operator", "lead", "researcher", "teammate", "other_team", "outsider")
 
 @pytest.fixture(autouse=True)
 def _fresh_throttle_counters():
-    # throttle counters live in the (process-wide) cache: no test inherits another's
+    # throttle counters live in the (process-wide) cache: no test inherits another's;
+    # nor the API's own per-process caches (tokens, roles, the cluster's shape)
     cache.clear()
+    api_cache.clear_all()
+    forget_cluster_shape()
     yield
     cache.clear()
+    api_cache.clear_all()
+    forget_cluster_shape()
 
 
 @dataclass
