@@ -609,8 +609,7 @@ def markdown(res: dict[str, Any], command: str) -> str:
         f"(the CPU the limit). "
         f"Batches pay the lock once per 1,000 jobs: pipelines should batch (docs/api.md).",
         "",
-        res.get("note", ""),
-        "",
+        *([res["note"], ""] if res.get("note") else []),
         f"Reproduce: `{command}` (needs PostgreSQL; raw numbers: "
         f"`bench/results/{NAME}.json`).",
     ])

@@ -137,8 +137,9 @@ def plot(res: dict[str, Any], path: Path) -> Path | None:
 
 
 def section(res: dict[str, Any], m: dict[str, Any], date: str, img: Path | None,
-            doc: Path) -> str:
+            doc: Path, name: str | None = None) -> str:
     w = res["window"]
+    name = name or _name(w)
     rows = []
     for r in res["runs"]:
         met = r.get("metrics") or {}
@@ -180,8 +181,9 @@ def section(res: dict[str, Any], m: dict[str, Any], date: str, img: Path | None,
             else img
         lines += ["", f"![policies on the Helios window]({rel.as_posix()})"]
     lines += ["", f"Reproduce: `.venv/bin/python -m bench.policies --from-day {w['from_day']} "
-              f"--days {w['days']} --capacity-scale {w.get('capacity_scale', 1.0):g}` "
-              f"(raw: `bench/results/{_name(w)}.json`)."]
+              f"--days {w['days']} --capacity-scale {w.get('capacity_scale', 1.0):g}"
+              + (f" --name {name}" if name != _name(w) else "")
+              + f"` (raw: `bench/results/{name}.json`)."]
     return "\n".join(lines)
 
 
@@ -205,6 +207,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     ap.add_argument("--doc", default=None)
     ap.add_argument("--img", default=None)
     ap.add_argument("--no-pin", action="store_true")
+    ap.add_argument("--name", default=None,
+                    help="results file, plot and PERFORMANCE.md section (default: policies, "
+                         "or policies_x<scale> for a scaled run)")
     a = ap.parse_args(argv)
     m = machine()
     if not a.no_pin:
@@ -218,13 +223,13 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
               reuse_full=a.reuse_full, results_dir=results_dir, trace=a.trace, quota=a.quota,
               scale=a.capacity_scale)
     # A scaled run is another experiment: its own results file, section and plot.
-    name = _name(res["window"])
+    name = a.name or _name(res["window"])
     img = plot(res, Path(a.img) if a.img else IMG_DIR / f"{name}_helios.png")
     res["plot"] = str(img) if img else None
     path = write_results(name, res, results_dir)
     doc = Path(a.doc) if a.doc else None
-    update_doc_section(name, section(res, m, now_utc(), img, doc or (IMG_DIR.parent / "x")),
-                       doc)
+    update_doc_section(name, section(res, m, now_utc(), img, doc or (IMG_DIR.parent / "x"),
+                                     name), doc)
     log(f"{NAME}: wrote {path}" + (f" and {img}" if img else ""))
     return res
 
