@@ -161,6 +161,7 @@ def section(res: dict[str, Any], m: dict[str, Any], date: str, img: Path | None,
         checks = "Issue 4's targets: not measured (a run is missing)."
     lines = [
         "## Policies on the Helios window"
+        + ("" if name == _name(w) else f", days {w['from_day']}-{w['from_day'] + w['days'] - 1}")
         + ("" if w.get("capacity_scale", 1.0) == 1.0
            else f", capacity scaled by {w['capacity_scale']:g} (contended)"),
         "",

@@ -35,9 +35,11 @@ FULL: dict[str, list[str]] = {
     "memory": [],
     "sim_speed": ["--max-wall-s", "300"],
     "policies": ["--from-day", "102", "--days", "14", "--reuse-full", "--max-wall-s", "240"],
-    # one busy day (111): a contended week does not finish within the budget today
+    # one busy day (111), and the contended week around it (about 12 minutes of one core)
     "policies_contended": ["--from-day", "111", "--days", "1", "--capacity-scale", "0.5",
                            "--max-wall-s", "120"],
+    "policies_week_contended": ["--from-day", "102", "--days", "7", "--capacity-scale", "0.5",
+                                "--name", "policies_week_x0.5", "--max-wall-s", "600"],
 }
 QUICK_DIR = RESULTS_DIR / "quick"
 QUICK: dict[str, list[str]] = {
@@ -53,6 +55,9 @@ QUICK: dict[str, list[str]] = {
     "policies_contended": ["--from-day", "30", "--days", "1", "--capacity-scale", "0.5",
                            "--max-wall-s", "60",
                            "--img", str(QUICK_DIR / "policies_x0.5_helios.png")],
+    "policies_week_contended": ["--from-day", "30", "--days", "2", "--capacity-scale", "0.5",
+                                "--name", "policies_week_x0.5", "--max-wall-s", "60",
+                                "--img", str(QUICK_DIR / "policies_week_x0.5_helios.png")],
 }
 
 
