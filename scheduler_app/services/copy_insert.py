@@ -12,7 +12,6 @@ does. (For the log, whose appends hold the append lock, the keys are also consec
 
 from __future__ import annotations
 
-import operator
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
@@ -66,48 +65,27 @@ def _insert_returning(model: type[models.Model], objs: Sequence[models.Model],
                       jsonb: Any) -> None:
     """One ``INSERT ... VALUES (...), ... RETURNING id`` with the attributes as they are:
     what bulk_create sends, without preparing each value through its field."""
-    values_of, json_at, sql = _returning_plan(model, len(objs))
+    opts = model._meta
+    qn = connection.ops.quote_name
+    fields = [f for f in opts.concrete_fields if f is not opts.pk]
+    json_at = {i for i, f in enumerate(fields) if isinstance(f, models.JSONField)}
+    attnames = [f.attname for f in fields]
+    row = "(" + ", ".join(["%s"] * len(fields)) + ")"
     params: list[Any] = []
     for obj in objs:
-        values = values_of(obj)
-        if json_at:
-            values = list(values)
-            for i in json_at:
-                values[i] = jsonb(values[i])
+        values = [getattr(obj, name) for name in attnames]
+        for i in json_at:
+            values[i] = jsonb(values[i])
         params.extend(values)
+    sql = (f"INSERT INTO {qn(opts.db_table)} ({', '.join(qn(f.column) for f in fields)}) "
+           f"VALUES {', '.join([row] * len(objs))} RETURNING {qn(opts.pk.column)}")
     with connection.cursor() as cursor:
         cursor.execute(sql, params)
         keys = [r[0] for r in cursor.fetchall()]  # in VALUES order, as bulk_create relies on
-    alias = connection.alias
     for obj, key in zip(objs, keys, strict=True):
         obj.pk = key
         obj._state.adding = False
-        obj._state.db = alias
-
-
-#: (model, rows) -> what _insert_returning needs: a getter of the row's values (a tuple,
-#: in column order), the positions of its JSON columns, the statement. Models do not
-#: change while a process runs; the quoting is PostgreSQL's (the only caller).
-_RETURNING_PLANS: dict[tuple[type[models.Model], int], tuple[Any, tuple[int, ...], str]] = {}
-
-
-def _returning_plan(model: type[models.Model],
-                    rows: int) -> tuple[Any, tuple[int, ...], str]:
-    plan = _RETURNING_PLANS.get((model, rows))
-    if plan is None:
-        opts = model._meta
-        qn = connection.ops.quote_name
-        fields = [f for f in opts.concrete_fields if f is not opts.pk]
-        json_at = tuple(i for i, f in enumerate(fields) if isinstance(f, models.JSONField))
-        getter = operator.attrgetter(*[f.attname for f in fields])
-        values_of = getter if len(fields) > 1 else (lambda obj: (getter(obj),))
-        row = "(" + ", ".join(["%s"] * len(fields)) + ")"
-        sql = (f"INSERT INTO {qn(opts.db_table)} ({', '.join(qn(f.column) for f in fields)}) "
-               f"VALUES {', '.join([row] * rows)} RETURNING {qn(opts.pk.column)}")
-        plan = (values_of, json_at, sql)
-        if rows < COPY_FROM_ROWS:  # the few row counts this path sees
-            _RETURNING_PLANS[(model, rows)] = plan
-    return plan
+        obj._state.db = connection.alias
 
 
 def new_instances(model: type[models.Model], rows: Iterable[Mapping[str, Any]]) -> list[Any]:
@@ -116,40 +94,23 @@ def new_instances(model: type[models.Model], rows: Iterable[Mapping[str, Any]]) 
     up a default and a descriptor per field). Rows name fields by attname
     (``tenant_id``); a field a row leaves out gets its default (a callable default is
     called per row, so no two rows share a list)."""
-    plan, known = _instance_plan(model)
+    plan: list[tuple[str, Any, Any]] = []
+    for field in model._meta.concrete_fields:
+        if field.has_default() and callable(field.default):
+            plan.append((field.attname, None, field.get_default))
+        else:
+            plan.append((field.attname, field.get_default(), None))
+    known = {name for name, _default, _make in plan}
     out = []
     for row in rows:
-        if not row.keys() <= known:
-            unknown = row.keys() - known
+        unknown = row.keys() - known
+        if unknown:
             raise TypeError(f"{model.__name__} has no field(s) {sorted(unknown)}")
         out.append(model(*[
             row[name] if name in row else (make() if make is not None else default)
             for name, default, make in plan
         ]))
     return out
-
-
-#: model -> its concrete fields' (attname, default, default factory), and their attnames.
-_INSTANCE_PLANS: dict[type[models.Model], tuple[list[tuple[str, Any, Any]], frozenset[str]]] = {}
-
-
-def _instance_plan(
-    model: type[models.Model],
-) -> tuple[list[tuple[str, Any, Any]], frozenset[str]]:
-    """What new_instances needs of ``model``, built once per process: a constant default
-    is one object whatever the row (as Django's ``get_default`` returns it), a callable
-    one is called per row."""
-    cached = _INSTANCE_PLANS.get(model)
-    if cached is None:
-        plan: list[tuple[str, Any, Any]] = []
-        for field in model._meta.concrete_fields:
-            if field.has_default() and callable(field.default):
-                plan.append((field.attname, None, field.get_default))
-            else:
-                plan.append((field.attname, field.get_default(), None))
-        cached = (plan, frozenset(name for name, _default, _make in plan))
-        _INSTANCE_PLANS[model] = cached
-    return cached
 
 
 __all__ = ["COPY_FROM_ROWS", "insert_new", "new_instances"]
