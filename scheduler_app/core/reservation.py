@@ -276,7 +276,6 @@ def _enough_nodes(
     return done
 
 
-
 def _merge(
     cap: Capacity,
     rels: list[Release],

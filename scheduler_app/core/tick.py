@@ -53,7 +53,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from .capacity import indices_of, lowest_bits
+from .capacity import indices_of, lowest_bits, mask_of
 from .placement import find_placement
 from .preemption import Candidate, TenantLoad, select_victims
 from .queues import EntryKey, QueueKey
@@ -137,9 +137,9 @@ class EstimateRound:
 
 
 class _Line:
-    """The running jobs' releases as a look-ahead round plans: each planned job holds its
-    GPUs from now (those free now are taken inside the caller's trial) and gives them back
-    at its declared end, so the jobs behind it plan around it."""
+    """The running jobs' releases as a look-ahead round plans, on the round's own copy of
+    the cluster: each planned job holds its GPUs from now and gives them back at its
+    declared end, so the jobs behind it plan around it."""
 
     def __init__(self, releases: list[Release], cap: Any) -> None:
         self.releases = releases
@@ -151,48 +151,22 @@ class _Line:
                 self.on_node.setdefault(n, set()).add(r.job_id)
 
     def hold(self, job_id: str, alloc: Allocation, end: int | None) -> None:
-        self.hold_many([(job_id, alloc, end)])
-
-    def hold_many(self, held: list[tuple[str, Allocation, int | None]]) -> None:
-        """Hold several disjoint plans at once (a round resumed at a later tick holds its
-        earlier plans again): one take, one pass over the releases they touch, one sort."""
+        """Hold one plan: its GPUs free now are taken from the copy; those a running job
+        holds now become the plan's from its start, so no other release gives them back
+        (releases stay disjoint). Bitmasks per node keep this O(the plan's nodes)."""
         cap = self.cap
-        free_now: dict[str, int] = {}  # node -> GPU bitmask
+        mine: dict[str, int] = {}  # node -> GPU bitmask
+        free_now: dict[str, int] = {}
         later: dict[str, int] = {}
-        # A plan may count on GPUs an earlier plan of the batch gives back at its end:
-        # they become the later plan's (removed from the earlier one's release), exactly
-        # as when the plans are held one by one. Bitmasks per node keep this O(nodes).
-        claimed: dict[str, int] = {}
-        owners: dict[str, list[int]] = {}
-        gives: list[dict[str, int]] = []
-        for k, (_job_id, alloc, _end) in enumerate(held):
-            mine_masks: dict[str, int] = {}
-            for n, ix in alloc.items():
-                m = 0
-                for i in ix:
-                    m |= 1 << i
-                mine_masks[n] = m
-                overlap = m & claimed.get(n, 0)
-                if overlap:
-                    for prev in owners[n]:
-                        g = gives[prev]
-                        if g.get(n, 0) & overlap:
-                            g[n] &= ~overlap
-                rest = m & ~overlap
-                if rest:
-                    free_mask = cap.nodes[n].free_mask
-                    if rest & free_mask:
-                        free_now[n] = free_now.get(n, 0) | (rest & free_mask)
-                    if rest & ~free_mask:
-                        later[n] = later.get(n, 0) | (rest & ~free_mask)
-                claimed[n] = claimed.get(n, 0) | m
-                owners.setdefault(n, []).append(k)
-            gives.append(mine_masks)
+        for n, ix in alloc.items():
+            m = mine[n] = mask_of(ix)
+            free_mask = cap.nodes[n].free_mask
+            if m & free_mask:
+                free_now[n] = m & free_mask
+            if m & ~free_mask:
+                later[n] = m & ~free_mask
         if free_now:
             cap.take({n: indices_of(m) for n, m in free_now.items()})
-        # The GPUs a plan counts on that someone holds now become its own from its start:
-        # no other release may give them back (releases stay disjoint, even when a plan
-        # from earlier in the round is stale by now).
         releases, by_id, on_node = self.releases, self.by_id, self.on_node
         if later:  # only the releases on those nodes, found by node: O(them)
             taken = {n: indices_of(m) for n, m in later.items()}
@@ -221,21 +195,14 @@ class _Line:
                         del releases[i]
                     else:
                         releases[i] = by_id[jid]
-        mine = []
-        for (job_id, _alloc, end), give in zip(held, gives, strict=True):
-            kept_alloc = {n: indices_of(m) for n, m in give.items() if m}
-            if end is not None and kept_alloc:
-                mine.append(Release(end_s=end, job_id=job_id, alloc=kept_alloc))
-        if len(mine) == 1:
+        kept_alloc = {n: indices_of(m) for n, m in mine.items() if m}
+        if end is not None and kept_alloc:
+            r = Release(end_s=end, job_id=job_id, alloc=kept_alloc)
             # kept in (end_s, job_id) order: plan_reservation reads it presorted
-            bisect.insort(releases, mine[0], key=_release_key)
-        elif mine:
-            releases.extend(mine)
-            releases.sort(key=_release_key)  # two sorted runs: linear for Timsort
-        for r in mine:
-            by_id[r.job_id] = r
+            bisect.insort(releases, r, key=_release_key)
+            by_id[job_id] = r
             for n in r.alloc:
-                on_node.setdefault(n, set()).add(r.job_id)
+                on_node.setdefault(n, set()).add(job_id)
 
 
 class Tick:
