@@ -292,13 +292,7 @@ def apply_moves_locked(
                 opened.append(new)
                 mine.append(_OpenAlloc(name, indices, new=new))
                 holders.setdefault(name, {})[job.pk] = set(indices)
-        if proj.state != job.state:
-            job.pending_reason = PendingReason.NONE.value
-            job.estimate_start_at = None
-            job.estimate_basis = ""
-        job.state = to_state.value
-        for name in JOB_COLUMNS:
-            setattr(job, name, getattr(proj, name))
+        _write_projection(job, proj, to_state.value)
 
     Transition.objects.bulk_create(rows)  # ids in list order: seq order is move order
     job_fields = ["state", "pending_reason", "estimate_start_at", "estimate_basis",
@@ -550,20 +544,26 @@ def _update_projection(job: Job, row: Transition) -> None:
     if proj.alloc != before:
         _move_allocations(job, before, proj.alloc, row.at)
 
+    _write_projection(job, proj, row.to_state)
+    job.save(
+        update_fields=[
+            "state", "pending_reason", "estimate_start_at", "estimate_basis", *JOB_COLUMNS
+        ]
+    )
+
+
+def _write_projection(job: Job, proj: JobProjection, to_state: str) -> None:
+    """Set the job row's columns (unsaved) to ``proj``, the projection of its move to
+    ``to_state``: one definition for the single and the bulk path."""
     if proj.state != job.state:
         # the tick sets a fresh pending reason and estimate for a queued job; old ones
         # would mislead
         job.pending_reason = PendingReason.NONE.value
         job.estimate_start_at = None
         job.estimate_basis = ""
-    job.state = row.to_state
+    job.state = to_state
     for name in JOB_COLUMNS:
         setattr(job, name, getattr(proj, name))
-    job.save(
-        update_fields=[
-            "state", "pending_reason", "estimate_start_at", "estimate_basis", *JOB_COLUMNS
-        ]
-    )
 
 
 def _open_alloc_map(job: Job) -> AllocMap:
