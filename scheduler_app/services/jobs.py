@@ -21,7 +21,7 @@ from scheduler_app.models import Job, Node, Tenant, Transition
 
 from .copy_insert import new_instances
 from .errors import Invalid
-from .transitions import admit_new_jobs, job_transition, now_s
+from .transitions import admit_new_job, admit_new_jobs, job_transition, now_s
 
 
 def job_submit(
@@ -77,12 +77,12 @@ def job_submit(
     at = at or now_s()
     actor_name = owner.get_username() if owner is not None else ""
     key = spec["idempotency_key"]
+    (job,), (refusal,) = _new_jobs(tenant, owner, [spec], at=at,
+                                   fits=capacity or ClusterShape())
     try:
-        # no look-up first: the unique key refuses a second job (IntegrityError below)
-        with transaction.atomic(durable=True):
-            (job,) = _submit_locked(tenant, owner, [spec], at=at, actor=actor,
-                                    actor_name=actor_name, fits=capacity or ClusterShape())
-            return job
+        # no look-up first: the unique key refuses a second job (IntegrityError below);
+        # a transaction of its own (one round trip on PostgreSQL)
+        return admit_new_job(job, refusal=refusal, actor=actor, at=at, actor_name=actor_name)
     except IntegrityError:
         # The key was used before (a retry), or a concurrent submission with it committed
         # first: return that job; nothing of this one was written.
@@ -157,9 +157,11 @@ def jobs_submit_batch(
     actor_name = owner.get_username() if owner is not None else ""
     try:
         # no look-up first: the unique keys refuse a second batch (IntegrityError below)
+        jobs, refusals = _new_jobs(tenant, owner, prepared, at=at,
+                                   fits=capacity or ClusterShape())
         with transaction.atomic(durable=True):
-            return _submit_locked(tenant, owner, prepared, at=at, actor=actor,
-                                  actor_name=actor_name, fits=capacity or ClusterShape())
+            return admit_new_jobs(jobs, refusals=refusals, actor=actor, at=at,
+                                  actor_name=actor_name)
     except IntegrityError:
         existing = _batch_with_key(tenant, idempotency_key)
         if existing is None:
@@ -210,18 +212,17 @@ def _batch_with_key(tenant: Tenant, key: str) -> list[Job] | None:
     return jobs or None
 
 
-def _submit_locked(
+def _new_jobs(
     tenant: Tenant,
     owner: AbstractBaseUser | None,
     specs: list[dict[str, Any]],
     *,
     at: datetime,
-    actor: Actor,
-    actor_name: str,
     fits: ClusterShape,
-) -> list[Job]:
-    """Create and admit validated jobs inside the caller's transaction, in a few
-    statements whatever their number (``transitions.admit_new_jobs``)."""
+) -> tuple[list[Job], list[str]]:
+    """Unsaved jobs for validated specs, and why each can never run ('' if it may): for
+    ``transitions.admit_new_job(s)``, which insert them in a few statements whatever
+    their number."""
     owner_id = owner.pk if owner is not None else None
     jobs = new_instances(Job, ({"tenant_id": tenant.pk, "owner_id": owner_id,
                                 "state": JobState.SUBMITTED.value, "submitted_at": at, **spec}
@@ -229,8 +230,7 @@ def _submit_locked(
     for job in jobs:  # the caller reads them: no query per job for either
         job.tenant = tenant
         job.owner = owner
-    refusals = [never_fits(job, tenant, capacity=fits) for job in jobs]
-    return admit_new_jobs(jobs, refusals=refusals, actor=actor, at=at, actor_name=actor_name)
+    return jobs, [never_fits(job, tenant, capacity=fits) for job in jobs]
 
 
 def _job_with_key(tenant: Tenant, key: str) -> Job | None:

@@ -22,6 +22,7 @@ from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from functools import cache
 from typing import Any
 
 from django.db import connection, transaction
@@ -436,11 +437,58 @@ def admit_new_jobs(
     number of jobs: the append lock, one INSERT of the jobs, one INSERT of the rows. An
     idempotency key already taken raises IntegrityError (the caller looks the job up).
     """
+    values = _admission(jobs, refusals=refusals, actor=actor, at=at, actor_name=actor_name)
+    # The append lock first: inserting a job takes a key-share lock on its tenant's row,
+    # which the leader locks (after the append lock) to accrue usage. One order, no
+    # deadlock.
+    with append_lock():
+        insert_new(Job, jobs)  # COPY for a batch on PostgreSQL; sets the primary keys
+        for i, job in enumerate(jobs):
+            values[2 * i]["job_id"] = values[2 * i + 1]["job_id"] = job.pk
+        rows = new_instances(Transition, values)
+        insert_new(Transition, rows)  # seq order is list order
+    transaction.on_commit(lambda: _announce(rows))
+    return jobs
+
+
+def admit_new_job(job: Job, *, refusal: str, actor: Actor, at: datetime,
+                  actor_name: str = "") -> Job:
+    """:func:`admit_new_jobs` for one job, as a transaction of its own (the caller must not
+    be inside one: like ``transaction.atomic(durable=True)``).
+
+    On PostgreSQL it is one round trip: the append lock, the job and its two rows go as
+    one query string, which the server runs as one implicit transaction (all of it or
+    none, the lock released at its commit). The usual way, BEGIN, the lock, two INSERTs
+    and COMMIT, is five round trips, and the append lock is held across three of them:
+    single submits are the API's hottest write (docs/api.md, Throughput).
+    """
+    values = _admission([job], refusals=[refusal], actor=actor, at=at,
+                        actor_name=actor_name)
+    if connection.vendor != "postgresql":
+        with transaction.atomic(durable=True):
+            return admit_new_jobs([job], refusals=[refusal], actor=actor, at=at,
+                                  actor_name=actor_name)[0]
+    if connection.in_atomic_block:
+        # only a test case's transaction gets past this (durable's own check); the query
+        # string runs inside it, as it would inside a durable block
+        with transaction.atomic(durable=True):
+            rows = _insert_admission(job, values)
+            transaction.on_commit(lambda: _announce(rows))
+        return job
+    rows = _insert_admission(job, values)  # committed when it returns
+    _announce(rows)
+    return job
+
+
+def _admission(jobs: list[Job], *, refusals: list[str], actor: Actor, at: datetime,
+               actor_name: str) -> list[dict[str, Any]]:
+    """Set each new job's projection for its admission and return its two log rows'
+    values (``job_id`` left to fill once the job has its key)."""
     if len(refusals) != len(jobs):
         raise ValueError("one refusal (or '') per job")
     if any(job.pk is not None for job in jobs):
         raise ValueError("admit_new_jobs takes new jobs only")
-    rows_of: list[tuple[Job, str, JobState, Reason]] = []
+    values: list[dict[str, Any]] = []
     for job, why in zip(jobs, refusals, strict=True):
         to_state, reason = (
             (JobState.FAILED, Reason.NEVER_FITS) if why else (JobState.QUEUED, Reason.ADMITTED)
@@ -452,25 +500,90 @@ def admit_new_jobs(
         job.pending_reason = PendingReason.NONE.value
         for name in JOB_COLUMNS:
             setattr(job, name, getattr(proj, name))
-        rows_of.append((job, why, to_state, reason))
-    # The append lock first: inserting a job takes a key-share lock on its tenant's row,
-    # which the leader locks (after the append lock) to accrue usage. One order, no
-    # deadlock.
-    with append_lock():
-        insert_new(Job, jobs)  # COPY for a batch on PostgreSQL; sets the primary keys
-        values = []
-        for job, why, to_state, reason in rows_of:
-            common = {"kind": Transition.Kind.JOB.value, "job_id": job.pk, "at": at,
-                      "actor": actor.value, "actor_name": actor_name, "tick_id": ""}
-            values.append({**common, "from_state": None, "to_state": JobState.SUBMITTED.value,
-                           "reason": Reason.SUBMITTED.value, "detail": {}})
-            values.append({**common, "from_state": JobState.SUBMITTED.value,
-                           "to_state": to_state.value, "reason": reason.value,
-                           "detail": {"why": why} if why else {}})
-        rows = new_instances(Transition, values)
-        insert_new(Transition, rows)  # seq order is list order
-    transaction.on_commit(lambda: _announce(rows))
-    return jobs
+        common = {"kind": Transition.Kind.JOB.value, "job_id": None, "at": at,
+                  "actor": actor.value, "actor_name": actor_name, "tick_id": ""}
+        values.append({**common, "from_state": None, "to_state": JobState.SUBMITTED.value,
+                       "reason": Reason.SUBMITTED.value, "detail": {}})
+        values.append({**common, "from_state": JobState.SUBMITTED.value,
+                       "to_state": to_state.value, "reason": reason.value,
+                       "detail": {"why": why} if why else {}})
+    return values
+
+
+def _insert_admission(job: Job, values: list[dict[str, Any]]) -> list[Transition]:
+    """One query string (PostgreSQL): take the append lock, insert ``job`` and its log
+    rows (``values``, in seq order); set the primary keys. An idempotency key already
+    taken raises IntegrityError and nothing is written."""
+    from psycopg.types.json import Jsonb
+
+    job_fields, row_fields = _admission_fields()
+    params: list[Any] = []
+    params.extend(Jsonb(getattr(job, name)) if is_json else getattr(job, name)
+                  for name, is_json, _default in job_fields)
+    for row in values:
+        params.extend(Jsonb(row.get(name, default)) if is_json else row.get(name, default)
+                      for name, is_json, default in row_fields)
+    with connection.cursor() as cursor:
+        cursor.execute(_admission_sql(len(values)), params)
+        cursor.nextset()  # past the lock's empty result: the rows' (seq, job id)
+        keys = cursor.fetchall()  # in VALUES order, as bulk_create relies on
+    job.pk = keys[0][1]
+    rows = new_instances(Transition, values)
+    for row, (seq, job_id) in zip(rows, keys, strict=True):
+        row.pk, row.job_id = seq, job_id
+    for obj in (job, *rows):
+        obj._state.adding = False
+        obj._state.db = connection.alias
+    return rows
+
+
+#: A column :func:`_insert_admission` writes: (attname, is JSON, default).
+_Column = tuple[str, bool, Any]
+
+
+@cache
+def _admission_fields() -> tuple[list[_Column], list[_Column]]:
+    """The columns :func:`_insert_admission` writes: every concrete field but the key,
+    of the job and of a log row (whose ``job`` comes from the job's insert)."""
+    def column(f: Any) -> _Column:
+        return f.attname, f.get_internal_type() == "JSONField", f.get_default()
+
+    job_fields = [column(f) for f in Job._meta.concrete_fields if not f.primary_key]
+    # a job's row has no node or tenant (a check constraint says so): NULL in the SQL
+    row_fields = [column(f) for f in Transition._meta.concrete_fields
+                  if not f.primary_key and f.attname not in _ADMISSION_ROW_LITERALS]
+    return job_fields, row_fields
+
+
+#: A job's log row's columns that :func:`_admission_sql` writes as literals. Fewer
+#: parameters keep the statement under psycopg's limit for caching its parsed form (50):
+#: parsing it again costs more than the rest of the query's preparation.
+_ADMISSION_ROW_LITERALS = {"job_id": "(SELECT id FROM new_job)", "node_id": "NULL",
+                           "tenant_id": "NULL"}
+
+
+@cache
+def _admission_sql(rows: int) -> str:
+    """The lock, then the job and its ``rows`` log rows as one data-modifying WITH: the
+    rows take the job's key from the job's INSERT, in the same statement."""
+    qn = connection.ops.quote_name
+    job_fields, row_fields = _admission_fields()
+    column = {**{f.attname: f.column for f in Job._meta.concrete_fields},
+              **{f"row.{f.attname}": f.column for f in Transition._meta.concrete_fields}}
+    job_columns = ", ".join(qn(column[name]) for name, _j, _d in job_fields)
+    row_columns = ", ".join([*(qn(column[f"row.{name}"]) for name in _ADMISSION_ROW_LITERALS),
+                             *(qn(column[f"row.{name}"]) for name, _j, _d in row_fields)])
+    row = "(" + ", ".join([*_ADMISSION_ROW_LITERALS.values(), *["%s"] * len(row_fields)]) + ")"
+    return (
+        f"SELECT pg_advisory_xact_lock({int(LOG_APPEND_LOCK_KEY)}); "
+        f"WITH new_job AS (INSERT INTO {qn(Job._meta.db_table)} ({job_columns}) "
+        f"VALUES ({', '.join(['%s'] * len(job_fields))}) "
+        f"RETURNING {qn(Job._meta.pk.column)} AS id) "
+        f"INSERT INTO {qn(Transition._meta.db_table)} ({row_columns}) "
+        f"VALUES {', '.join([row] * rows)} "
+        f"RETURNING {qn(Transition._meta.pk.column)}, "
+        f"{qn(Transition._meta.get_field('job').column)}"
+    )
 
 
 @contextmanager

@@ -19,7 +19,7 @@ from django.db import connection, transaction
 
 from scheduler_app.core.states import JobState, Reason
 from scheduler_app.models import Node, Tenant
-from scheduler_app.services import job_cancel
+from scheduler_app.services import job_cancel, job_submit
 from scheduler_app.services.agents import agent_register
 from scheduler_app.services.cluster import node_drain, tenant_set_quota
 from scheduler_app.services.transitions import Move, append_lock, apply_moves_locked
@@ -59,6 +59,10 @@ SERVICES: dict[str, Callable[[dict], object]] = {
     "operator draining the node": lambda p: node_drain(node=p["node"], actor_name="ops", at=T0),
     "operator setting the quota": lambda p: tenant_set_quota(
         tenant=p["tenant"], guaranteed_gpus=16, borrow_limit_gpus=0, actor_name="ops", at=T0
+    ),
+    # one query string: the lock, then the job and its rows (transitions.admit_new_job)
+    "pipeline submitting a job": lambda p: job_submit(
+        tenant=p["tenant"], name="late", gpus=1, idempotency_key="late", at=T0,
     ),
     "agent registering the node": lambda p: agent_register(
         name="n0", pod=p["node"].pod.name, gpus=8, gpu_type=p["node"].gpu_type,
