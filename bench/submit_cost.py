@@ -96,7 +96,6 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         import django
 
         django.setup()
-        from django.core.handlers.wsgi import WSGIHandler
         from django.core.management import call_command
         from django.db import connection
         from django.test.utils import CaptureQueriesContext
@@ -109,7 +108,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             call_command("migrate", verbosity=0)
             tenant, key = seed(nodes=64, tenants=4, clients=1)[0]
             SEEDED.write_text(json.dumps([tenant, key]))
-        app = WSGIHandler()
+        from scheduler_app.wsgi import application as app  # as gunicorn loads it
         tag = uuid.uuid4().hex[:8]
         counter = iter(range(10**9))
 

@@ -65,14 +65,16 @@ INSTALLED_APPS = [
     "dashboard.apps.DashboardConfig",
 ]
 
+# Sessions, CSRF, authentication and messages: Django's, stepped over by token-
+# authenticated requests to /api/v1/, which use none of them (scheduler_app/api/middleware.py).
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
-    "django.contrib.sessions.middleware.SessionMiddleware",
+    "scheduler_app.api.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
-    "django.middleware.csrf.CsrfViewMiddleware",
-    "django.contrib.auth.middleware.AuthenticationMiddleware",
-    "django.contrib.messages.middleware.MessageMiddleware",
+    "scheduler_app.api.middleware.CsrfViewMiddleware",
+    "scheduler_app.api.middleware.AuthenticationMiddleware",
+    "scheduler_app.api.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
 ]

@@ -94,23 +94,40 @@ def new_instances(model: type[models.Model], rows: Iterable[Mapping[str, Any]]) 
     up a default and a descriptor per field). Rows name fields by attname
     (``tenant_id``); a field a row leaves out gets its default (a callable default is
     called per row, so no two rows share a list)."""
-    plan: list[tuple[str, Any, Any]] = []
-    for field in model._meta.concrete_fields:
-        if field.has_default() and callable(field.default):
-            plan.append((field.attname, None, field.get_default))
-        else:
-            plan.append((field.attname, field.get_default(), None))
-    known = {name for name, _default, _make in plan}
+    plan, known = _instance_plan(model)
     out = []
     for row in rows:
-        unknown = row.keys() - known
-        if unknown:
+        if not row.keys() <= known:
+            unknown = row.keys() - known
             raise TypeError(f"{model.__name__} has no field(s) {sorted(unknown)}")
         out.append(model(*[
             row[name] if name in row else (make() if make is not None else default)
             for name, default, make in plan
         ]))
     return out
+
+
+#: model -> its concrete fields' (attname, default, default factory), and their attnames.
+_INSTANCE_PLANS: dict[type[models.Model], tuple[list[tuple[str, Any, Any]], frozenset[str]]] = {}
+
+
+def _instance_plan(
+    model: type[models.Model],
+) -> tuple[list[tuple[str, Any, Any]], frozenset[str]]:
+    """What new_instances needs of ``model``, built once per process (models do not change
+    while it runs): a constant default is one object whatever the row, as Django's
+    ``get_default`` returns it; a callable one is called per row."""
+    cached = _INSTANCE_PLANS.get(model)
+    if cached is None:
+        plan: list[tuple[str, Any, Any]] = []
+        for field in model._meta.concrete_fields:
+            if field.has_default() and callable(field.default):
+                plan.append((field.attname, None, field.get_default))
+            else:
+                plan.append((field.attname, field.get_default(), None))
+        cached = (plan, frozenset(name for name, _default, _make in plan))
+        _INSTANCE_PLANS[model] = cached
+    return cached
 
 
 __all__ = ["COPY_FROM_ROWS", "insert_new", "new_instances"]

@@ -23,6 +23,7 @@ from contextvars import ContextVar
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from functools import cache
+from types import SimpleNamespace
 from typing import Any
 
 from django.db import connection, transaction
@@ -511,9 +512,16 @@ def _admission(jobs: list[Job], *, refusals: list[str], actor: Actor, at: dateti
 
 
 def _insert_admission(job: Job, values: list[dict[str, Any]]) -> list[Transition]:
-    """One query string (PostgreSQL): take the append lock, insert ``job`` and its log
-    rows (``values``, in seq order); set the primary keys. An idempotency key already
-    taken raises IntegrityError and nothing is written."""
+    """One statement (PostgreSQL): take the append lock, insert ``job`` and its log rows
+    (``values``, in seq order); set the primary keys. An idempotency key already taken
+    raises IntegrityError and nothing is written.
+
+    The statement is prepared once per connection and then only bound and executed:
+    parsing and planning a 28-column INSERT cost the server more than running it, and
+    parameters sent apart from the text (server-side binding) cost less to send than
+    quoted into it. Django's own cursors bind client-side and never prepare; this one
+    cursor of psycopg's does both.
+    """
     from psycopg.types.json import Jsonb
 
     job_fields, row_fields = _admission_fields()
@@ -523,10 +531,9 @@ def _insert_admission(job: Job, values: list[dict[str, Any]]) -> list[Transition
     for row in values:
         params.extend(Jsonb(row.get(name, default)) if is_json else row.get(name, default)
                       for name, is_json, default in row_fields)
-    with connection.cursor() as cursor:
+    with _prepared_cursor() as cursor:
         cursor.execute(_admission_sql(len(values)), params)
-        cursor.nextset()  # past the lock's empty result: the rows' (seq, job id)
-        keys = cursor.fetchall()  # in VALUES order, as bulk_create relies on
+        keys = cursor.fetchall()  # in seq order
     job.pk = keys[0][1]
     rows = new_instances(Transition, values)
     for row, (seq, job_id) in zip(rows, keys, strict=True):
@@ -537,6 +544,39 @@ def _insert_admission(job: Job, values: list[dict[str, Any]]) -> list[Transition
     return rows
 
 
+@contextmanager
+def _prepared_cursor() -> Iterator[Any]:
+    """A psycopg cursor that binds server-side and prepares what it runs, inside Django's
+    cursor wrapper (its database errors, query logging and execute wrappers)."""
+    connection.ensure_connection()
+    raw = connection.connection
+    threshold = raw.prepare_threshold
+    # psycopg prepares nothing on a connection whose threshold is None (Django's default):
+    # lifted for this cursor's statement only, so that Django's cursors (client-side
+    # binding, never prepared) and the project's OPTIONS stay as they were
+    raw.prepare_threshold = 2**31 if threshold is None else threshold
+    try:
+        with connection._prepare_cursor(_prepared_cursor_class()(raw)) as cursor:
+            yield cursor
+    finally:
+        raw.prepare_threshold = threshold
+
+
+@cache
+def _prepared_cursor_class() -> type:
+    import psycopg
+
+    class PreparedCursor(psycopg.Cursor):
+        def execute(self, query: Any, params: Any = None, **kwargs: Any) -> Any:
+            out = super().execute(query, params, prepare=True, **kwargs)
+            # What Django's query log reads (``last_executed_query``): psycopg leaves it
+            # unset when it runs a prepared statement, and reads it nowhere itself.
+            self._query = SimpleNamespace(query=query.encode())
+            return out
+
+    return PreparedCursor
+
+
 #: A column :func:`_insert_admission` writes: (attname, is JSON, default).
 _Column = tuple[str, bool, Any]
 
@@ -544,43 +584,53 @@ _Column = tuple[str, bool, Any]
 @cache
 def _admission_fields() -> tuple[list[_Column], list[_Column]]:
     """The columns :func:`_insert_admission` writes: every concrete field but the key,
-    of the job and of a log row (whose ``job`` comes from the job's insert)."""
+    of the job and of a log row (whose job, node and tenant the statement sets)."""
     def column(f: Any) -> _Column:
         return f.attname, f.get_internal_type() == "JSONField", f.get_default()
 
     job_fields = [column(f) for f in Job._meta.concrete_fields if not f.primary_key]
-    # a job's row has no node or tenant (a check constraint says so): NULL in the SQL
     row_fields = [column(f) for f in Transition._meta.concrete_fields
-                  if not f.primary_key and f.attname not in _ADMISSION_ROW_LITERALS]
+                  if not f.primary_key and f.attname not in _ADMISSION_ROW_SET]
     return job_fields, row_fields
 
 
-#: A job's log row's columns that :func:`_admission_sql` writes as literals. Fewer
-#: parameters keep the statement under psycopg's limit for caching its parsed form (50):
-#: parsing it again costs more than the rest of the query's preparation.
-_ADMISSION_ROW_LITERALS = {"job_id": "(SELECT id FROM new_job)", "node_id": "NULL",
-                           "tenant_id": "NULL"}
+#: A job's log row's columns that :func:`_admission_sql` sets: the job's key from its
+#: INSERT, and no node or tenant (a check constraint says so).
+_ADMISSION_ROW_SET = {"job_id": "new_job.id", "node_id": "NULL", "tenant_id": "NULL"}
 
 
 @cache
 def _admission_sql(rows: int) -> str:
-    """The lock, then the job and its ``rows`` log rows as one data-modifying WITH: the
-    rows take the job's key from the job's INSERT, in the same statement."""
+    """The lock, the job and its ``rows`` log rows, as one statement: data-modifying WITHs
+    that each read the one before (the job's INSERT selects from the lock, the rows'
+    from the job's), so the lock is held before either takes a key from its sequence;
+    the rows are inserted sorted, so their seqs follow their order."""
     qn = connection.ops.quote_name
     job_fields, row_fields = _admission_fields()
-    column = {**{f.attname: f.column for f in Job._meta.concrete_fields},
-              **{f"row.{f.attname}": f.column for f in Transition._meta.concrete_fields}}
-    job_columns = ", ".join(qn(column[name]) for name, _j, _d in job_fields)
-    row_columns = ", ".join([*(qn(column[f"row.{name}"]) for name in _ADMISSION_ROW_LITERALS),
-                             *(qn(column[f"row.{name}"]) for name, _j, _d in row_fields)])
-    row = "(" + ", ".join([*_ADMISSION_ROW_LITERALS.values(), *["%s"] * len(row_fields)]) + ")"
+    fields = {**{f.attname: f for f in Job._meta.concrete_fields},
+              **{f"row.{f.attname}": f for f in Transition._meta.concrete_fields}}
+
+    def typed(key: str) -> str:
+        # parameters bound server-side need a type where the column does not give one;
+        # text for strings, so that a value too long is refused, not cut (varchar(n))
+        f = fields[key]
+        text = f.get_internal_type() in ("CharField", "TextField", "SlugField")
+        return f"%s::{'text' if text else f.db_type(connection)}"
+
+    job_columns = ", ".join(qn(fields[name].column) for name, _j, _d in job_fields)
+    row_columns = ", ".join(qn(fields[f"row.{name}"].column)
+                            for name in [*_ADMISSION_ROW_SET, *(n for n, _j, _d in row_fields)])
+    aliases = [f"c{i}" for i in range(len(row_fields))]
+    row = "(" + ", ".join([str(0), *(typed(f"row.{n}") for n, _j, _d in row_fields)]) + ")"
+    values = ", ".join(row.replace("(0,", f"({i},", 1) for i in range(rows))
     return (
-        f"SELECT pg_advisory_xact_lock({int(LOG_APPEND_LOCK_KEY)}); "
-        f"WITH new_job AS (INSERT INTO {qn(Job._meta.db_table)} ({job_columns}) "
-        f"VALUES ({', '.join(['%s'] * len(job_fields))}) "
+        f"WITH lock AS MATERIALIZED (SELECT pg_advisory_xact_lock({int(LOG_APPEND_LOCK_KEY)})), "
+        f"new_job AS (INSERT INTO {qn(Job._meta.db_table)} ({job_columns}) "
+        f"SELECT {', '.join(typed(name) for name, _j, _d in job_fields)} FROM lock "
         f"RETURNING {qn(Job._meta.pk.column)} AS id) "
         f"INSERT INTO {qn(Transition._meta.db_table)} ({row_columns}) "
-        f"VALUES {', '.join([row] * rows)} "
+        f"SELECT {', '.join([*_ADMISSION_ROW_SET.values(), *(f'r.{a}' for a in aliases)])} "
+        f"FROM new_job, (VALUES {values}) AS r(ord, {', '.join(aliases)}) ORDER BY r.ord "
         f"RETURNING {qn(Transition._meta.pk.column)}, "
         f"{qn(Transition._meta.get_field('job').column)}"
     )
