@@ -1,7 +1,7 @@
-"""What one single submit costs the web process and PostgreSQL, in-process, without HTTP.
+"""What one submit costs the web process and PostgreSQL, in-process, without HTTP.
 
-    python -m bench.submit_cost [--n 2000] [--profile 30] [--calls]
-                                [--pg-url postgres://...] [--keep]
+    python -m bench.submit_cost [--n 2000] [--batch SIZE] [--calls] [--profile N]
+                                [--instructions] [--pg-url postgres://...] [--keep]
 
 The throughput benchmark (``bench.api_throughput``) measures the whole machine: eight
 clients, two gunicorn workers, the leader and PostgreSQL sharing two cores, where the CPU
@@ -9,7 +9,8 @@ time of the same request varies by half from run to run. This one isolates the a
 share, to compare two versions of the code: it seeds a database of its own
 (``sched_bench_cost``, as the throughput bench does), then calls the WSGI application
 directly, ``--n`` times in a row, with the request a pipeline sends (``POST /api/v1/jobs/``,
-a bearer token, an ``Idempotency-Key``, a JSON body), and reports per request:
+a bearer token, an ``Idempotency-Key``, a JSON body; with ``--batch SIZE``,
+``POST /api/v1/jobs/batch/`` with SIZE jobs), and reports per request:
 
 - the web process's CPU (user and kernel, ``os.times``) and wall time, and the CPU of its
   PostgreSQL backend (from /proc);
@@ -19,9 +20,9 @@ a bearer token, an ``Idempotency-Key``, a JSON body), and reports per request:
 
 With ``--instructions`` it also counts the web process's instructions per submit: it runs
 itself twice more under ``valgrind --tool=callgrind`` on the same database (``--n 100``
-and ``--n 300`` after the same warm-up) and divides the difference by 200: a count that is
-the same from run to run whatever else the machine is doing (a few minutes: valgrind
-runs Python about fifty times slower). Not part of the test suite; docs/PERFORMANCE.md
+and ``--n 300`` after the same warm-up, or 2 and 6 batches) and divides the difference: a
+count that is the same from run to run whatever else the machine is doing (a few
+minutes: valgrind runs Python about fifty times slower). Not part of the test suite; docs/PERFORMANCE.md
 ("REST API throughput") quotes it.
 """
 
@@ -44,6 +45,9 @@ from bench._common import create_database, drop_database, log
 
 DEFAULT_PG = "postgres://postgres@127.0.0.1:5432/postgres"
 DB_NAME = "sched_bench_cost"
+#: Submits whose statements are counted.
+SAMPLE = 5
+
 #: The tenant and token a run seeded, for --reuse.
 SEEDED = Path("/tmp/sched_bench_cost.json")
 
@@ -55,10 +59,10 @@ def backend_cpu_s(pid: int) -> float:
     return proc_cpu_s(pid) or 0.0
 
 
-def environ(body: bytes, key: str, idem: str) -> dict[str, Any]:
+def environ(body: bytes, key: str, idem: str, path: str) -> dict[str, Any]:
     """The WSGI environ of a pipeline's submit, as gunicorn builds it."""
     return {
-        "REQUEST_METHOD": "POST", "PATH_INFO": "/api/v1/jobs/", "SCRIPT_NAME": "",
+        "REQUEST_METHOD": "POST", "PATH_INFO": path, "SCRIPT_NAME": "",
         "QUERY_STRING": "", "SERVER_NAME": "127.0.0.1", "SERVER_PORT": "8000",
         "SERVER_PROTOCOL": "HTTP/1.1", "REMOTE_ADDR": "127.0.0.1", "HTTP_HOST": "127.0.0.1",
         "CONTENT_TYPE": "application/json", "CONTENT_LENGTH": str(len(body)),
@@ -73,6 +77,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--n", type=int, default=2000, help="submits to time")
     ap.add_argument("--warm", type=int, default=50, help="submits before timing")
+    ap.add_argument("--batch", type=int, default=0, metavar="SIZE",
+                    help="submit batches of SIZE jobs (POST /jobs/batch/) instead of single "
+                         "jobs: every figure is then per batch")
     ap.add_argument("--calls", action="store_true", help="count Python calls (cProfile)")
     ap.add_argument("--profile", type=int, default=0, metavar="N",
                     help="print the N functions with the most own time (cProfile)")
@@ -114,9 +121,15 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
 
         def submit() -> None:
             i = next(counter)
-            body = json.dumps({"tenant": tenant, **job_spec(i, tag)}).encode()
+            if a.batch:
+                path = "/api/v1/jobs/batch/"
+                body = json.dumps({"tenant": tenant, "jobs": [
+                    job_spec(i * a.batch + j, tag) for j in range(a.batch)]}).encode()
+            else:
+                path = "/api/v1/jobs/"
+                body = json.dumps({"tenant": tenant, **job_spec(i, tag)}).encode()
             statuses: list[str] = []
-            chunks = app(environ(body, key, f"{tag}-{i}"),
+            chunks = app(environ(body, key, f"{tag}-{i}", path),
                          lambda status, headers, exc_info=None: statuses.append(status))
             b"".join(chunks)
             if not statuses[0].startswith("201"):
@@ -125,14 +138,15 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         for _ in range(a.warm):
             submit()
         with CaptureQueriesContext(connection) as captured:
-            for _ in range(20):
+            for _ in range(SAMPLE):
                 submit()
         statements = [q["sql"].split(" ", 1)[0].upper() for q in captured.captured_queries]
         with connection.cursor() as cursor:
             cursor.execute("SELECT pg_backend_pid()")
             pid = cursor.fetchone()[0]
 
-        res: dict[str, Any] = {"n": a.n, "statements_per_submit": len(statements) / 20,
+        res: dict[str, Any] = {"n": a.n, "batch": a.batch,
+                               "statements_per_submit": len(statements) / SAMPLE,
                                "statement_kinds": sorted(set(statements))}
         if a.n:
             pg0, t0, wall0 = backend_cpu_s(pid), os.times(), time.perf_counter()
@@ -146,7 +160,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                         "wall_ms": round(wall * 1000 / a.n, 3),
                         "postgres_cpu_ms": round(pg * 1000 / a.n, 3)})
         if a.calls or a.profile:
-            n = max(200, min(a.n, 1000))
+            n = max(200, min(a.n, 1000)) if not a.batch else max(5, min(a.n, 20))
             profiler = cProfile.Profile()
             profiler.enable()
             for _ in range(n):
@@ -161,8 +175,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                 print(out.getvalue())
         if a.instructions:
             connection.close()
-            counts = {n: instructions(n, a) for n in (100, 300)}
-            res["web_instructions_per_submit"] = round((counts[300] - counts[100]) / 200)
+            lo, hi = (2, 6) if a.batch else (100, 300)
+            counts = {n: instructions(n, a) for n in (lo, hi)}
+            res["web_instructions_per_submit"] = round((counts[hi] - counts[lo]) / (hi - lo))
         log(f"submit_cost: {json.dumps(res)}")
         return res
     finally:
@@ -180,7 +195,7 @@ def instructions(n: int, a: argparse.Namespace) -> int:
     subprocess.run(
         ["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}",
          sys.executable, "-m", "bench.submit_cost", "--reuse", "--n", str(n),
-         "--warm", str(a.warm), "--pg-url", a.pg_url],
+         "--warm", str(a.warm), "--batch", str(a.batch), "--pg-url", a.pg_url],
         check=True, capture_output=True, cwd=Path(__file__).resolve().parent.parent,
     )
     for line in out.read_text().splitlines():

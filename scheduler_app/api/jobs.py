@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from datetime import datetime
+from functools import lru_cache
 from typing import Any
 
 from django.db import connection
@@ -203,7 +205,14 @@ def job_summary(job: Job) -> dict[str, Any]:
 
 
 def _when(value: Any) -> str | None:
-    return None if value is None else _WHEN.to_representation(value)
+    return None if value is None else _when_text(value)
+
+
+@lru_cache(maxsize=256)
+def _when_text(value: datetime) -> str:
+    # a batch's jobs share their submission time: DRF's formatting (the time zone, then
+    # isoformat) once per distinct value, not once per job
+    return _WHEN.to_representation(value)
 
 
 class JobDetailOut(JobOut):

@@ -5,13 +5,14 @@ than it saves); instances built through the positional constructor.
 Django's ``bulk_create`` prepares every value of every row through its field (a few
 microseconds each): for a batch of 1,000 jobs and their 2,000 log rows that is most of
 the batch's time. COPY takes Python values as they are (psycopg adapts them), so the
-values are the model's attributes, JSON wrapped as ``Jsonb``. Primary keys are taken from
+values are the model's attributes, JSON as its text. Primary keys are taken from
 the table's sequence first, in list order, and set on the objects, as ``bulk_create``
 does. (For the log, whose appends hold the append lock, the keys are also consecutive.)
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
@@ -54,11 +55,23 @@ def insert_new(model: type[models.Model], objs: Sequence[models.Model]) -> None:
             for obj in objs:
                 values = [getattr(obj, name) for name in attnames]
                 for i in json_at:
-                    values[i] = Jsonb(values[i])
+                    # COPY's text format takes JSON as text (the column parses it): the
+                    # same document as a Jsonb adapter writes, without one per value
+                    values[i] = _json_text(values[i])
                 copy.write_row(values)
     for obj in objs:
         obj._state.adding = False
         obj._state.db = connection.alias
+
+
+def _json_text(value: Any) -> str | None:
+    """``value`` as JSON text for COPY (None stays NULL); the empty document most rows
+    carry is written once."""
+    if value is None:
+        return None
+    if not value and isinstance(value, dict | list):
+        return "{}" if isinstance(value, dict) else "[]"
+    return json.dumps(value)
 
 
 def _insert_returning(model: type[models.Model], objs: Sequence[models.Model],

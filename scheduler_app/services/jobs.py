@@ -227,10 +227,18 @@ def _new_jobs(
     jobs = new_instances(Job, ({"tenant_id": tenant.pk, "owner_id": owner_id,
                                 "state": JobState.SUBMITTED.value, "submitted_at": at, **spec}
                                for spec in specs))
-    for job in jobs:  # the caller reads them: no query per job for either
-        job.tenant = tenant
-        job.owner = owner
-    return jobs, [never_fits(job, tenant, capacity=fits) for job in jobs]
+    tenant_field, owner_field = Job._meta.get_field("tenant"), Job._meta.get_field("owner")
+    refusals: dict[tuple, str] = {}  # a sweep has one or two shapes
+    out = []
+    for job in jobs:
+        # the caller reads them: no query per job for either (the ids are set already)
+        tenant_field.set_cached_value(job, tenant)
+        owner_field.set_cached_value(job, owner)
+        shape = (job.gpus, job.min_gpus, job.gpus_per_node, job.gpu_type)
+        if shape not in refusals:
+            refusals[shape] = never_fits(job, tenant, capacity=fits)
+        out.append(refusals[shape])
+    return jobs, out
 
 
 def _job_with_key(tenant: Tenant, key: str) -> Job | None:
