@@ -22,8 +22,8 @@ With ``--instructions`` it also counts the web process's instructions per submit
 itself twice more under ``valgrind --tool=callgrind`` on the same database (``--n 100``
 and ``--n 300`` after the same warm-up, or 2 and 6 batches) and divides the difference: a
 count that is the same from run to run whatever else the machine is doing (a few
-minutes: valgrind runs Python about fifty times slower). Not part of the test suite; docs/PERFORMANCE.md
-("REST API throughput") quotes it.
+minutes: valgrind runs Python about fifty times slower). Not part of the test suite;
+docs/PERFORMANCE.md ("REST API throughput") quotes it.
 """
 
 from __future__ import annotations

@@ -59,9 +59,10 @@ def insert_new(model: type[models.Model], objs: Sequence[models.Model]) -> None:
                     # same document as a Jsonb adapter writes, without one per value
                     values[i] = _json_text(values[i])
                 copy.write_row(values)
+    alias = connection.alias
     for obj in objs:
         obj._state.adding = False
-        obj._state.db = connection.alias
+        obj._state.db = alias
 
 
 def _json_text(value: Any) -> str | None:
@@ -95,10 +96,11 @@ def _insert_returning(model: type[models.Model], objs: Sequence[models.Model],
     with connection.cursor() as cursor:
         cursor.execute(sql, params)
         keys = [r[0] for r in cursor.fetchall()]  # in VALUES order, as bulk_create relies on
+    alias = connection.alias
     for obj, key in zip(objs, keys, strict=True):
         obj.pk = key
         obj._state.adding = False
-        obj._state.db = connection.alias
+        obj._state.db = alias
 
 
 def new_instances(model: type[models.Model], rows: Iterable[Mapping[str, Any]]) -> list[Any]:

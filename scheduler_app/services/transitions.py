@@ -490,6 +490,12 @@ def _admission(jobs: list[Job], *, refusals: list[str], actor: Actor, at: dateti
     if any(job.pk is not None for job in jobs):
         raise ValueError("admit_new_jobs takes new jobs only")
     values: list[dict[str, Any]] = []
+    # the same for every job of the call (enum lookups cost more than the dicts)
+    submitted, no_reason = JobState.SUBMITTED.value, PendingReason.NONE.value
+    common = {"kind": Transition.Kind.JOB.value, "job_id": None, "at": at,
+              "actor": actor.value, "actor_name": actor_name, "tick_id": ""}
+    first = {**common, "from_state": None, "to_state": submitted,
+             "reason": Reason.SUBMITTED.value}
     for job, why in zip(jobs, refusals, strict=True):
         to_state, reason = (
             (JobState.FAILED, Reason.NEVER_FITS) if why else (JobState.QUEUED, Reason.ADMITTED)
@@ -498,16 +504,12 @@ def _admission(jobs: list[Job], *, refusals: list[str], actor: Actor, at: dateti
         apply_transition(proj, to_state=to_state, reason=reason, at=at,
                          detail={"why": why} if why else {}, checkpointable=job.checkpointable)
         job.state = to_state.value
-        job.pending_reason = PendingReason.NONE.value
+        job.pending_reason = no_reason
         for name in JOB_COLUMNS:
             setattr(job, name, getattr(proj, name))
-        common = {"kind": Transition.Kind.JOB.value, "job_id": None, "at": at,
-                  "actor": actor.value, "actor_name": actor_name, "tick_id": ""}
-        values.append({**common, "from_state": None, "to_state": JobState.SUBMITTED.value,
-                       "reason": Reason.SUBMITTED.value, "detail": {}})
-        values.append({**common, "from_state": JobState.SUBMITTED.value,
-                       "to_state": to_state.value, "reason": reason.value,
-                       "detail": {"why": why} if why else {}})
+        values.append({**first, "detail": {}})
+        values.append({**common, "from_state": submitted, "to_state": to_state.value,
+                       "reason": reason.value, "detail": {"why": why} if why else {}})
     return values
 
 
@@ -538,9 +540,10 @@ def _insert_admission(job: Job, values: list[dict[str, Any]]) -> list[Transition
     rows = new_instances(Transition, values)
     for row, (seq, job_id) in zip(rows, keys, strict=True):
         row.pk, row.job_id = seq, job_id
+    alias = connection.alias
     for obj in (job, *rows):
         obj._state.adding = False
-        obj._state.db = connection.alias
+        obj._state.db = alias
     return rows
 
 
