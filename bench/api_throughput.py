@@ -543,7 +543,9 @@ def markdown(res: dict[str, Any], command: str) -> str:
         f"{res['loop_s_after']} s just after (roughly 0.5 s on an idle recent x86 core).",
         "",
         f"Setup: gunicorn {res['gunicorn']} ({workers}, "
-        f"{res.get('worker_class', 'gthread')}, keep-alive) serving the app with "
+        f"{res.get('worker_class', 'gthread')}, keep-alive, "
+        f"{'C' if res.get('http_parser') == 'fast' else 'Python'} HTTP parser) serving the "
+        f"app with "
         f"`DEBUG=false` and `API_THROTTLE_USER=` "
         f"(no limit); `manage.py run_scheduler --interval 1` ticking beside it (the leader "
         f"follows every submitted job from the log and places what fits); the clients are "
@@ -569,45 +571,42 @@ def markdown(res: dict[str, Any], command: str) -> str:
                "bench's", "whole machine", "lock queued (share)", "lock waiters (mean)"],
               cpu_rows),
         "",
-        f"What a submit costs (statements counted through the test client on this database): "
-        f"a single submit {res['queries_per_submit']}, all in its transaction (BEGIN, the "
-        f"log's append lock, the job, its two log rows, COMMIT: an idempotency key is "
-        f"checked by its unique index when the job is inserted, not looked up first); the "
-        f"token, the tenant with the caller's role and the cluster's GPU types and node "
-        f"sizes for the never-fits check are read once per `API_CACHE_S` seconds "
-        f"(default 5) per web process, one statement each (docs/api.md, Authentication: "
-        f"how fast a revoke is seen). A batch of {p['batch_size']:,}: "
-        f"{res['queries_per_batch']} and two `COPY`s (the jobs, and their "
-        f"{2 * p['batch_size']:,} log rows), whatever its size. Before the profiling "
-        f"passes of this section: 17 per single submit and 7,011 per batch, then 8 per "
-        f"single submit before the caches. The bodies are "
-        f"validated by a plan of the serializers' own checks when they are plainly valid "
-        f"(`api/fastvalid.py`; anything doubtful goes to DRF for its messages) and the "
-        f"responses built without a serializer per job. The tick writes its decisions "
-        f"holding the log's append lock, so a submit arriving meanwhile waits for it: "
-        f"the slowest requests are the ones that met the ticks placing or following "
-        f"thousands of jobs.",
+        f"What a submit costs (statements counted on this database, as a web process "
+        f"sends them): a single submit {res['queries_per_submit']}, a transaction of its "
+        f"own (`transitions.admit_new_job`): one statement takes the log's append lock and "
+        f"inserts the job and its two log rows (data-modifying `WITH`s), prepared once per "
+        f"connection and bound server-side, so a submit is one round trip and the server "
+        f"neither parses nor plans it again; an idempotency key is checked by its unique "
+        f"index, not looked up first. The token, the tenant with the caller's role and the "
+        f"cluster's GPU types and node sizes for the never-fits check are read once per "
+        f"`API_CACHE_S` seconds (default 5) per web process, one statement each "
+        f"(docs/api.md, Authentication: how fast a revoke is seen). A batch of "
+        f"{p['batch_size']:,}: {res['queries_per_batch']} and two `COPY`s (the jobs, and "
+        f"their {2 * p['batch_size']:,} log rows), whatever its size. Before the profiling "
+        f"passes of this section: 17 statements per single submit and 7,011 per batch, "
+        f"then 8, then 5 (BEGIN, the lock, two INSERTs, COMMIT). Bodies that are plainly "
+        f"valid are checked by a plan of the serializers' own checks (`api/fastvalid.py`; "
+        f"anything doubtful goes to DRF for its messages), responses are built without a "
+        f"serializer per job, token-authenticated API requests step over the browser's "
+        f"session, CSRF, authentication and messages middleware (`api/middleware.py`), "
+        f"and gunicorn parses HTTP with its C parser (`gunicorn_h1c`). The tick writes its "
+        f"decisions holding the log's append lock, so a submit arriving meanwhile waits "
+        f"for it: the slowest requests are the ones that met the ticks placing or "
+        f"following thousands of jobs.",
         "",
         f"Where the time goes. A single submit cost {cost:.1f} ms of CPU across the "
         f"bench's processes (table above): at that cost two idle cores would serve about "
-        f"{2000 / cost if cost else 0:,.0f} per second, and the machine's other work took "
-        f"the rest. In gunicorn, what is left is mostly Django's and DRF's request "
-        f"handling and the transaction's statements (psycopg, the ORM's model instances "
-        f"for the job and its two rows); the clients are the standard library's HTTP "
-        f"client on kept-alive connections (against a stub server it spends 0.1 ms of "
-        f"CPU a request where `requests`, the client of the first runs, spent 0.6 to "
-        f"0.8 ms; the rest of the clients' share above is the kernel's). Every writer of "
-        f"the log holds its append lock from its first row to its commit (seq order is "
-        f"commit order): for a single submit two INSERTs, "
-        f"the Python between them and the COMMIT with its WAL flush, about 1.5 ms "
-        f"measured in-process on this machine, so single submits serialise at about 650 "
-        f"per second at best, less the time the ticks hold it. With several threads per "
-        f"gunicorn worker the holder also waits for its process's interpreter lock "
-        f"between its statements, which stretches the lock's hold: with 3 workers x 4 "
-        f"threads submits queued for the lock in almost every sample (about 5 waiting on "
-        f"average, the lock the limit), with one thread per worker in about a fifth "
-        f"(the CPU the limit). "
-        f"Batches pay the lock once per 1,000 jobs: pipelines should batch (docs/api.md).",
+        f"{2000 / cost if cost else 0:,.0f} per second; the cores are never both busy all "
+        f"the time (each request also waits for its commit's WAL flush). The web process's "
+        f"share, measured apart by `python -m bench.submit_cost` (in-process, no HTTP; "
+        f"instructions counted under callgrind, the same from run to run), is in the "
+        f"summary above. The CPU time of the same work varies from run to run on this "
+        f"shared machine (a 10-million-step loop took 0.34 to 0.63 s within an hour): "
+        f"compare runs by the loop's figure. The clients are the standard library's HTTP "
+        f"client on kept-alive connections. With several threads per gunicorn worker the "
+        f"append lock's holder also waits for its process's interpreter lock, which "
+        f"stretches the lock's hold: one thread per worker. Batches pay the lock and the "
+        f"round trips once per 1,000 jobs: pipelines should batch (docs/api.md).",
         "",
         *([res["note"], ""] if res.get("note") else []),
         f"Reproduce: `{command}` (needs PostgreSQL; raw numbers: "
@@ -648,6 +647,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     ap.add_argument("--threads", type=int, default=1,
                     help="threads per gunicorn worker (one: see docs/api.md, Throughput)")
     ap.add_argument("--worker-class", default="gthread", help="gunicorn's --worker-class")
+    ap.add_argument("--http-parser", default="fast", choices=["fast", "python"],
+                    help="gunicorn's HTTP parser: its C one (gunicorn_h1c) or pure Python")
     ap.add_argument("--phases", default="single,batch",
                     help="which phases to run (the doc needs both)")
     ap.add_argument("--results-dir", default=None,
@@ -718,7 +719,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             [PYTHON, "-m", "gunicorn", "scheduler_app.wsgi:application",
              "--bind", f"127.0.0.1:{port}", "--workers", str(a.workers),
              "--worker-class", a.worker_class, "--threads", str(a.threads),
-             "--keep-alive", "30", "--log-level", "warning"],
+             "--keep-alive", "30", "--log-level", "warning", "--http-parser", a.http_parser],
             cwd=REPO, env=env, stderr=subprocess.STDOUT,
             stdout=logs.enter_context(open(tmp / "gunicorn.log", "w"))))  # noqa: SIM115
         ticks = TickLog(tmp / "scheduler.log")
@@ -756,6 +757,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     res = {
         "date": now_utc(), "machine": machine(), "postgres": postgres,
         "gunicorn": gunicorn.__version__, "worker_class": a.worker_class,
+        "http_parser": a.http_parser,
         "client": f"the standard library's `http.client` (Python {sys.version.split()[0]})",
         "params": {"seconds": a.seconds, "clients": a.clients,
                    "batch_clients": a.batch_clients, "batch_size": a.batch_size,

@@ -114,7 +114,7 @@ class Stack:
         # one worker: the log tails live in its (per-process) memory cache
         proc = self.start("gunicorn", [GUNICORN, "scheduler_app.wsgi", "--bind",
                                        f"127.0.0.1:{port}", "--workers", "1", "--threads", "8",
-                                       "--timeout", "60"])
+                                       "--timeout", "60", "--http-parser", "fast"])
         poll(lambda: self._up(), 60, every=0.1, what="the API server")
         return proc
 
