@@ -24,13 +24,17 @@ class Job(models.Model):
     projection of the Transition log, written only by ``services.transitions``.
     """
 
-    tenant = models.ForeignKey(Tenant, on_delete=models.PROTECT, related_name="jobs")
+    # No index of their own: job_tenant_state and job_owner_recent lead with them, and
+    # every submit would otherwise update two more indexes
+    tenant = models.ForeignKey(Tenant, on_delete=models.PROTECT, related_name="jobs",
+                               db_index=False)
     owner = models.ForeignKey(
         settings.AUTH_USER_MODEL,
         on_delete=models.PROTECT,
         null=True,
         blank=True,
         related_name="jobs",
+        db_index=False,
     )
     name = models.CharField(max_length=200)
     command = models.TextField(blank=True, default="")
