@@ -40,11 +40,13 @@ so its snapshot and its watermark agree.
 from __future__ import annotations
 
 import gc
+import json
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from functools import cache
 from typing import Any, NamedTuple
 
 from django.conf import settings
@@ -186,7 +188,8 @@ def spec_of(values: tuple, keys: JobKeys = PK_KEYS) -> JobSpec:
 
 class LogRow(NamedTuple):
     """A Transition row as the leader follows it (the fields it reads, by the model's
-    names), read as a tuple: no model instance per row."""
+    names), read as a tuple: no model instance per row. On PostgreSQL every empty
+    ``detail`` is one shared dict: read it, never change it."""
 
     pk: int
     kind: str
@@ -198,6 +201,112 @@ class LogRow(NamedTuple):
     reason: str
     at: datetime
     detail: dict[str, Any]
+
+
+def log_rows_since(watermark: int) -> list[LogRow]:
+    """The log rows above ``watermark``, in seq order."""
+    if connection.vendor == "postgresql":
+        return _pg_log_rows(watermark)
+    return _orm_log_rows(watermark)
+
+
+def job_specs(ids: Collection[int]) -> dict[int, tuple]:
+    """job id -> the values of its :data:`SPEC_COLUMNS`, for the jobs ``ids``."""
+    if connection.vendor == "postgresql":
+        return _pg_job_specs(ids)
+    return _orm_job_specs(ids)
+
+
+def _orm_log_rows(watermark: int) -> list[LogRow]:
+    """The rows through the ORM: the path elsewhere than PostgreSQL, and the reference of
+    :func:`_pg_log_rows`."""
+    return [
+        LogRow._make(values) for values in Transition.objects.filter(id__gt=watermark)
+        .order_by("id").values_list(*LogRow._fields)
+    ]
+
+
+def _orm_job_specs(ids: Collection[int]) -> dict[int, tuple]:
+    """The specs through the ORM: the path elsewhere than PostgreSQL, and the reference
+    of :func:`_pg_job_specs`."""
+    return {
+        values[0]: values
+        for values in Job.objects.filter(pk__in=ids).values_list(*SPEC_COLUMNS)
+    }
+
+
+#: The detail of every row whose detail is empty, on PostgreSQL (no dict a row).
+_NO_DETAIL: dict[str, Any] = {}
+
+
+def _pg_log_rows(watermark: int) -> list[LogRow]:
+    """The rows on PostgreSQL, read with psycopg's binary protocol: its C loaders turn
+    the timestamps into datetimes, where Django's text loader for them is Python (under
+    a burst of submits, thousands of rows a tick, the most of the catch-up's time). An
+    empty detail, most rows, comes as NULL: no JSON to decode, the shared
+    :data:`_NO_DETAIL` stands for it. The others come as text, decoded as the ORM does
+    (a JSON ``null`` stays None, it is not an empty detail)."""
+    no_detail, loads = _NO_DETAIL, json.loads
+    return [
+        LogRow(seq, kind, job, node, tenant, frm, to, reason, at,
+               no_detail if detail is None else loads(detail))
+        for seq, kind, job, node, tenant, frm, to, reason, at, detail
+        in _pg_fetch(_pg_log_select(), [watermark])
+    ]
+
+
+def _pg_job_specs(ids: Collection[int]) -> dict[int, tuple]:
+    """The specs on PostgreSQL: one array parameter, whatever the number of jobs (an IN
+    list of thousands of parameters costs Django time to compile, and psycopg cannot keep
+    its parse), read binary as the log rows are."""
+    if not ids:
+        return {}
+    return {values[0]: values for values in _pg_fetch(_pg_spec_select(), [list(ids)])}
+
+
+def _pg_fetch(sql: str, params: list[Any]) -> list[tuple]:
+    """All rows of ``sql`` as tuples, from a psycopg cursor of its own: Django's cursor
+    binds on the client and cannot read binary. Errors come as Django's, as the ORM's
+    do (and a broken connection is noticed)."""
+    import psycopg  # PostgreSQL only
+
+    connection.ensure_connection()
+    with connection.wrap_database_errors, psycopg.Cursor(connection.connection) as cursor:
+        cursor.execute(sql, params, binary=True)
+        return cursor.fetchall()
+
+
+@cache
+def _pg_log_select() -> str:
+    """The SELECT of :func:`_pg_log_rows`: :class:`LogRow`'s fields, above a seq."""
+    opts = Transition._meta
+    qn = connection.ops.quote_name
+    columns = [qn(opts.pk.column if name == "pk" else opts.get_field(name).column)
+               for name in LogRow._fields]
+    columns[-1] = f"NULLIF({columns[-1]}, '{{}}'::jsonb)::text"  # the detail: NULL when empty
+    seq = qn(opts.pk.column)
+    return (f"SELECT {', '.join(columns)} FROM {qn(opts.db_table)} "
+            f"WHERE {seq} > %s ORDER BY {seq}")
+
+
+@cache
+def _pg_spec_select() -> str:
+    """The SELECT of :func:`_pg_job_specs`: :data:`SPEC_COLUMNS`, of the jobs in an
+    array."""
+    job, tenant = Job._meta, Tenant._meta
+    qn = connection.ops.quote_name
+
+    def column(name: str) -> str:
+        if name == "tenant__name":
+            return f"t.{qn(tenant.get_field('name').column)}"
+        return f"j.{qn(job.pk.column if name == 'pk' else job.get_field(name).column)}"
+
+    return (
+        f"SELECT {', '.join(column(name) for name in SPEC_COLUMNS)} "
+        f"FROM {qn(job.db_table)} j JOIN {qn(tenant.db_table)} t "
+        f"ON t.{qn(tenant.pk.column)} = j.{qn(job.get_field('tenant').column)} "
+        f"WHERE j.{qn(job.pk.column)} = ANY(%s)"
+    )
 
 
 #: What the build reads of each live job besides its spec, in :meth:`LeaderLoop.build`'s
@@ -451,19 +560,11 @@ class LeaderLoop:
         sched = self.scheduler
         assert sched is not None
         # tuples, not model instances: a burst of submits is thousands of rows a tick
-        rows = [
-            LogRow._make(values) for values in Transition.objects.filter(id__gt=self.watermark)
-            .order_by("id").values_list(*LogRow._fields)
-        ]
+        rows = log_rows_since(self.watermark)
         own = self.own_seqs
         foreign = [r for r in rows if r.pk not in own]
-        new_jobs = {
-            values[0]: values
-            for values in Job.objects.filter(
-                pk__in={r.job_id for r in foreign
-                        if r.kind == Transition.Kind.JOB and r.from_state == S.SUBMITTED}
-            ).values_list(*SPEC_COLUMNS)
-        }
+        new_jobs = job_specs({r.job_id for r in foreign
+                              if r.kind == Transition.Kind.JOB and r.from_state == S.SUBMITTED})
         names = {
             Transition.Kind.NODE: dict(
                 Node.objects.filter(pk__in={r.node_id for r in foreign if r.node_id})

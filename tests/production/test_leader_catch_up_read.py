@@ -1,0 +1,212 @@
+"""The leader's catch-up reads the log and the new jobs' specs the same way on every path.
+
+On PostgreSQL the catch-up reads with psycopg's binary protocol (an empty detail sent as
+NULL, the specs of the new jobs by one array parameter); elsewhere, and as the reference,
+through the ORM. Both must give the same rows, value for value and type for type, for
+every kind of row the leader follows, and a leader following the log must decide the
+same whichever path it reads through.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import pytest
+from django.db import ProgrammingError
+from django.db.models import JSONField, Value
+
+from scheduler_app.core.states import JobState, Reason
+from scheduler_app.core.types import Actor
+from scheduler_app.models import Allocation, Job, Node, Transition
+from scheduler_app.services import job_cancel
+from scheduler_app.services import leader as leader_module
+from scheduler_app.services.agents import (
+    agent_confirm_start,
+    agent_report_checkpoint,
+    agent_report_exit,
+)
+from scheduler_app.services.cluster import (
+    node_drain,
+    node_mark_down,
+    node_undrain,
+    tenant_set_quota,
+)
+from scheduler_app.services.leader import LeaderLoop, LogRow, StepReport, epoch
+
+from .conftest import at, submit
+from .test_leader_loop import decision_keys
+
+pytestmark = pytest.mark.django_db
+
+S, R = JobState, Reason
+
+
+def holding_node(job: Job) -> Node:
+    return (Allocation.objects.filter(job=job, end__isnull=True).select_related("node")
+            .order_by("node__name").first().node)
+
+
+def play(cluster, step: Callable[[int], StepReport]) -> dict[str, Job]:
+    """A history with every kind of row the leader follows, ``step(now_s)`` between its
+    events: submits of every spec shape and one that never fits, placements, agent
+    confirmations, a checkpoint with a pointer, a cancel, a quota change, a drain and an
+    undrain, a node going down under a job, an exit."""
+    vision, nlp = cluster["vision"], cluster["nlp"]
+    step(0)  # the build
+    jobs = {
+        "ckpt": submit(vision, gpus=8, at_s=1, checkpointable=True, checkpoint_interval_s=600,
+                       checkpoint_time_s=30, restart_s=20, max_runtime_s=7200, priority=5),
+        "gang": submit(nlp, gpus=8, at_s=1, gpus_per_node=4, gpu_type="H100",
+                       preemptible=True, max_runtime_s=3600),
+        "elastic": submit(vision, gpus=8, at_s=2, min_gpus=2, priority=-3),
+        "never": submit(nlp, gpus=1000, at_s=2),
+        "small": submit(nlp, gpus=1, at_s=2, interactive=True, max_runtime_s=600),
+    }
+    step(5)  # follows the submits, places
+    for name in ("ckpt", "gang", "elastic"):
+        agent_confirm_start(node=holding_node(jobs[name]), job=jobs[name], at=at(6))
+    agent_report_checkpoint(node=holding_node(jobs["ckpt"]), job=jobs["ckpt"],
+                            resume_pointer="s3://ckpt/1 \"é\"", checkpoint_at=at(7))
+    job_cancel(job_id=jobs["elastic"].pk, at=at(8), why="not needed")
+    tenant_set_quota(tenant=nlp, guaranteed_gpus=8, borrow_limit_gpus=8, actor_name="admin",
+                     at=at(8))
+    spare = Node.objects.exclude(allocations__end__isnull=True).order_by("name").first()
+    node_drain(node=spare, actor_name="admin", at=at(8))
+    jobs["late"] = submit(vision, gpus=16, at_s=9)
+    step(10)
+    node_mark_down(node=holding_node(jobs["ckpt"]), actor_name="ops", why="PSU", at=at(11))
+    node_undrain(node=spare, actor_name="admin", at=at(11))
+    step(15)
+    agent_report_exit(node=holding_node(jobs["gang"]), job=jobs["gang"], outcome="completed",
+                      at=at(16))
+    step(20)
+    return jobs
+
+
+def stepping(loop: LeaderLoop) -> Callable[[int], StepReport]:
+    def step(now_s: int) -> StepReport:
+        report = loop.step(now=at(now_s))
+        assert report.leader and not report.error, report
+        return report
+
+    return step
+
+
+def assert_every_kind_of_row() -> None:
+    """The history holds every shape of row the test is about."""
+    rows = list(Transition.objects.values_list("kind", "from_state", "to_state", "reason",
+                                               "detail"))
+    assert {kind for kind, *_ in rows} == set(Transition.Kind)
+    shapes = {(frm, to, reason) for _, frm, to, reason, _ in rows}
+    assert {(S.SUBMITTED, S.FAILED, R.NEVER_FITS), (S.QUEUED, S.PLACING, R.PLACED),
+            (S.RUNNING, S.CANCELLED, R.CANCELLED), (S.RUNNING, S.QUEUED, R.NODE_FAILED),
+            (S.RUNNING, S.COMPLETED, R.COMPLETED)} <= shapes
+    details = [detail for *_, detail in rows]
+    assert {"resume_pointer": "s3://ckpt/1 \"é\""} in details
+    assert any("alloc" in detail for detail in details)
+    assert sum(detail == {} for detail in details) > 10  # and most are empty
+
+
+def with_types(rows) -> list:
+    """Each row with its values' types (True == 1, a datetime's zone may differ)."""
+    return [(tuple(row), tuple(map(type, row)),
+             [v.tzinfo for v in row if hasattr(v, "tzinfo")]) for row in rows]
+
+
+@pytest.mark.postgres
+def test_the_binary_read_of_the_log_is_the_orms(cluster):
+    loop = LeaderLoop(holder="leader-a", clock=None)
+    jobs = play(cluster, stepping(loop))
+    assert_every_kind_of_row()
+    # odd details no service writes, read all the same: JSON null, not an object, nested
+    odd = [Value(None, JSONField()), [], "text", 0, {"a": {"b": [1, None, "é"]}, "": {}}]
+    for detail in odd:
+        Transition.objects.create(job=jobs["small"], from_state=S.RUNNING, to_state=S.RUNNING,
+                                  reason=R.CHECKPOINTED, at=at(30), detail=detail,
+                                  actor=Actor.AGENT)
+    assert [d for (d,) in Transition.objects.order_by("-id").values_list("detail")[:5]] == [
+        {"a": {"b": [1, None, "é"]}, "": {}}, 0, "text", [], None]
+    last = Transition.objects.order_by("-id").values_list("id", flat=True)[0]
+    first = Transition.objects.order_by("id").values_list("id", flat=True)[0]
+    for watermark in [0, *range(first, last + 1)]:
+        fast = leader_module._pg_log_rows(watermark)
+        assert all(type(row) is LogRow for row in fast)
+        assert with_types(fast) == with_types(leader_module._orm_log_rows(watermark))
+    assert leader_module._pg_log_rows(last) == []
+    # the dispatch takes the fast path here: its empty details are the one shared dict
+    assert any(row.detail is leader_module._NO_DETAIL for row in leader_module.log_rows_since(0))
+
+    ids = {job.pk for job in jobs.values()}
+    fast = leader_module._pg_job_specs(ids | {-1})
+    assert set(fast) == ids
+    assert with_types(fast.values()) == with_types(
+        leader_module._orm_job_specs(ids | {-1})[pk] for pk in fast
+    )
+    assert leader_module._pg_job_specs(set()) == leader_module._orm_job_specs(set()) == {}
+    assert leader_module.job_specs(ids) == fast
+
+
+@pytest.mark.postgres
+@pytest.mark.django_db(transaction=True)  # autocommit, as the leader runs
+def test_a_failing_fast_read_raises_djangos_error_and_the_next_step_rebuilds(
+    cluster, monkeypatch
+):
+    loop = LeaderLoop(holder="leader-a", clock=None)
+    stepping(loop)(0)
+    job = submit(cluster["vision"], gpus=8, at_s=1)
+    with monkeypatch.context() as patch:
+        patch.setattr(leader_module, "_pg_log_select", lambda: "SELECT nonsense(%s)")
+        with pytest.raises(ProgrammingError):  # Django's, not psycopg's UndefinedFunction
+            leader_module.log_rows_since(0)
+        report = loop.step(now=at(2))
+    assert report.error.startswith("ProgrammingError:") and loop.scheduler is None
+    assert stepping(loop)(3).rebuilt
+    job.refresh_from_db()
+    assert job.state == S.PLACING
+
+
+def test_a_leader_decides_the_same_through_either_read(cluster, monkeypatch):
+    """A twin core follows the same log through the ORM (never writing, its own rows
+    mirrored from the leader's) while the leader reads through the fast path (on
+    PostgreSQL) and writes: at every step, the same rows followed, the same decisions,
+    the same state of every job and tenant."""
+    loop = LeaderLoop(holder="leader-a", clock=None, heartbeat_timeout_s=0)
+    twin = LeaderLoop(holder="twin", clock=None, heartbeat_timeout_s=0)
+    reports: list[StepReport] = []
+
+    def step(now_s: int) -> StepReport:
+        now = at(now_s)
+        with monkeypatch.context() as patch:
+            patch.setattr(leader_module, "log_rows_since", leader_module._orm_log_rows)
+            patch.setattr(leader_module, "job_specs", leader_module._orm_job_specs)
+            pending, rebuilt, followed = twin.sync(now)
+        by_orm = decision_keys(pending + twin.scheduler.tick(epoch(now), clock=None).decisions)
+        made: list = []
+        persist = loop.persist
+
+        def recording(decisions, **kwargs):
+            made.extend(decision_keys(decisions))
+            persist(decisions, **kwargs)
+
+        monkeypatch.setattr(loop, "persist", recording)
+        report = stepping(loop)(now_s)
+        monkeypatch.delattr(loop, "persist")
+        assert (report.rebuilt, report.caught_up) == (rebuilt, followed)
+        assert made == by_orm
+        assert loop.scheduler.jobs == twin.scheduler.jobs  # every field of every record
+        assert loop.scheduler.tenants == twin.scheduler.tenants
+        twin.own_seqs = set(loop.own_seqs)  # what the leader wrote, the twin decided too
+        reports.append(report)
+        return report
+
+    jobs = play(cluster, step)
+    assert_every_kind_of_row()
+    # followed, not rebuilt: every row after the build went through the catch-up
+    assert reports[0].rebuilt and not any(r.rebuilt for r in reports[1:])
+    assert [r.caught_up for r in reports[1:]] == [10, 9, 2, 1], reports
+    assert sum(r.decisions for r in reports[1:]) >= 5
+    assert loop.scheduler.job(str(jobs["ckpt"].pk)).state == S.PLACING  # requeued, placed
+    assert loop.scheduler.job(str(jobs["ckpt"].pk)).resume_pointer == "s3://ckpt/1 \"é\""
+    assert str(jobs["never"].pk) not in loop.scheduler.jobs
+    assert leader_module._NO_DETAIL == {}  # no follower wrote into the shared empty detail
+    assert loop.scheduler.tenants["nlp"].guaranteed_gpus == 8
