@@ -730,8 +730,18 @@ def median_run(runs: list[dict[str, Any]], phases: set[str]) -> dict[str, Any]:
     return out
 
 
+def settle(limit: float = 1.5, wait_s: float = 150.0) -> None:
+    """Wait (at most ``wait_s``) for the 1-minute load average to fall under ``limit``:
+    a run just ended still counts in it for a minute or two, and the doc reads the
+    figure to say whether anything else was running."""
+    deadline = time.time() + wait_s
+    while os.getloadavg()[0] >= limit and time.time() < deadline:
+        time.sleep(5)
+
+
 def run_once(a: argparse.Namespace, phases: set[str], command: str) -> dict[str, Any]:
     """One run: a fresh database, the servers, the phases; the result without writing."""
+    settle()
     load_before = os.getloadavg()[0]
     url = create_database(a.pg_url, DB_NAME, replace=True)
     log(f"{NAME}: database {DB_NAME}")
