@@ -155,10 +155,9 @@ def jobs_submit_batch(
         raise Invalid(errors[first], field=first, errors=errors)
     at = at or now_s()
     actor_name = owner.get_username() if owner is not None else ""
+    jobs, refusals = _new_jobs(tenant, owner, prepared, at=at, fits=capacity or ClusterShape())
     try:
         # no look-up first: the unique keys refuse a second batch (IntegrityError below)
-        jobs, refusals = _new_jobs(tenant, owner, prepared, at=at,
-                                   fits=capacity or ClusterShape())
         with transaction.atomic(durable=True):
             return admit_new_jobs(jobs, refusals=refusals, actor=actor, at=at,
                                   actor_name=actor_name)

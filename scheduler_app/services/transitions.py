@@ -457,21 +457,21 @@ def admit_new_job(job: Job, *, refusal: str, actor: Actor, at: datetime,
     """:func:`admit_new_jobs` for one job, as a transaction of its own (the caller must not
     be inside one: like ``transaction.atomic(durable=True)``).
 
-    On PostgreSQL it is one round trip: the append lock, the job and its two rows go as
-    one query string, which the server runs as one implicit transaction (all of it or
-    none, the lock released at its commit). The usual way, BEGIN, the lock, two INSERTs
-    and COMMIT, is five round trips, and the append lock is held across three of them:
-    single submits are the API's hottest write (docs/api.md, Throughput).
+    On PostgreSQL it is one statement, prepared once per connection: the append lock, the
+    job and its two rows (:func:`_admission_sql`), an implicit transaction of its own
+    (all of it or none, the lock released at its commit). The usual way, BEGIN, the lock,
+    two INSERTs and COMMIT, is five round trips, and the append lock is held across three
+    of them: single submits are the API's hottest write (docs/api.md, Throughput).
     """
-    values = _admission([job], refusals=[refusal], actor=actor, at=at,
-                        actor_name=actor_name)
     if connection.vendor != "postgresql":
         with transaction.atomic(durable=True):
             return admit_new_jobs([job], refusals=[refusal], actor=actor, at=at,
                                   actor_name=actor_name)[0]
+    values = _admission([job], refusals=[refusal], actor=actor, at=at,
+                        actor_name=actor_name)
     if connection.in_atomic_block:
-        # only a test case's transaction gets past this (durable's own check); the query
-        # string runs inside it, as it would inside a durable block
+        # only a test case's transaction gets past this (durable's own check); the
+        # statement runs inside it, as it would inside a durable block
         with transaction.atomic(durable=True):
             rows = _insert_admission(job, values)
             transaction.on_commit(lambda: _announce(rows))
@@ -491,7 +491,7 @@ def _admission(jobs: list[Job], *, refusals: list[str], actor: Actor, at: dateti
         raise ValueError("admit_new_jobs takes new jobs only")
     values: list[dict[str, Any]] = []
     # the same for every job of the call (enum lookups cost more than the dicts)
-    submitted, no_reason = JobState.SUBMITTED.value, PendingReason.NONE.value
+    submitted = JobState.SUBMITTED.value
     common = {"kind": Transition.Kind.JOB.value, "job_id": None, "at": at,
               "actor": actor.value, "actor_name": actor_name, "tick_id": ""}
     first = {**common, "from_state": None, "to_state": submitted,
@@ -503,10 +503,7 @@ def _admission(jobs: list[Job], *, refusals: list[str], actor: Actor, at: dateti
         proj = JobProjection(state=JobState.SUBMITTED)
         apply_transition(proj, to_state=to_state, reason=reason, at=at,
                          detail={"why": why} if why else {}, checkpointable=job.checkpointable)
-        job.state = to_state.value
-        job.pending_reason = no_reason
-        for name in JOB_COLUMNS:
-            setattr(job, name, getattr(proj, name))
+        _write_projection(job, proj, to_state.value)
         values.append({**first, "detail": {}})
         values.append({**common, "from_state": submitted, "to_state": to_state.value,
                        "reason": reason.value, "detail": {"why": why} if why else {}})
@@ -624,8 +621,8 @@ def _admission_sql(rows: int) -> str:
     row_columns = ", ".join(qn(fields[f"row.{name}"].column)
                             for name in [*_ADMISSION_ROW_SET, *(n for n, _j, _d in row_fields)])
     aliases = [f"c{i}" for i in range(len(row_fields))]
-    row = "(" + ", ".join([str(0), *(typed(f"row.{n}") for n, _j, _d in row_fields)]) + ")"
-    values = ", ".join(row.replace("(0,", f"({i},", 1) for i in range(rows))
+    typed_row = ", ".join(typed(f"row.{n}") for n, _j, _d in row_fields)
+    values = ", ".join(f"({i}, {typed_row})" for i in range(rows))
     return (
         f"WITH lock AS MATERIALIZED (SELECT pg_advisory_xact_lock({int(LOG_APPEND_LOCK_KEY)})), "
         f"new_job AS (INSERT INTO {qn(Job._meta.db_table)} ({job_columns}) "
