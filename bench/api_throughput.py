@@ -223,25 +223,33 @@ def percentile(values: list[float], q: float) -> float | None:
     return ordered[min(len(ordered) - 1, int(round(q / 100 * (len(ordered) - 1))))]
 
 
-class LoadSampler:
-    """The 1-minute load average, sampled every second in a thread."""
+class _Sampler:
+    """Samples taken in a thread while the ``with`` block runs (``_run`` appends them to
+    ``samples`` until ``_stop`` is set)."""
 
     def __init__(self) -> None:
-        self.samples: list[float] = []
+        self.samples: list[Any] = []
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
 
     def _run(self) -> None:
-        while not self._stop.wait(1.0):
-            self.samples.append(os.getloadavg()[0])
+        raise NotImplementedError
 
-    def __enter__(self) -> LoadSampler:
+    def __enter__(self) -> Any:
         self._thread.start()
         return self
 
     def __exit__(self, *exc: object) -> None:
         self._stop.set()
         self._thread.join()
+
+
+class LoadSampler(_Sampler):
+    """The 1-minute load average, sampled every second in a thread."""
+
+    def _run(self) -> None:
+        while not self._stop.wait(1.0):
+            self.samples.append(os.getloadavg()[0])
 
 
 CLK_TCK = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
@@ -319,17 +327,15 @@ class CpuMeter:
                 for name, now in after.items()}
 
 
-class LockSampler:
+class LockSampler(_Sampler):
     """What the bench database's backends wait for, sampled every ``every_s`` in a
     thread (pg_stat_activity): how many wait for the log's append lock (an advisory
     lock) and how many are busy. A queue at that lock in most samples means it is what
     limits the submit rate."""
 
     def __init__(self, pg_url: str, every_s: float = 0.05) -> None:
+        super().__init__()  # samples: (waiting on the append lock, active)
         self.pg_url, self.every_s = pg_url, every_s
-        self.samples: list[tuple[int, int]] = []  # (waiting on the append lock, active)
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True)
 
     def _run(self) -> None:
         import psycopg
@@ -341,14 +347,6 @@ class LockSampler:
                     "AND wait_event = 'advisory'), count(*) FILTER (WHERE state = 'active') "
                     "FROM pg_stat_activity WHERE datname = %s", [DB_NAME]).fetchone()
                 self.samples.append((int(row[0]), int(row[1])))
-
-    def __enter__(self) -> LockSampler:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._stop.set()
-        self._thread.join()
 
     def summary(self) -> dict[str, Any]:
         n = len(self.samples)
