@@ -31,6 +31,7 @@ from django.db.models.functions import Cast, Coalesce
 from scheduler_app.core.states import JobState, Reason, allowed_targets
 from scheduler_app.core.types import NodeHealth
 from scheduler_app.models import Allocation, Job, Node, Tenant, Transition
+from scheduler_app.selectors.binary import fetch_binary
 from scheduler_app.services.projection import (
     JOB_COLUMNS,
     READS_DETAIL,
@@ -312,20 +313,12 @@ def _pg_streamed_chunks() -> Iterator[list[tuple]]:
 def _pg_keyset_chunks() -> Iterator[list[tuple]]:
     """The same chunks on PostgreSQL with a libpq that cannot stream in chunks: keyset
     pagination, one statement a chunk, binary as well."""
-    import psycopg  # PostgreSQL only
-
     sql = (f"{_pg_select()} WHERE {connection.ops.quote_name('id')} > %s "
            f"ORDER BY {connection.ops.quote_name('id')} LIMIT {CHUNK}")
-    connection.ensure_connection()
-    with psycopg.Cursor(connection.connection) as cursor:
-        last = 0
-        while True:
-            cursor.execute(sql, [last], binary=True)
-            chunk = cursor.fetchall()
-            if not chunk:
-                return
-            yield chunk
-            last = chunk[-1][0]
+    last = 0
+    while chunk := fetch_binary(sql, [last]):
+        yield chunk
+        last = chunk[-1][0]
 
 
 def _replay_node_row(

@@ -66,6 +66,7 @@ from scheduler_app.core.types import (
 )
 from scheduler_app.models import Allocation, Job, Node, Reservation, Tenant, Transition
 from scheduler_app.observability import log_context
+from scheduler_app.selectors.binary import fetch_binary
 
 from .bulk import update_from_values
 from .cluster import nodes_mark_silent_down
@@ -251,7 +252,7 @@ def _pg_log_rows(watermark: int) -> list[LogRow]:
         LogRow(seq, kind, job, node, tenant, frm, to, reason, at,
                no_detail if detail is None else loads(detail))
         for seq, kind, job, node, tenant, frm, to, reason, at, detail
-        in _pg_fetch(_pg_log_select(), [watermark])
+        in fetch_binary(_pg_log_select(), [watermark])
     ]
 
 
@@ -261,19 +262,7 @@ def _pg_job_specs(ids: Collection[int]) -> dict[int, tuple]:
     its parse), read binary as the log rows are."""
     if not ids:
         return {}
-    return {values[0]: values for values in _pg_fetch(_pg_spec_select(), [list(ids)])}
-
-
-def _pg_fetch(sql: str, params: list[Any]) -> list[tuple]:
-    """All rows of ``sql`` as tuples, from a psycopg cursor of its own: Django's cursor
-    binds on the client and cannot read binary. Errors come as Django's, as the ORM's
-    do (and a broken connection is noticed)."""
-    import psycopg  # PostgreSQL only
-
-    connection.ensure_connection()
-    with connection.wrap_database_errors, psycopg.Cursor(connection.connection) as cursor:
-        cursor.execute(sql, params, binary=True)
-        return cursor.fetchall()
+    return {values[0]: values for values in fetch_binary(_pg_spec_select(), [list(ids)])}
 
 
 @cache

@@ -1,0 +1,24 @@
+"""Reads on PostgreSQL through psycopg's binary protocol, for the bulk reads of the log.
+
+Django's cursors bind on the client and read text: its timestamp loader is Python, about
+a microsecond a value, which is most of the time of reading thousands of log rows. A
+cursor of psycopg's own, on Django's connection, reads binary with psycopg's C loaders.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.db import connection
+
+
+def fetch_binary(sql: str, params: list[Any]) -> list[tuple]:
+    """All rows of ``sql`` as tuples, read binary from a psycopg cursor of its own on
+    Django's connection (PostgreSQL only). Errors come as Django's, as the ORM's do (and
+    a broken connection is noticed)."""
+    import psycopg  # PostgreSQL only
+
+    connection.ensure_connection()
+    with connection.wrap_database_errors, psycopg.Cursor(connection.connection) as cursor:
+        cursor.execute(sql, params, binary=True)
+        return cursor.fetchall()
