@@ -26,7 +26,7 @@ from scheduler_app.core.types import SIZE_CLASS_LABELS, Actor, size_class
 from scheduler_app.models import Allocation, Job, Membership, Tenant, Transition
 from scheduler_app.selectors.jobs import job_history, job_queue_position
 from scheduler_app.services import job_cancel, job_submit
-from scheduler_app.services.jobs import jobs_submit_batch, submit_replayed
+from scheduler_app.services.jobs import batch_jobs_with_key, jobs_submit_batch, submit_replayed
 
 from . import access, cache
 from .errors import ApiConflict
@@ -534,9 +534,8 @@ def _batch_replayed(tenant: Tenant, key: str, specs: list[dict[str, Any]]) -> li
     "<key>#<i>"), or None. 409 if that batch asked for something else."""
     if not key:
         return None
-    jobs = list(Job.objects.select_related("tenant", "owner")
-                .filter(tenant=tenant, idempotency_key__startswith=f"{key}#").order_by("pk"))
-    if not jobs:
+    jobs = batch_jobs_with_key(tenant, key, Job.objects.select_related("tenant", "owner"))
+    if jobs is None:
         return None
     mine = [{**spec, "idempotency_key": f"{key}#{i}"} for i, spec in enumerate(specs)]
     by_key = {job.idempotency_key: job for job in jobs}

@@ -12,6 +12,7 @@ from typing import Any
 from django.contrib.auth.models import AbstractBaseUser
 from django.core.exceptions import ValidationError
 from django.db import IntegrityError, transaction
+from django.db.models import QuerySet
 from django.db.models.signals import post_delete, post_save
 from django.dispatch import receiver
 
@@ -162,7 +163,7 @@ def jobs_submit_batch(
             return admit_new_jobs(jobs, refusals=refusals, actor=actor, at=at,
                                   actor_name=actor_name)
     except IntegrityError:
-        existing = _batch_with_key(tenant, idempotency_key)
+        existing = batch_jobs_with_key(tenant, idempotency_key)
         if existing is None:
             raise
         for job in existing:
@@ -202,13 +203,18 @@ def _batch_spec(raw: object) -> tuple[dict[str, Any] | None, dict[str, str]]:
     return spec, {}
 
 
-def _batch_with_key(tenant: Tenant, key: str) -> list[Job] | None:
+def batch_jobs_with_key(tenant: Tenant, key: str, jobs: QuerySet[Job] | None = None,
+                        ) -> list[Job] | None:
+    """The jobs a batch submitted with ``key`` made (their keys ``<key>#<i>``), in order;
+    None if there are none. The prefix alone would also match another batch whose key
+    starts with ``<key>#`` (``sweep#1`` makes ``sweep#1#0``): only digits may follow."""
     if not key:
         return None
-    jobs = list(
-        Job.objects.filter(tenant=tenant, idempotency_key__startswith=f"{key}#").order_by("pk")
-    )
-    return jobs or None
+    prefix = f"{key}#"
+    found = (jobs if jobs is not None else Job.objects).filter(
+        tenant=tenant, idempotency_key__startswith=prefix).order_by("pk")
+    mine = [job for job in found if job.idempotency_key[len(prefix):].isdigit()]
+    return mine or None
 
 
 def _new_jobs(

@@ -240,6 +240,28 @@ def test_a_retried_batch_returns_the_first_batchs_jobs(world):
     assert different.status_code == 409
 
 
+
+def test_a_batch_key_that_extends_another_batchs_key_is_a_batch_of_its_own(world):
+    # "sweep" makes sweep#0 and sweep#1; "sweep#1" makes sweep#1#0: a retry of either
+    # must find its own jobs, not the other's too (which would be a false 409)
+    client = world.client("researcher")
+    body = {"tenant": "vision", "jobs": [{"name": f"s{i}", "gpus": 1} for i in range(2)]}
+    first = client.post("/api/v1/jobs/batch/", body, format="json",
+                        HTTP_IDEMPOTENCY_KEY="sweep")
+    other = client.post("/api/v1/jobs/batch/", {**body, "jobs": body["jobs"][:1]},
+                        format="json", HTTP_IDEMPOTENCY_KEY="sweep#1")
+    assert (first.status_code, other.status_code) == (201, 201)
+    again = client.post("/api/v1/jobs/batch/", body, format="json",
+                        HTTP_IDEMPOTENCY_KEY="sweep")
+    other_again = client.post("/api/v1/jobs/batch/", {**body, "jobs": body["jobs"][:1]},
+                              format="json", HTTP_IDEMPOTENCY_KEY="sweep#1")
+    assert (again.status_code, other_again.status_code) == (200, 200)
+    assert [j["id"] for j in again.json()["jobs"]] == [j["id"] for j in first.json()["jobs"]]
+    assert [j["id"] for j in other_again.json()["jobs"]] == [
+        j["id"] for j in other.json()["jobs"]]
+    assert Job.objects.count() == 3
+
+
 # ---------------------------------------------------------------- list
 def test_the_list_filters_by_state_size_class_owner_and_tenant(world):
     small = submit(world, gpus=1)

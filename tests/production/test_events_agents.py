@@ -319,6 +319,16 @@ def test_the_same_batch_key_returns_the_first_batch_and_writes_nothing(tenant):
     assert Transition.objects.count() == rows
 
 
+def test_a_batch_retry_returns_only_its_own_jobs_when_another_key_extends_its_key(tenant):
+    NodeFactory()
+    first = jobs_submit_batch(tenant=tenant, owner=None, specs=specs(2), idempotency_key="k")
+    other = jobs_submit_batch(tenant=tenant, owner=None, specs=specs(1), idempotency_key="k#1")
+    assert [j.idempotency_key for j in other] == ["k#1#0"]
+    again = jobs_submit_batch(tenant=tenant, owner=None, specs=specs(2), idempotency_key="k")
+    assert [j.pk for j in again] == [j.pk for j in first]
+    assert Job.objects.count() == 3
+
+
 def test_a_failure_inside_a_batch_leaves_nothing(tenant, monkeypatch):
     NodeFactory()
     from scheduler_app.services import jobs as jobs_module
