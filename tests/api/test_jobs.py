@@ -262,6 +262,18 @@ def test_a_batch_key_that_extends_another_batchs_key_is_a_batch_of_its_own(world
     assert Job.objects.count() == 3
 
 
+def test_a_batch_whose_first_key_a_single_submit_took_conflicts(world):
+    client = world.client("researcher")
+    single = client.post("/api/v1/jobs/", job_body(gpus=1), format="json",
+                         HTTP_IDEMPOTENCY_KEY="sweep#0")
+    body = {"tenant": "vision", "jobs": [{"name": f"s{i}", "gpus": 1} for i in range(2)]}
+    batch = client.post("/api/v1/jobs/batch/", body, format="json",
+                        HTTP_IDEMPOTENCY_KEY="sweep")
+    assert (single.status_code, batch.status_code) == (201, 409)
+    assert errors_of(batch).keys() == {"idempotency_key"}
+    assert Job.objects.count() == 1
+
+
 # ---------------------------------------------------------------- list
 def test_the_list_filters_by_state_size_class_owner_and_tenant(world):
     small = submit(world, gpus=1)
