@@ -14,6 +14,7 @@ import platform
 import resource
 import subprocess
 import sys
+import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -157,6 +158,15 @@ def table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
 
 def log(msg: str) -> None:
     print(msg, file=sys.stderr, flush=True)
+
+
+def settle(limit: float = 1.5, wait_s: float = 150.0) -> None:
+    """Wait (at most ``wait_s``) for the 1-minute load average to fall under ``limit``:
+    work just ended (a benchmark before this one, a bulk load) still counts in it for a
+    minute or two, and the docs read the figure to say whether anything else was running."""
+    deadline = time.time() + wait_s
+    while os.getloadavg()[0] >= limit and time.time() < deadline:
+        time.sleep(5)
 
 
 def create_database(pg_url: str, name: str, *, replace: bool = False) -> str:

@@ -55,6 +55,7 @@ from bench._common import (
     log,
     machine,
     now_utc,
+    settle,
     table,
     update_doc_section,
     write_results,
@@ -538,7 +539,7 @@ def markdown(res: dict[str, Any], command: str) -> str:
         f"{res['load_before']:.2f}), {m['memory_gib']} GiB RAM, Python {m['python']}, "
         f"PostgreSQL {res['postgres']} on the same machine. For scale: a 10-million-step "
         f"Python loop took {res['loop_s_before']} s just before the run and "
-        f"{res['loop_s_after']} s just after (roughly 0.5 s on an idle recent x86 core).",
+        f"{res['loop_s_after']} s just after.",
         "",
         f"Setup: gunicorn {res['gunicorn']} ({workers}, "
         f"{res.get('worker_class', 'gthread')}, keep-alive, "
@@ -599,8 +600,8 @@ def markdown(res: dict[str, Any], command: str) -> str:
         f"the time (each request also waits for its commit's WAL flush). The web process's "
         f"share, measured apart by `python -m bench.submit_cost` (in-process, no HTTP; "
         f"instructions counted under callgrind, the same from run to run), is in the "
-        f"summary above. The CPU time of the same work varies from run to run on this "
-        f"shared machine (a 10-million-step loop took 0.34 to 0.63 s within an hour): "
+        f"summary above. The CPU time of the same work follows the host's speed, which "
+        f"varies over a day (the 10-million-step loop: {loop_range(res)} in these runs): "
         f"compare runs by the loop's figure. The clients are the standard library's HTTP "
         f"client on kept-alive connections. With several threads per gunicorn worker the "
         f"append lock's holder also waits for its process's interpreter lock, which "
@@ -728,13 +729,10 @@ def median_run(runs: list[dict[str, Any]], phases: set[str]) -> dict[str, Any]:
     return out
 
 
-def settle(limit: float = 1.5, wait_s: float = 150.0) -> None:
-    """Wait (at most ``wait_s``) for the 1-minute load average to fall under ``limit``:
-    a run just ended still counts in it for a minute or two, and the doc reads the
-    figure to say whether anything else was running."""
-    deadline = time.time() + wait_s
-    while os.getloadavg()[0] >= limit and time.time() < deadline:
-        time.sleep(5)
+def loop_range(res: dict[str, Any]) -> str:
+    """The 10-million-step loop's times over the runs behind ``res`` (the host's speed)."""
+    loops = [r[k] for r in res.get("runs", [res]) for k in ("loop_s_before", "loop_s_after")]
+    return f"{min(loops)} to {max(loops)} s"
 
 
 def run_once(a: argparse.Namespace, phases: set[str], command: str) -> dict[str, Any]:

@@ -42,6 +42,7 @@ from bench._common import (
     machine_line,
     now_utc,
     pin_one_core,
+    settle,
     table,
     update_doc_section,
     write_results,
@@ -545,6 +546,7 @@ def main(argv: list[str] | None = None) -> None:
     if args.replay_only and not args.reuse:
         parser.error("--replay-only needs --reuse")
 
+    settle()
     pin_one_core()
     name = args.reuse or f"sched_bench_persistence_{os.getpid()}"
     url = (args.pg_url.rpartition("/")[0] + f"/{name}" if args.reuse
@@ -580,6 +582,7 @@ def main(argv: list[str] | None = None) -> None:
             del history
         load_s = time.perf_counter() - t0
         log(f"{NAME}: loaded {data} in {load_s:.0f} s")
+        settle()  # the load (and the autovacuum after it) still counts in the load average
         measured = measure(ticks=args.ticks, seed=args.seed)
         with connection.cursor() as cursor:
             cursor.execute("SHOW server_version")
