@@ -27,9 +27,6 @@ from bench._common import REPO, RESULTS_DIR, log
 #: jobs on half the GPUs and half the guarantees (``--capacity-scale 0.5``).
 FULL: dict[str, list[str]] = {
     "tick_latency": ["--max-wall-s", "300", "--naive-every", "40"],
-    # ticks take seconds at 100,000 jobs today: time the naive tick on the first states too
-    "tick_latency_naive": ["--name", "tick_latency_naive", "--naive-every", "3",
-                           "--naive-samples", "2", "--max-wall-s", "30"],
     "memory": [],
     "sim_speed": ["--max-wall-s", "300"],
     "policies": ["--from-day", "0", "--days", "120", "--reuse-full", "--max-wall-s", "600"],
@@ -43,9 +40,6 @@ QUICK_DIR = RESULTS_DIR / "quick"
 QUICK: dict[str, list[str]] = {
     "tick_latency": ["--jobs", "3000", "--nodes", "64", "--teams", "8", "--hours", "0.5",
                      "--naive-samples", "2", "--naive-every", "200", "--max-wall-s", "60"],
-    "tick_latency_naive": ["--name", "tick_latency_naive", "--jobs", "3000", "--nodes", "64",
-                           "--teams", "8", "--hours", "0.5", "--naive-every", "3",
-                           "--naive-samples", "2", "--max-wall-s", "20"],
     "memory": ["--jobs", "10000", "--nodes", "256", "--teams", "10"],
     "sim_speed": ["--from-day", "30", "--days", "2", "--max-wall-s", "60"],
     "policies": ["--from-day", "30", "--days", "2", "--reuse-full", "--max-wall-s", "60",
