@@ -5,6 +5,7 @@ Integer seconds throughout (DESIGN.md: floating-point time makes runs irreproduc
 
 from __future__ import annotations
 
+from bisect import bisect_left
 from collections.abc import Mapping, Sized
 from dataclasses import dataclass, field
 from enum import StrEnum
@@ -18,11 +19,9 @@ SIZE_CLASS_LABELS: tuple[str, ...] = ("1", "2-8", "9-64", "65-512", "513+")
 
 
 def size_class(gpus: int) -> int:
-    """Index into SIZE_CLASS_LABELS for a job of ``gpus`` GPUs."""
-    for i, bound in enumerate(SIZE_CLASS_BOUNDS):
-        if gpus <= bound:
-            return i
-    return len(SIZE_CLASS_BOUNDS)
+    """Index into SIZE_CLASS_LABELS for a job of ``gpus`` GPUs: the first class whose
+    upper bound is at least ``gpus`` (a queue key of every queued job, so a bisect)."""
+    return bisect_left(SIZE_CLASS_BOUNDS, gpus)
 
 
 class NodeHealth(StrEnum):

@@ -10,6 +10,7 @@ from hypothesis import strategies as st
 
 from scheduler_app.core.fairshare import share_key
 from scheduler_app.core.queues import FIFO_KEY, JobQueues, entry_key
+from scheduler_app.core.types import SIZE_CLASS_LABELS, size_class
 from tests.core.builders import job
 
 
@@ -57,6 +58,14 @@ def test_jobs_are_keyed_by_tenant_and_size_class() -> None:
         q.push(job(name, gpus, tenant=tenant))
     assert q.heap_keys() == [("a", 0), ("a", 1), ("a", 2), ("a", 3), ("a", 4), ("b", 0)]
     assert q.tenant_count("a") == 5 and q.tenant_count("b") == 1
+
+
+@pytest.mark.parametrize("gpus, label", [
+    (1, "1"), (2, "2-8"), (8, "2-8"), (9, "9-64"), (64, "9-64"), (65, "65-512"),
+    (512, "65-512"), (513, "513+"), (4096, "513+"),
+])
+def test_size_classes_are_bounded_on_both_sides(gpus: int, label: str) -> None:
+    assert SIZE_CLASS_LABELS[size_class(gpus)] == label
 
 
 def test_removed_jobs_are_skipped_and_may_come_back() -> None:
