@@ -15,11 +15,9 @@ must start where the previous row of the same node or tenant ended, or it is rep
 
 from __future__ import annotations
 
-import gc
 import json
 import math
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass, field
 from itertools import islice
 from operator import attrgetter
@@ -28,6 +26,7 @@ from django.db import connection
 from django.db.models import Case, Q, TextField, Value, When
 from django.db.models.functions import Cast, Coalesce
 
+from scheduler_app.collector import collector_paused
 from scheduler_app.core.states import JobState, Reason, allowed_targets
 from scheduler_app.core.types import NodeHealth
 from scheduler_app.models import Allocation, Job, Node, Tenant, Transition
@@ -85,21 +84,8 @@ def rebuild_from_log(*, on_rows: Callable[[int], None] | None = None) -> Rebuilt
     instances, no JSON decoding but for the rows whose detail the rules read), the
     per-row checks as set look-ups, and the projection rules (``apply_transition``)
     called with the log's text as it comes."""
-    with _collector_paused():
+    with collector_paused():
         return _rebuild(on_rows)
-
-
-@contextmanager
-def _collector_paused() -> Iterator[None]:
-    """The replay makes hundreds of thousands of long-lived objects and no reference
-    cycle: the cyclic collector's passes over them would only cost time (10-30%)."""
-    enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if enabled:
-            gc.enable()
 
 
 def _rebuild(on_rows: Callable[[int], None] | None) -> Rebuilt:

@@ -15,7 +15,7 @@ import pytest
 from django.db import ProgrammingError
 from django.db.models import JSONField, Value
 
-from scheduler_app.core.states import JobState, Reason
+from scheduler_app.core.states import FINAL_STATES, JobState, Reason
 from scheduler_app.core.types import Actor
 from scheduler_app.models import Allocation, Job, Node, Transition
 from scheduler_app.services import job_cancel
@@ -147,6 +147,26 @@ def test_the_binary_read_of_the_log_is_the_orms(cluster):
 
 
 @pytest.mark.postgres
+def test_the_binary_read_of_the_live_jobs_and_allocations_is_the_orms(cluster):
+    loop = LeaderLoop(holder="leader-a", clock=None)
+    jobs = play(cluster, stepping(loop))
+    live = Job.objects.exclude(state__in=[s.value for s in FINAL_STATES])
+    assert {S.QUEUED, S.PLACING} <= set(live.values_list("state", flat=True))
+    # preemption times as the services write them, and odd ones read all the same
+    Job.objects.filter(pk=jobs["late"].pk).update(preemption_times=[5, 9])
+    Job.objects.filter(pk=jobs["small"].pk).update(preemption_times=[])
+    fast = leader_module._pg_live_job_rows()
+    assert [row[0] for row in fast] == sorted(live.values_list("pk", flat=True))
+    assert with_types(fast) == with_types(leader_module._orm_live_job_rows())
+    assert [5, 9] in [row[-2] for row in fast]
+    allocations = leader_module._pg_open_allocations()
+    assert len(allocations) == Allocation.objects.filter(end__isnull=True).count() > 0
+    assert with_types(allocations) == with_types(leader_module._orm_open_allocations())
+    # and the dispatch takes the fast path here
+    assert leader_module.live_job_rows() == fast
+
+
+@pytest.mark.postgres
 @pytest.mark.django_db(transaction=True)  # autocommit, as the leader runs
 def test_a_failing_fast_read_raises_djangos_error_and_the_next_step_rebuilds(
     cluster, monkeypatch
@@ -179,6 +199,9 @@ def test_a_leader_decides_the_same_through_either_read(cluster, monkeypatch):
         with monkeypatch.context() as patch:
             patch.setattr(leader_module, "log_rows_since", leader_module._orm_log_rows)
             patch.setattr(leader_module, "job_specs", leader_module._orm_job_specs)
+            patch.setattr(leader_module, "live_job_rows", leader_module._orm_live_job_rows)
+            patch.setattr(leader_module, "open_allocations",
+                          leader_module._orm_open_allocations)
             pending, rebuilt, followed = twin.sync(now)
         by_orm = decision_keys(pending + twin.scheduler.tick(epoch(now), clock=None).decisions)
         made: list = []
