@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import pytest
-from django.db import ProgrammingError
+from django.db import ProgrammingError, connection
 from django.db.models import JSONField, Value
 
 from scheduler_app.core.states import FINAL_STATES, JobState, Reason
@@ -164,6 +164,24 @@ def test_the_binary_read_of_the_live_jobs_and_allocations_is_the_orms(cluster):
     assert with_types(allocations) == with_types(leader_module._orm_open_allocations())
     # and the dispatch takes the fast path here
     assert leader_module.live_job_rows() == fast
+
+
+@pytest.mark.postgres
+def test_the_binary_reads_pass_through_the_connections_execute_wrappers(cluster):
+    submit(cluster["vision"], gpus=8, at_s=1)
+    seen: list[tuple[str, object]] = []
+
+    def record(execute, sql, params, many, context):
+        seen.append((sql, params))
+        return execute(sql, params, many, context)
+
+    with connection.execute_wrapper(record):
+        rows = leader_module._pg_log_rows(0)
+        leader_module._pg_live_job_rows()
+    assert rows and seen == [
+        (leader_module._pg_log_select(), [0]),
+        (leader_module._pg_live_select(), [[s.value for s in FINAL_STATES]]),
+    ]
 
 
 @pytest.mark.postgres
