@@ -2,16 +2,19 @@
 
     python -m bench.persistence [--jobs 100000 --transitions 1000000] [--ticks 100]
                                 [--pg-url postgres://postgres@127.0.0.1:5432/postgres]
+                                [--live-share 0.14] [--name persistence]
                                 [--keep] [--reuse DATABASE [--replay-only N]]
 
 Creates a database of its own (``sched_bench_persistence_<pid>``), migrates it, fills it
 with a week of history generated in memory and loaded with COPY (2,048 nodes of 8 GPUs,
 30 teams, ``--jobs`` jobs, about ``--transitions`` log rows: submits, placements, starts,
-checkpoints, preemptions, requeues, completions; at the end about 10% of the jobs queued
+checkpoints, preemptions, requeues, completions; at the end about 13% of the jobs queued
 and the cluster about 85% busy), then measures, and drops the database (``--keep`` keeps
-it). ``--reuse`` measures again on a database kept by ``--keep`` (no generating, no
-loading; the ticks of every run add to it), and ``--replay-only N`` then times the replay
-alone, N times (to work on it). Not part of the test suite. Targets (issue 5):
+it). ``--live-share 1 --name persistence_live`` leaves every job alive at the end (about
+99,000 queued): a restart under a backlog, in a section and results file of its own.
+``--reuse`` measures again on a database kept by ``--keep`` (no generating, no loading;
+the ticks of every run add to it), and ``--replay-only N`` then times the replay alone,
+N times (to work on it). Not part of the test suite. Targets (issue 5):
 
 - replaying the log (``selectors.replay.rebuild_from_log``, what ``replay --verify``
   runs) into per-job state: at most 5 s for 1,000,000 transitions of 100,000 jobs;
@@ -30,6 +33,7 @@ import math
 import os
 import random
 import statistics
+import sys
 import time
 from datetime import datetime, timedelta
 from typing import Any
@@ -49,6 +53,11 @@ from bench._common import (
 )
 
 NAME = "persistence"
+#: The share of the generated jobs still alive at the end (queued, or running while the
+#: cluster has GPUs for them), and how many of those are meant to be queued: a week's log
+#: leaves about a tenth of its jobs alive; ``--live-share 1`` is a restart under a backlog.
+LIVE_SHARE = 0.14
+QUEUED_OF_LIVE = 0.10 / 0.14
 TARGETS = {"replay_s": 5.0, "cold_start_s": 2.0, "tick_p99_ms": 500.0}
 NODES, GPUS_PER_NODE, PODS, TEAMS = 2048, 8, 16, 30
 SIZES = (1, 1, 1, 2, 2, 4, 4, 8, 8, 8, 16, 32, 64)
@@ -59,8 +68,12 @@ CHECKPOINT_EVERY_S = 600
 class History:
     """A week of the cluster, generated job by job; rows sorted by time at the end."""
 
-    def __init__(self, *, jobs: int, transitions: int, end: datetime, seed: int) -> None:
+    def __init__(self, *, jobs: int, transitions: int, end: datetime, seed: int,
+                 live_share: float = LIVE_SHARE) -> None:
         self.rng = random.Random(seed)
+        # a job's fate: queued at the end, running at the end (while GPUs last), or done
+        self.queued_below = live_share * QUEUED_OF_LIVE
+        self.live_below = live_share
         self.end = end
         self.n_jobs = jobs
         # checkpoints per run, tuned so the log lands near ``transitions`` rows
@@ -90,10 +103,10 @@ class History:
                 "resume_pointer": "",
             }
             fate = rng.random()
-            if fate < 0.10:
+            if fate < self.queued_below:
                 job["fate"] = "queued"
                 submit = end - timedelta(seconds=rng.uniform(60, 2 * 86400))
-            elif fate < 0.14:
+            elif fate < self.live_below:
                 job["fate"] = "running"
                 submit = end - timedelta(seconds=rng.uniform(3600, 6 * 3600))
             else:
@@ -137,7 +150,8 @@ class History:
                 job["state"] = "RUNNING"
                 return
             t += timedelta(seconds=rng.uniform(60, 900))
-            if not last:  # preempted: the grace protocol, then back to the queue
+            # preempted (a queued job's every run was): the grace protocol, then the queue
+            if not last or job["fate"] == "queued":
                 self.row(job, t, "RUNNING", "PREEMPT_REQUESTED", "PreemptRequested",
                          {"for": str(rng.randint(1, self.n_jobs)), "est_gpu_s_lost": 600})
                 self.row(job, t + timedelta(seconds=2), "PREEMPT_REQUESTED", "CHECKPOINTING",
@@ -444,6 +458,7 @@ def count_data() -> dict[str, Any]:
 # ------------------------------------------------------------------ main
 def markdown(res: dict[str, Any]) -> str:
     d, m = res["data"], res["measured"]
+    live_share = res.get("live_share", LIVE_SHARE)
     ticks = m["ticks"]
     load = m.get("load_average", {})
 
@@ -474,7 +489,9 @@ def markdown(res: dict[str, Any]) -> str:
     loads = ", ".join(f"{load[k]:.1f} {k.replace('_', ' ')}" for k in
                       ("start", "after_replay", "after_cold_start", "after_ticks") if k in load)
     return "\n".join([
-        "## Production path (PostgreSQL)",
+        "## Production path (PostgreSQL)" + (
+            "" if res.get("name", NAME) == NAME
+            else f", {d['queued'] + d['running']:,} live jobs"),
         "",
         f"{res['date']}; {machine_line(res['machine'])}; PostgreSQL "
         f"{res['postgres']} on the same machine. "
@@ -490,7 +507,10 @@ def markdown(res: dict[str, Any]) -> str:
         f"{d['allocations']:,} allocations on {NODES:,} nodes x {GPUS_PER_NODE} GPUs, "
         f"{TEAMS} teams; at the end {d['queued']:,} queued and {d['running']:,} running "
         f"({d['busy_gpus']:,} GPUs busy). Generated in memory (a week of submits, "
-        "placements, checkpoints, preemptions, completions) and loaded with COPY in "
+        "placements, checkpoints, preemptions, completions"
+        + (f"; {live_share:.0%} of the jobs alive at the end, queued or running while "
+           "GPUs last: a restart under a backlog" if live_share != LIVE_SHARE else "")
+        + f") and loaded with COPY in "
         f"{res['load_s']:.0f} s into a database created for the run and dropped after; "
         "the teams' decayed usage is derived from the log, so the tables agree with it.",
         "",
@@ -508,8 +528,9 @@ def markdown(res: dict[str, Any]) -> str:
         f"After the run, `replay --verify` (rebuild plus comparison with every table): "
         f"{m.get('verify_mismatches', '-')} mismatches, in {m.get('verify_s', 0):.1f} s.",
         "",
-        "Reproduce: `.venv/bin/python -m bench.persistence` (needs PostgreSQL; "
-        f"`--pg-url`, default `{DEFAULT_PG}`; raw numbers: `bench/results/{NAME}.json`).",
+        f"Reproduce: `.venv/bin/{res.get('command', 'python -m bench.persistence')}` (needs "
+        f"PostgreSQL; `--pg-url`, default `{DEFAULT_PG}`; raw numbers: "
+        f"`bench/results/{res.get('name', NAME)}.json`).",
     ])
 
 
@@ -541,8 +562,15 @@ def main(argv: list[str] | None = None) -> None:
                              "results file nor doc written)")
     parser.add_argument("--replay-only", type=int, metavar="N", default=0,
                         help="with --reuse: time the replay alone, N times, and stop")
+    parser.add_argument("--live-share", type=float, default=LIVE_SHARE,
+                        help="share of the jobs alive at the end (queued or running; 1: a "
+                             "restart under a backlog)")
+    parser.add_argument("--name", default=NAME,
+                        help="results file and PERFORMANCE.md section (a variant's own)")
     parser.add_argument("--no-doc", action="store_true", help="do not update PERFORMANCE.md")
     args = parser.parse_args(argv)
+    if not 0 <= args.live_share <= 1:
+        parser.error("--live-share: between 0 and 1")
     if args.replay_only and not args.reuse:
         parser.error("--replay-only needs --reuse")
 
@@ -576,7 +604,7 @@ def main(argv: list[str] | None = None) -> None:
         else:
             log(f"{NAME}: generating {args.jobs:,} jobs...")
             history = History(jobs=args.jobs, transitions=args.transitions, end=now_s(),
-                              seed=args.seed)
+                              seed=args.seed, live_share=args.live_share)
             history.generate()
             data = load(history)
             del history
@@ -594,14 +622,17 @@ def main(argv: list[str] | None = None) -> None:
         else:
             drop_database(args.pg_url, name)
     res = {"date": now_utc(), "machine": machine(), "postgres": postgres, "data": data,
-           "load_s": round(load_s, 1), "measured": measured, "targets": TARGETS}
+           "load_s": round(load_s, 1), "measured": measured, "targets": TARGETS,
+           "name": args.name, "live_share": args.live_share,
+           "command": " ".join(["python -m bench.persistence",
+                                *(argv if argv is not None else sys.argv[1:])])}
     if args.reuse:  # the results and the doc describe a fresh database
         log(f"{NAME}: {json.dumps(measured)}")
         return
-    path = write_results(NAME, res)
+    path = write_results(args.name, res)
     log(f"{NAME}: {json.dumps(measured)} -> {path}")
     if not args.no_doc:
-        update_doc_section(NAME, markdown(res))
+        update_doc_section(args.name, markdown(res))
 
 
 if __name__ == "__main__":
