@@ -21,3 +21,30 @@ def collector_paused() -> Iterator[None]:
     finally:
         if enabled:
             gc.enable()
+
+
+class FreezeAsItGrows:
+    """``gc.freeze()`` each time a long-lived state (the core's, hundreds of thousands of
+    objects) has grown past ``factor`` times its size at the last freeze plus ``slack``.
+
+    The collector's full passes walk every object not frozen; a state that grows by tens
+    of thousands of jobs between freezes makes each pass longer, inside the ticks. Frozen
+    objects are still freed by reference counting when dropped; only a reference cycle
+    among them waits for the next ``gc.unfreeze()`` (the state's owner calls it when it
+    drops the state)."""
+
+    def __init__(self, *, factor: float, slack: int) -> None:
+        self.factor, self.slack = factor, slack
+        self.frozen_at = 0
+
+    def frozen(self, size: int) -> None:
+        """The owner froze the state at ``size`` (after a build)."""
+        self.frozen_at = size
+
+    def grown(self, size: int) -> bool:
+        """Freeze if the state of ``size`` has grown enough since the last freeze."""
+        if size < self.factor * self.frozen_at + self.slack:
+            return False
+        gc.freeze()
+        self.frozen_at = size
+        return True

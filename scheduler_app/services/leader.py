@@ -53,7 +53,7 @@ from django.conf import settings
 from django.db import connection, transaction
 from django.db.models import Max
 
-from scheduler_app.collector import collector_paused
+from scheduler_app.collector import FreezeAsItGrows, collector_paused
 from scheduler_app.core.scheduler import ReclaimClaim, Scheduler, StartEstimate, TickResult
 from scheduler_app.core.states import FINAL_STATES, HOLDING_STATES, JobState, Reason
 from scheduler_app.core.types import (
@@ -436,6 +436,8 @@ class LeaderLoop:
         self.token: int | None = None
         self.watermark = 0  # highest Transition seq folded into self.scheduler
         self.own_seqs: set[int] = set()  # rows above the watermark this leader wrote
+        # the state frozen at the build, and again each 10,000 jobs it gains (see step)
+        self.freezer = FreezeAsItGrows(factor=1, slack=10_000)
         self.ticks = 0
         self.last_result: TickResult | None = None
         # what this leader last wrote to Job/Tenant rows: only changes are written again
@@ -471,6 +473,8 @@ class LeaderLoop:
                 pending, report.rebuilt, report.caught_up = self.sync(now)
                 sched = self.scheduler
                 assert sched is not None
+                # a burst of submits grows the state by thousands of jobs a tick
+                self.freezer.grown(len(sched.jobs))
                 result = None
                 if tick:
                     result = sched.tick(epoch(now), clock=self.clock)
@@ -613,6 +617,7 @@ class LeaderLoop:
         # full collection in a later tick does not walk its hundreds of thousands of
         # objects (the next build unfreezes them, so a dropped state can be collected).
         gc.freeze()
+        self.freezer.frozen(len(sched.jobs))
         self.scheduler = sched
         self.watermark = watermark
         self.own_seqs.clear()

@@ -25,7 +25,6 @@ run that already ended are dropped when popped (each carries the run's token).
 
 from __future__ import annotations
 
-import gc
 import heapq
 import importlib
 import pkgutil
@@ -36,6 +35,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
+from scheduler_app.collector import FreezeAsItGrows
 from scheduler_app.core.states import HOLDING_STATES, JobState, PendingReason, Reason
 from scheduler_app.core.types import Allocation, Decision
 
@@ -139,7 +139,9 @@ class Simulation:
         self._order = 0
         self._now = 0
         self._ticked_at = -1  # instant of the last tick: later reactions go to the next second
-        self._frozen_jobs = 0  # jobs in the state when it was last frozen (see _tick)
+        # The state is hundreds of thousands of long-lived objects: freezing them as it
+        # grows keeps the cyclic collector's full passes (hundreds of ms each) out of ticks.
+        self._freezer = FreezeAsItGrows(factor=2, slack=10_000)
         self._wake: int | None = None  # a tick asked for by a reaction
         self._active = 0  # submitted jobs not yet in a final state
         self._unsubmitted = len(scenario.jobs)
@@ -212,11 +214,7 @@ class Simulation:
         return self._finish()
 
     def _tick(self, now: int) -> None:
-        if len(self.sched.jobs) >= 2 * self._frozen_jobs + 10_000:
-            # The state is hundreds of thousands of long-lived objects: freezing them keeps
-            # the cyclic collector's full passes (hundreds of ms each) out of the ticks.
-            gc.freeze()
-            self._frozen_jobs = len(self.sched.jobs)
+        self._freezer.grown(len(self.sched.jobs))
         cpu_started = time.thread_time_ns()
         started = time.perf_counter_ns()
         result = self.sched.tick(now)
