@@ -279,10 +279,9 @@ def _pg_log_select() -> str:
             f"WHERE {seq} > %s ORDER BY {seq}")
 
 
-@cache
-def _pg_spec_select() -> str:
-    """The SELECT of :func:`_pg_job_specs`: :data:`SPEC_COLUMNS`, of the jobs in an
-    array."""
+def _pg_spec_from() -> tuple[str, str]:
+    """:data:`SPEC_COLUMNS` as SQL, and the join they are read from (``j``, the jobs;
+    ``t``, their tenants): the selects of the specs and of the live jobs share them."""
     job, tenant = Job._meta, Tenant._meta
     qn = connection.ops.quote_name
 
@@ -291,12 +290,18 @@ def _pg_spec_select() -> str:
             return f"t.{qn(tenant.get_field('name').column)}"
         return f"j.{qn(job.pk.column if name == 'pk' else job.get_field(name).column)}"
 
-    return (
-        f"SELECT {', '.join(column(name) for name in SPEC_COLUMNS)} "
-        f"FROM {qn(job.db_table)} j JOIN {qn(tenant.db_table)} t "
-        f"ON t.{qn(tenant.pk.column)} = j.{qn(job.get_field('tenant').column)} "
-        f"WHERE j.{qn(job.pk.column)} = ANY(%s)"
-    )
+    return (", ".join(column(name) for name in SPEC_COLUMNS),
+            f"{qn(job.db_table)} j JOIN {qn(tenant.db_table)} t "
+            f"ON t.{qn(tenant.pk.column)} = j.{qn(job.get_field('tenant').column)}")
+
+
+@cache
+def _pg_spec_select() -> str:
+    """The SELECT of :func:`_pg_job_specs`: :data:`SPEC_COLUMNS`, of the jobs in an
+    array."""
+    columns, joined = _pg_spec_from()
+    pk = connection.ops.quote_name(Job._meta.pk.column)
+    return f"SELECT {columns} FROM {joined} WHERE j.{pk} = ANY(%s)"
 
 
 #: What the build reads of each live job besides its spec, in :meth:`LeaderLoop.build`'s
@@ -364,9 +369,8 @@ def _pg_live_select() -> str:
     restore = [f"j.{qn(job.get_field(name).column)}" for name in RESTORE_COLUMNS]
     assert RESTORE_COLUMNS[-2] == "preemption_times"  # NULL when empty, as text
     restore[-2] = f"NULLIF({restore[-2]}, '[]'::jsonb)::text"
-    spec_select, _, _ = _pg_spec_select().partition(" WHERE ")
-    select, _, from_join = spec_select.partition(" FROM ")
-    return (f"{select}, {', '.join(restore)} FROM {from_join} "
+    columns, joined = _pg_spec_from()
+    return (f"SELECT {columns}, {', '.join(restore)} FROM {joined} "
             f"WHERE NOT (j.{qn(job.get_field('state').column)} = ANY(%s)) "
             f"ORDER BY j.{qn(job.pk.column)}")
 
@@ -616,8 +620,7 @@ class LeaderLoop:
         # The core's state lives as long as this leader: out of the collector's sight, a
         # full collection in a later tick does not walk its hundreds of thousands of
         # objects (the next build unfreezes them, so a dropped state can be collected).
-        gc.freeze()
-        self.freezer.frozen(len(sched.jobs))
+        self.freezer.freeze(len(sched.jobs))
         self.scheduler = sched
         self.watermark = watermark
         self.own_seqs.clear()
