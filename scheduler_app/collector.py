@@ -37,14 +37,14 @@ class FreezeAsItGrows:
         self.factor, self.slack = factor, slack
         self.frozen_at = 0
 
-    def frozen(self, size: int) -> None:
-        """The owner froze the state at ``size`` (after a build)."""
+    def freeze(self, size: int) -> None:
+        """Freeze the state, now of ``size`` (after a build)."""
+        gc.freeze()
         self.frozen_at = size
 
     def grown(self, size: int) -> bool:
         """Freeze if the state of ``size`` has grown enough since the last freeze."""
         if size < self.factor * self.frozen_at + self.slack:
             return False
-        gc.freeze()
-        self.frozen_at = size
+        self.freeze(size)
         return True

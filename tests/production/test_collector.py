@@ -37,10 +37,11 @@ def test_the_state_is_frozen_each_time_it_has_grown_enough(freezes, factor, slac
     assert frozen_at == want and freezes == ["freeze"] * len(want)
 
 
-def test_the_owner_reports_its_own_freeze(freezes):
+def test_a_freeze_after_a_build_counts_as_the_last_freeze(freezes):
     freezer = FreezeAsItGrows(factor=1, slack=10)
-    freezer.frozen(100)
-    assert not freezer.grown(109) and freezer.grown(110) and freezes == ["freeze"]
+    freezer.freeze(100)
+    assert freezes == ["freeze"]
+    assert not freezer.grown(109) and freezer.grown(110) and freezes == ["freeze", "freeze"]
 
 
 def test_the_collector_is_paused_in_the_block_and_restored_as_it_was():
