@@ -91,6 +91,17 @@ class HeliosParams:
     #: GPUs on 1,064); 0.5 gives the same jobs half the GPUs, so teams contend and borrowed
     #: GPUs get reclaimed: the regime in which policies differ.
     capacity_scale: float = 1.0
+    #: Arrivals divided by this factor (1.0: as in the trace): the same jobs arrive faster,
+    #: so the cluster carries more than the trace's own load (2.2 to 2.7 make the Venus
+    #: windows carry about 1.1 to 1.2 times their capacity; see docs/workloads.md).
+    arrival_compression: float = 1.0
+    #: A cluster of this many 8-GPU nodes instead of the quota file's largest total (the
+    #: Helios artifact's own window uses 136); guarantees stay as in the quota file.
+    cluster_nodes: int | None = None
+    #: Nodes per pod (the artifact's cluster is one pool: a pod as large as the cluster).
+    nodes_per_pod: int = MAX_NODES_PER_POD
+    #: Jobs larger than this many GPUs ask for this many (the artifact caps at 512).
+    max_job_gpus: int | None = None
 
     def __post_init__(self) -> None:
         if self.from_day < 0:
@@ -101,6 +112,14 @@ class HeliosParams:
             raise ValueError("drain_s: must be a non-negative integer")
         if not 0.0 < self.capacity_scale <= 1.0:
             raise ValueError("capacity_scale: must be in (0, 1]")
+        if not 1.0 <= self.arrival_compression <= 100.0:
+            raise ValueError("arrival_compression: must be in [1, 100]")
+        if self.cluster_nodes is not None and self.cluster_nodes < 1:
+            raise ValueError("cluster_nodes: must be a positive integer")
+        if self.nodes_per_pod < 1:
+            raise ValueError("nodes_per_pod: must be a positive integer")
+        if self.max_job_gpus is not None and self.max_job_gpus < 1:
+            raise ValueError("max_job_gpus: must be a positive integer")
 
     @property
     def start_s(self) -> int:
@@ -202,10 +221,12 @@ def assign_team(job_id: str, teams: tuple[str, ...], quotas: tuple[int, ...]) ->
     return teams[bisect.bisect_right(cumulative, point)]
 
 
-def cluster_pods(total_gpus: int) -> list[dict[str, Any]]:
-    """Whole 8-GPU nodes covering ``total_gpus``, split evenly into pods of <= 32 nodes."""
+def cluster_pods(total_gpus: int, nodes_per_pod: int = MAX_NODES_PER_POD
+                 ) -> list[dict[str, Any]]:
+    """Whole 8-GPU nodes covering ``total_gpus``, split evenly into pods of at most
+    ``nodes_per_pod`` nodes (32 by default)."""
     nodes = math.ceil(total_gpus / GPUS_PER_NODE)
-    count = math.ceil(nodes / MAX_NODES_PER_POD)
+    count = math.ceil(nodes / nodes_per_pod)
     base, extra = divmod(nodes, count)
     return [
         {"name": f"pod-{i}", "nodes": base + (1 if i < extra else 0),
@@ -228,11 +249,17 @@ def import_helios(
     table = read_quota(quota)
     window_days = range(p.from_day, p.from_day + p.days)
     cluster_gpus = math.ceil(max(table.total(d) for d in window_days) * p.capacity_scale)
-    pods = cluster_pods(cluster_gpus)
+    if p.cluster_nodes is not None:
+        cluster_gpus = p.cluster_nodes * GPUS_PER_NODE
+    pods = cluster_pods(cluster_gpus, p.nodes_per_pod)
     cluster_gpus = sum(pod["nodes"] for pod in pods) * GPUS_PER_NODE
 
     def guarantee(quota: int) -> int:
         return int(quota * p.capacity_scale)  # floor: guarantees never exceed the quotas
+
+    if any(sum(guarantee(q) for q in table.row(d)) > cluster_gpus for d in window_days):
+        raise ValueError(f"cluster_nodes: {cluster_gpus} GPUs cannot hold the window's "
+                         "guarantees (they add up to more on some day)")
 
     first = [guarantee(q) for q in table.row(p.from_day)]
     tenants = [
@@ -243,23 +270,29 @@ def import_helios(
     for day in window_days[1:]:
         before = [guarantee(q) for q in table.row(day - 1)]
         after = [guarantee(q) for q in table.row(day)]
-        for i, team in enumerate(table.teams):
-            if after[i] != before[i]:
-                events.append({"at_s": (day - p.from_day) * DAY_S, "set_quota": {
-                    "tenant": team, "guaranteed_gpus": after[i],
-                    "borrow_limit_gpus": cluster_gpus - after[i]}})
+        at_s = int((day - p.from_day) * DAY_S / p.arrival_compression)
+        # cuts before raises: the guarantees never add up to more than the cluster, even
+        # between two events of one instant (a scenario that would is refused)
+        changed = sorted((after[i] > before[i], i) for i in range(len(table.teams))
+                         if after[i] != before[i])
+        for _raise, i in changed:
+            events.append({"at_s": at_s, "set_quota": {
+                "tenant": table.teams[i], "guaranteed_gpus": after[i],
+                "borrow_limit_gpus": cluster_gpus - after[i]}})
 
     jobs = []
     for tj in read_trace(trace, start_s=p.start_s, end_s=p.end_s):
         day = tj.arrival_s // DAY_S
+        gpus = tj.gpus if p.max_job_gpus is None else min(tj.gpus, p.max_job_gpus)
         job: dict[str, Any] = {
             "id": tj.job_id,
             "tenant": assign_team(tj.job_id, table.teams, table.row(day)),
-            "submit_at_s": tj.arrival_s - p.start_s,
-            "gpus": tj.gpus,
+            # integer seconds: a compressed arrival is rounded down
+            "submit_at_s": int((tj.arrival_s - p.start_s) / p.arrival_compression),
+            "gpus": gpus,
             "runtime_s": tj.service_s,
         }
-        if tj.gpus % GPUS_PER_NODE == 0:
+        if gpus % GPUS_PER_NODE == 0:
             job["gpus_per_node"] = GPUS_PER_NODE
         job.update(p.checkpoints.fields(tj.service_s))
         jobs.append(job)
@@ -269,9 +302,11 @@ def import_helios(
         progress(f"read {len(jobs)} jobs in days {p.from_day}-{p.from_day + p.days - 1}")
     last_day = p.from_day + p.days - 1
     scaled = "" if p.capacity_scale == 1.0 else f"-x{p.capacity_scale:g}"
+    if p.arrival_compression != 1.0:
+        scaled += f"-c{p.arrival_compression:g}"
     return {
         "name": f"helios-venus-d{p.from_day}-{last_day}{scaled}",
-        "until_s": p.days * DAY_S + p.drain_s,
+        "until_s": math.ceil(p.days * DAY_S / p.arrival_compression) + p.drain_s,
         "settings": {},
         "cluster": {"pods": pods},
         "tenants": tenants,

@@ -239,3 +239,64 @@ def test_capacity_scale_shrinks_cluster_and_guarantees_but_not_team_assignment(s
 def test_capacity_scale_out_of_range_is_refused(scale: float) -> None:
     with pytest.raises(ValueError, match="capacity_scale"):
         HeliosParams(capacity_scale=scale)
+
+
+# --- loaded windows: compressed arrivals, the artifact's cluster -------------------------
+
+
+def test_arrival_compression_divides_submit_times_and_the_window(small) -> None:
+    trace, quota = small
+    plain = import_helios(HeliosParams(from_day=0, days=4), trace=trace, quota=quota)
+    fast = import_helios(HeliosParams(from_day=0, days=4, arrival_compression=2.0),
+                         trace=trace, quota=quota)
+    assert [j["submit_at_s"] for j in fast["jobs"]] == [
+        int(j["submit_at_s"] / 2.0) for j in plain["jobs"]]
+    assert [j["runtime_s"] for j in fast["jobs"]] == [j["runtime_s"] for j in plain["jobs"]]
+    assert fast["until_s"] == 2 * DAY_S + HeliosParams().drain_s
+    assert [e["at_s"] for e in fast["events"]] == [e["at_s"] // 2 for e in plain["events"]]
+    assert fast["name"].endswith("-c2")
+    validate_scenario(fast)
+
+
+def test_quota_changes_of_one_instant_cut_before_they_raise(tmp_path: Path) -> None:
+    """Day 1 moves 16 GPUs of guarantee from vcA to vcB: applied in file order the raise
+    would come first and, for an instant, the guarantees would exceed the cluster."""
+    quota = write_quota(tmp_path / "q.csv", [(16, 8, 0, 0), (0, 24, 0, 0)])
+    trace = write_trace(tmp_path / "t.csv", [("a#0", 0.0, 30.0, 1)])
+    s = import_helios(HeliosParams(from_day=0, days=2), trace=trace, quota=quota)
+    assert [(e["set_quota"]["tenant"], e["set_quota"]["guaranteed_gpus"])
+            for e in s["events"]] == [("vcA", 0), ("vcB", 24)]
+    validate_scenario(s)
+
+
+def test_the_artifacts_cluster_one_pool_of_a_given_size_with_capped_jobs(small) -> None:
+    trace, quota = small
+    s = import_helios(HeliosParams(from_day=0, days=4, cluster_nodes=12, nodes_per_pod=12,
+                                   max_job_gpus=8), trace=trace, quota=quota)
+    assert s["cluster"]["pods"] == [{"name": "pod-0", "nodes": 12, "gpus_per_node": 8}]
+    assert max(j["gpus"] for j in s["jobs"]) == 8
+    assert all(j.get("gpus_per_node") == 8 for j in s["jobs"] if j["gpus"] == 8)
+    with pytest.raises(ValueError, match="cannot hold the window's guarantees"):
+        import_helios(HeliosParams(from_day=0, days=4, cluster_nodes=2), trace=trace,
+                      quota=quota)
+
+
+@pytest.mark.parametrize("field, value", [
+    ("arrival_compression", 0.5), ("arrival_compression", 1000.0), ("cluster_nodes", 0),
+    ("nodes_per_pod", 0), ("max_job_gpus", 0),
+])
+def test_loaded_window_parameters_out_of_range_are_refused(field: str, value: float) -> None:
+    with pytest.raises(ValueError, match=field):
+        HeliosParams(**{field: value})
+
+
+@needs_trace
+def test_the_artifacts_window_is_the_one_anchors_describes() -> None:
+    """Venus days 100-113, arrivals compressed 2.2x, 136 nodes of 8 in one pool, jobs
+    capped at 512 GPUs: 10,380 jobs, an offered load of 1.15 over the arrival span."""
+    s = import_helios(HeliosParams(from_day=100, days=14, arrival_compression=2.2,
+                                   cluster_nodes=136, nodes_per_pod=136, max_job_gpus=512))
+    assert len(s["jobs"]) == 10_380
+    span = max(j["submit_at_s"] for j in s["jobs"])
+    load = sum(j["gpus"] * j["runtime_s"] for j in s["jobs"]) / span / (136 * 8)
+    assert 1.14 < load < 1.16
