@@ -28,8 +28,9 @@ from django.views.decorators.http import require_GET, require_POST
 from django_htmx.http import HttpResponseClientRedirect
 
 from scheduler_app.core.states import FINAL_STATES
-from scheduler_app.core.types import SIZE_CLASS_LABELS
+from scheduler_app.core.types import SIZE_CLASS_LABELS, NodeHealth
 from scheduler_app.models import Job, Node, Tenant
+from scheduler_app.scheduler_config import rows as scheduler_settings_rows
 from scheduler_app.selectors import dashboard as sel
 from scheduler_app.services import job_cancel, job_submit
 from scheduler_app.services.cluster import node_drain, node_mark_up, node_undrain, tenant_set_quota
@@ -443,8 +444,11 @@ def _operator_tables(forms_by_tenant: dict[int, QuotaForm] | None = None) -> dic
         prefix=f"t{t.pk}")} for t in tenants]
     nodes = list(Node.objects.select_related("pod").order_by("name"))
     cluster_gpus = sum(n.gpu_count for n in nodes)
+    healthy_gpus = sum(n.gpu_count for n in nodes if n.health == NodeHealth.HEALTHY.value)
     return {"quota_rows": rows, "nodes": nodes, "cluster_gpus": cluster_gpus,
-            "guaranteed_total": sum(t.guaranteed_gpus for t in tenants)}
+            "healthy_gpus": healthy_gpus,
+            "guaranteed_total": sum(t.guaranteed_gpus for t in tenants),
+            "settings_rows": scheduler_settings_rows()}
 
 
 @operator_required

@@ -22,7 +22,10 @@ R = Reason
 _EPOCH = re.compile(r"\bt=(\d{9,11})\b")
 #: the job ids of core sentences: "when 42 reaches", "when 42 and 7 reach", "to start 42
 #: (", "evicted 17, 18 and 19,", "kept 20:" (not "when 42 and 3 other jobs")
-_JOB_IDS = re.compile(r"\b(when|start|evicted|kept|best:) (\d+(?:, \d+)*(?: and \d+(?! other))?)\b")
+#: ("job 6: protected", "evicted job 17:"); a number followed by a decimal point is not an
+#: id ("evicted 17, 0.07 GPU-hours lost")
+_JOB_IDS = re.compile(r"\b(when|start|evicted|kept|best:|job) "
+                      r"(\d+(?:, \d+)*(?: and \d+(?! other))?)\b(?![.\d])")
 _NUMBER = re.compile(r"\d+")
 
 
@@ -80,8 +83,10 @@ def core_sentence(text: str) -> SafeString:
 def _ids(text: str) -> str:
     def hashed(m: re.Match[str]) -> str:
         ids = _NUMBER.sub(lambda n: f"#{n.group(0)}", m.group(2))
-        return f"{m.group(1)} job {ids}" if "," not in ids and " and " not in ids \
-            else f"{m.group(1)} jobs {ids}"
+        one = "," not in ids and " and " not in ids
+        if m.group(1) == "job":
+            return f"job {ids}" if one else f"jobs {ids}"
+        return f"{m.group(1)} job {ids}" if one else f"{m.group(1)} jobs {ids}"
 
     return _JOB_IDS.sub(hashed, text)
 
@@ -114,6 +119,38 @@ def gpu_ranges(indices: list[int]) -> str:
     return f"{label} {','.join(spans)}"
 
 
+def backfill_words(d: dict[str, Any]) -> str:
+    """A job placed while higher-ranked jobs wait: what lets it go first, in the row's own
+    numbers (the core writes ``ends_before`` only when the job's declared end is by that
+    job's reserved start, ``uses_none_of`` when it uses none of its GPUs)."""
+    parts = []
+    ends = d.get("ends_by_s")
+    for held in d.get("ends_before", []):
+        parts.append(f"it ends by its limit ({_at(ends)}) before job #{held['job']}'s "
+                     f"reserved start ({_at(held['start_s'])})")
+    if d.get("uses_none_of"):
+        ids = ", ".join(f"#{i}" for i in d["uses_none_of"])
+        which = "job" if len(d["uses_none_of"]) == 1 else "jobs"
+        parts.append(f"it uses none of the GPUs reserved for {which} {ids}")
+    quota = d.get("quota_of")
+    if quota:
+        parts.append(f"it uses its team's quota only until {_at(ends)}, before job "
+                     f"#{quota['job']}'s planned start ({_at(quota['start_s'])})")
+    if d.get("entitled_past"):
+        ids = ", ".join(f"#{i}" for i in d["entitled_past"])
+        parts.append(f"its team is within its guarantee, so borrowers' reservations ({ids}) "
+                     "do not hold it back")
+    why = "; ".join(parts) or "around the reservations of higher-ranked jobs"
+    return f"Backfilled on {alloc_words(d.get('alloc'))}: {why}."
+
+
+def _at(epoch_s: Any) -> str:
+    """An instant of the core (epoch seconds) as a clock time."""
+    if not isinstance(epoch_s, int | float):
+        return "?"
+    return clock(datetime.fromtimestamp(epoch_s, tz=UTC))
+
+
 def describe(row: Transition) -> str:
     """One log row as a sentence (plain text; the template escapes it)."""
     d: dict[str, Any] = row.detail or {}
@@ -134,8 +171,7 @@ def describe(row: Transition) -> str:
             words += f" Room made by preempting {ids}."
         return words
     if reason == R.BACKFILLED:
-        return (f"Backfilled on {alloc_words(d.get('alloc'))}, around the reservation of "
-                f"job #{d.get('around', '?')}: it ends by its limit before that job starts.")
+        return backfill_words(d)
     if reason == R.STARTED:
         return f"Running: the agent on {who} confirmed the start."
     if reason == R.COMPLETED:

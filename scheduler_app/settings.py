@@ -8,10 +8,13 @@ production into a refusal to start (see :func:`refuse_unsafe_production`).
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import environ
 from django.core.exceptions import ImproperlyConfigured
+
+from scheduler_app import scheduler_config
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 
@@ -249,10 +252,19 @@ CELERY_BEAT_SCHEDULE = {
 }
 
 # --- Scheduler ------------------------------------------------------------------------
+#: The policy settings, SCHEDULER_<NAME> for every scenario setting (grace, its cap, the
+#: preemption cap, the retry budget, the interactive slice, the tick and estimate
+#: budgets...): README's configuration table. A bad value or an unknown SCHEDULER_
+#: variable (a typo) stops the start with a message naming it.
+try:
+    SCHEDULER_CONFIG = scheduler_config.from_environ(os.environ)
+    _SCHEDULER = scheduler_config.scheduler_config(SCHEDULER_CONFIG)
+except (ValueError, TypeError) as error:
+    raise ImproperlyConfigured(str(error)) from None
 #: Half-life of a tenant's decayed GPU-second usage (fair share), in seconds.
-SCHEDULER_USAGE_HALF_LIFE_S = env.int("SCHEDULER_USAGE_HALF_LIFE_S", default=86400)
+SCHEDULER_USAGE_HALF_LIFE_S = _SCHEDULER.usage_half_life_s
 #: Seconds between ticks (beat schedule and the embedded `run_scheduler` loop).
-SCHEDULER_TICK_INTERVAL_S = env.int("SCHEDULER_TICK_INTERVAL_S", default=5)
+SCHEDULER_TICK_INTERVAL_S = _SCHEDULER.tick_interval_s
 #: Leader lease lifetime: renewed every tick; a standby takes over this long after the
 #: leader's last renewal.
 SCHEDULER_LEASE_TTL_S = env.int("SCHEDULER_LEASE_TTL_S", default=15)

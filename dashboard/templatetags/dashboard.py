@@ -42,6 +42,21 @@ def dur(seconds: int | float | None) -> str:
 
 
 @register.filter
+def estimate_lead(kind: str) -> str:
+    """How the estimate's time is introduced: a bound reads "at the latest"."""
+    return {"reserved": "Starts at the latest", "reclaim": "Starts at the latest",
+            "quota": "Can start", "projected": "Expected to start"}.get(kind or "", "Starts")
+
+
+@register.filter
+def estimate_words(kind: str) -> str:
+    from scheduler_app.core.records import ESTIMATE_KIND_SENTENCES
+
+    sentence = ESTIMATE_KIND_SENTENCES.get(kind or "")
+    return f"{sentence[0].upper()}{sentence[1:]}." if sentence else ""
+
+
+@register.filter
 def core(text: str) -> SafeString:
     return words.core_sentence(text or "")
 

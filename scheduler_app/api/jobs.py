@@ -21,6 +21,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from scheduler_app.core.records import ESTIMATE_KIND_SENTENCES, UPPER_BOUND_KINDS
 from scheduler_app.core.states import PENDING_SENTENCES, JobState, PendingReason, Reason
 from scheduler_app.core.types import SIZE_CLASS_LABELS, Actor, size_class
 from scheduler_app.models import Allocation, Job, Membership, Tenant, Transition
@@ -146,6 +147,13 @@ class EstimateOut(serializers.Serializer):
     start_at = serializers.DateTimeField(allow_null=True)
     basis = serializers.CharField(
         help_text="How it was planned (the reservation's arithmetic), or why there is none.")
+    kind = serializers.ChoiceField(
+        choices=[(k, k) for k in ESTIMATE_KIND_SENTENCES], allow_blank=True,
+        help_text="What the estimate is worth: " + "; ".join(
+            f"{k}: {v}" for k, v in ESTIMATE_KIND_SENTENCES.items()) + ".")
+    upper_bound = serializers.BooleanField(
+        help_text="True when start_at is a bound (at the latest, if the declared limits "
+                  "hold): kinds reserved and reclaim.")
 
 
 class PreemptionOut(serializers.Serializer):
@@ -247,7 +255,9 @@ class JobDetailOut(JobOut):
     def get_estimate(self, job: Job) -> dict[str, Any] | None:
         if job.state != JobState.QUEUED:
             return None
-        return {"start_at": job.estimate_start_at, "basis": job.estimate_basis or ""}
+        kind = job.estimate_kind or ""
+        return {"start_at": job.estimate_start_at, "basis": job.estimate_basis or "",
+                "kind": kind, "upper_bound": kind in UPPER_BOUND_KINDS}
 
     @extend_schema_field(
         serializers.DictField(child=serializers.ListField(child=serializers.IntegerField()),

@@ -65,7 +65,7 @@ class TenantUsage:
 
 
 class FairShare:
-    """Decayed usage per tenant, advanced incrementally by the scheduler."""
+    """Decayed usage per tenant, advanced when the GPUs a tenant holds change."""
 
     def __init__(self, half_life_s: int) -> None:
         if half_life_s <= 0:
@@ -87,5 +87,18 @@ class FairShare:
     def usage(self, name: str) -> float:
         return self._usage[name].usage_gpu_s
 
+    def usage_at(self, name: str, now: int, held_gpus: int) -> float:
+        """``name``'s usage at ``now`` with ``held_gpus`` held since the last change,
+        without storing it. The stored usage moves only when the GPUs held change (the
+        scheduler calls :meth:`advance` then), so the shares a tick reads do not depend on
+        how often ticks ran before it: skipping a quiet tick changes no float."""
+        u = self._usage[name]
+        if now > u.at_s:
+            return accrue(u.usage_gpu_s, held_gpus, now - u.at_s, self.half_life_s)
+        return u.usage_gpu_s
+
     def share(self, name: str, guaranteed_gpus: int) -> ShareKey:
         return share_key(self._usage[name].usage_gpu_s, guaranteed_gpus)
+
+    def share_at(self, name: str, now: int, held_gpus: int, guaranteed_gpus: int) -> ShareKey:
+        return share_key(self.usage_at(name, now, held_gpus), guaranteed_gpus)

@@ -1,10 +1,24 @@
-"""Whom to evict so an entitled head can start: cheapest GPU-hours first, with the arithmetic.
+"""Whom to evict so a head can start: the teams furthest over their share first, then the
+cheapest GPU-hours, with the arithmetic.
 
-The seed's rule: evict *borrowed* gangs (jobs of tenants running above their guarantee)
-until the head fits; cost of a victim = (now - last checkpoint) + restart time, times its
-GPUs; order by usage / guarantee descending, then cost ascending; prefer many small cheap
-victims over one expensive one when they lose fewer GPU-hours in total; cap preemptions
-per job per day. Every decision carries sentences a researcher can read.
+The seed's rule, made exact (DESIGN.md, Kueue's fair-sharing strategy
+``LessThanInitialShare``). A team's *share* is the GPUs it holds over its guarantee
+(:func:`held_share`). A head of team A may preempt a running job of team V when
+
+- V is above its guarantee,
+- A's share once the head runs is below V's share before the preemption, and
+- V's share once the job is gone is not below A's share once the head runs, so no team is
+  pushed below another it was above (a preemption never turns one unfairness into the
+  opposite one).
+
+So a team under its guarantee reclaims even for a job larger than the rest of its
+guarantee, and a team one GPU over its guarantee keeps its jobs while another is fifteen
+times over. Candidates come from the team with the highest share first, shares recomputed
+as victims are chosen; within a team the cheapest first, cost = (now - last checkpoint) +
+restart time, times its GPUs; many small cheap victims beat one large one when they lose
+fewer GPU-hours in total; preemptions are capped per job per day; a job that cannot
+checkpoint is protected unless it opted into preemptible pricing; an interactive job in
+the interactive slice is protected. Every decision carries sentences a researcher can read.
 
 Nothing here mutates state: the search gives victims' GPUs back inside ``cap.trial()``
 and asks :func:`~.placement.find_placement` for a real placement (shape and topology
@@ -13,19 +27,34 @@ included), then the trial undoes it.
 
 from __future__ import annotations
 
+import heapq
 import itertools
-from collections.abc import Container, Iterable, Mapping, Sequence
+import math
+from collections.abc import Callable, Container, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 
 from .capacity import Capacity
 from .placement import find_placement
 from .types import Allocation, JobSpec, SchedulerConfig, alloc_gpus
 
-#: the cheapest eligible candidates tried alone, and the pool tried in pairs (bounds)
+#: the cheapest candidates of the highest-share teams tried alone, and in pairs (bounds)
 SINGLES_TRIED = 32
 PAIR_POOL = 10
 #: walks pruned (the cheapest before pruning); pruning costs |set| checks each
 PRUNED_SETS = 3
+
+
+def held_share(held_gpus: int, guaranteed_gpus: int) -> float:
+    """GPUs held over the guarantee. A team with no guarantee is infinitely over as soon
+    as it holds a GPU; holding none it is exactly at its guarantee (1.0), like a team that
+    holds what it is guaranteed."""
+    if guaranteed_gpus > 0:
+        return held_gpus / guaranteed_gpus
+    return math.inf if held_gpus > 0 else 1.0
+
+
+def share_words(share: float) -> str:
+    return "infinite (no guarantee)" if share == math.inf else f"{share:.2f}"
 
 
 @dataclass(frozen=True, slots=True)
@@ -37,6 +66,10 @@ class Candidate:
     run_start_s: int
     last_checkpoint_s: int | None
     preemptions_last_day: int
+    #: runs entirely inside the interactive slice (an interactive job there is protected)
+    in_slice: bool = False
+    #: the grace window it would get (its declared checkpoint time, capped)
+    grace_s: int = 0
 
     @property
     def gpus(self) -> int:
@@ -49,12 +82,13 @@ class VictimCost:
     gpus: int
     cost_s: int  # seconds of work lost plus restart
     est_gpu_s_lost: int  # cost_s x GPUs
-    #: the sentence, if set; else :attr:`words` writes it from the three fields below (a
-    #: search weighs hundreds of candidates per tick and explains only the ones it keeps)
+    #: the sentence, if set; else :attr:`words` writes it from the fields below (a search
+    #: weighs hundreds of candidates per tick and explains only the ones it keeps)
     text: str | None = None
     lost_s: int = 0  # seconds since the last checkpoint (or the start of the run)
     restart_s: int = 0
     checkpointed: bool = False
+    grace_s: int = 0  # the (capped) grace window it gets to checkpoint and exit
 
     @property
     def words(self) -> str:
@@ -65,7 +99,7 @@ class VictimCost:
         what = (f"last checkpoint {_dur(lost)} ago" if self.checkpointed
                 else f"no checkpoint, started {_dur(lost)} ago")
         restart = f"{_dur(restart_s)} restart" if restart_s else "no restart"
-        return (f"{self.job_id}: {what} + {restart} on {gpus} {_plural(gpus, 'GPU')}"
+        return (f"job {self.job_id}: {what} + {restart} on {gpus} {_plural(gpus, 'GPU')}"
                 f" = {_hours(self.cost_s * gpus)}")
 
 
@@ -84,15 +118,45 @@ class PreemptionPlan:
 
 @dataclass(frozen=True, slots=True)
 class TenantLoad:
+    """A team as the rule sees it: its guarantee and the GPUs it holds (not counting the
+    jobs already on their way out, which a preemption cannot take twice)."""
+
     name: str
     guaranteed_gpus: int
-    running_gpus: int
-    usage_ratio: float  # usage / guarantee (inf for a tenant that guarantees nothing)
+    held_gpus: int
+
+    @property
+    def share(self) -> float:
+        return held_share(self.held_gpus, self.guaranteed_gpus)
 
     @property
     def excess(self) -> int:
         """GPUs held above the guarantee: what may be reclaimed from it."""
-        return self.running_gpus - self.guaranteed_gpus
+        return self.held_gpus - self.guaranteed_gpus
+
+
+def share_after(load: TenantLoad, gpus: int) -> float:
+    """The team's share once a head of ``gpus`` GPUs runs."""
+    return held_share(load.held_gpus + gpus, load.guaranteed_gpus)
+
+
+def may_give(held: int, guaranteed: int, gpus: int, head_share_after: float) -> bool:
+    """May a team holding ``held`` GPUs lose a job of ``gpus`` GPUs to a head whose team's
+    share, once it runs, is ``head_share_after``? (The three conditions of the module
+    docstring.)"""
+    return (held > guaranteed
+            and held_share(held, guaranteed) > head_share_after
+            and held_share(held - gpus, guaranteed) >= head_share_after)
+
+
+def may_preempt(head_team: TenantLoad, gpus: int, others: Iterable[TenantLoad]) -> bool:
+    """Could a head of ``gpus`` GPUs of ``head_team`` preempt anyone at all? (A team with
+    no guarantee never may: its share after the start is infinite.)"""
+    after = share_after(head_team, gpus)
+    if after == math.inf:
+        return False
+    return any(t.name != head_team.name and t.held_gpus > t.guaranteed_gpus
+               and t.share > after for t in others)
 
 
 # ---- cost and order ----------------------------------------------------------------------
@@ -104,7 +168,9 @@ def victim_cost(c: Candidate, now: int) -> VictimCost:
     cost_s = (now - last checkpoint) + restart_s, where the last checkpoint is the later of
     the last reported checkpoint and the start of the current run (a checkpoint from an
     earlier run does not save the time spent in this one); a run that never checkpointed
-    loses everything since it started. est_gpu_s_lost = cost_s x GPUs.
+    loses everything since it started. est_gpu_s_lost = cost_s x GPUs. The declared
+    checkpoint time does not enter the cost (declaring a long one buys no protection);
+    it only sets the grace window, which the scheduler caps (``max_grace_period_s``).
     """
     gpus = c.gpus
     since = c.run_start_s
@@ -113,30 +179,77 @@ def victim_cost(c: Candidate, now: int) -> VictimCost:
     lost = max(0, now - since)
     cost = lost + c.spec.restart_s
     return VictimCost(c.spec.id, gpus, cost, cost * gpus, lost_s=lost,
-                      restart_s=c.spec.restart_s, checkpointed=c.last_checkpoint_s is not None)
+                      restart_s=c.spec.restart_s, checkpointed=c.last_checkpoint_s is not None,
+                      grace_s=c.grace_s)
 
 
 def victim_sort_key(
-    c: Candidate, usage_ratio: float, now: int, *, cost: VictimCost | None = None
+    c: Candidate, team_share: float, now: int, *, cost: VictimCost | None = None
 ) -> tuple[float, int, int]:
-    """THE order in which preemption candidates are weighed (the seed's rule).
+    """THE order in which preemption candidates are taken (the seed's rule, made exact).
 
-    1. usage / guarantee of the candidate's tenant, descending: the team furthest above
-       its share gives back first;
+    1. the share (GPUs held / guarantee) of the candidate's team *as it stands when the
+       candidate is taken*, descending: the team furthest over its share gives back
+       first, and a team's share is recomputed after each of its jobs is taken;
     2. cost ascending: the fewest GPU-seconds lost (``victim_cost(...).est_gpu_s_lost``);
     3. the job's seq ascending: an arbitrary but total, deterministic tie-break.
 
-    ``cost`` may pass ``victim_cost(c, now)`` when the caller already has it.
+    The search takes the candidate with the least key, lowers its team's share, and takes
+    the least key again (:func:`share_order`). ``cost`` may pass ``victim_cost(c, now)``.
     """
     if cost is None:
         cost = victim_cost(c, now)
-    return (-usage_ratio, cost.est_gpu_s_lost, c.spec.seq)
+    return (-team_share, cost.est_gpu_s_lost, c.spec.seq)
 
 
 def recency_key(c: Candidate) -> tuple[int, int]:
     """Policy ``priority-kill``: most recently started first (what most batch schedulers
     do), no cost awareness; the higher seq first on a tie."""
     return (-c.run_start_s, -c.spec.seq)
+
+
+def share_order(
+    candidates: Iterable[Candidate],
+    tenants: Mapping[str, TenantLoad],
+    head_share_after: float,
+    within: Callable[[Candidate], tuple[object, ...]],
+) -> list[Candidate]:
+    """The candidates in the order the rule takes them: the team with the highest share
+    (recomputed after each pick) gives its next job in ``within`` order; among teams of
+    equal share, the one whose next job comes first in ``within``. A job whose loss would
+    break the rule (:func:`may_give`) is skipped, and its team stops giving once it is
+    back at its guarantee or no longer above the head's share. O(n log teams)."""
+    per_team: dict[str, list[Candidate]] = {}
+    for c in sorted(candidates, key=within):
+        per_team.setdefault(c.spec.tenant, []).append(c)
+    held = {t: tenants[t].held_gpus for t in per_team}
+    nxt = dict.fromkeys(per_team, 0)
+    heap: list[tuple[float, tuple[object, ...], str]] = []
+
+    def offer(team: str) -> None:
+        """Push the team's next job that it may give, if any."""
+        jobs, g = per_team[team], tenants[team].guaranteed_gpus
+        i = nxt[team]
+        while i < len(jobs) and not may_give(held[team], g, jobs[i].gpus, head_share_after):
+            if not may_give(held[team], g, 0, head_share_after):
+                i = len(jobs)  # the team itself may give nothing more
+                break
+            i += 1  # too large to lose: held only falls, so it never becomes allowed
+        nxt[team] = i
+        if i < len(jobs):
+            heapq.heappush(heap, (-held_share(held[team], g), within(jobs[i]), team))
+
+    for team in sorted(per_team):
+        offer(team)
+    out: list[Candidate] = []
+    while heap:
+        _share, _key, team = heapq.heappop(heap)
+        c = per_team[team][nxt[team]]
+        out.append(c)
+        held[team] -= c.gpus
+        nxt[team] += 1
+        offer(team)
+    return out
 
 
 # ---- the search ---------------------------------------------------------------------------
@@ -154,47 +267,45 @@ def select_victims(
     exclude: Container[str] = frozenset(),
     costs: dict[str, VictimCost] | None = None,
 ) -> PreemptionPlan | None:
-    """The set of victims whose eviction gives ``head`` a real placement, losing the
-    fewest GPU-seconds; None if no eligible set does (or the head fits without one).
+    """The set of victims whose eviction gives ``head`` a real placement, taken in the
+    rule's order, losing the fewest GPU-seconds; None if no allowed set does (or the head
+    fits without one).
 
+    ``tenants``: every team's :class:`TenantLoad`, the head's team included (its held
+    GPUs count what it already holds and what is being reclaimed for its other heads).
     ``costs``: a cache of ``victim_cost(c, now)`` by job id that the caller keeps for one
     instant ``now`` (a tick's searches weigh the same candidates); filled as needed.
 
-    Eligible (policy ``full``): the tenant is above its guarantee; the job is
-    checkpointable or opted into preemptible pricing; not interactive; preempted fewer than
-    ``config.max_preemptions_per_job_per_day`` times in the last day; not the head's team.
-    Re-evaluated as victims are picked: a set is allowed only if each tenant is still above
-    its guarantee before its last victim is taken (sum of its victims' GPUs minus the
-    largest one < its excess), so once enough is reclaimed from a team its remaining jobs
-    stop being candidates. A tenant within its guarantee is never a victim.
+    Allowed (policy ``full``): the team may give the job (:func:`may_give`, re-evaluated
+    as victims are picked); the job is checkpointable or opted into preemptible pricing;
+    not an interactive job in the interactive slice; preempted fewer than
+    ``config.max_preemptions_per_job_per_day`` times in the last day; not the head's team;
+    on a node the head could use.
 
     Search (bounded; every check is a trial plus one find_placement):
-      1. each of the ``SINGLES_TRIED`` cheapest candidates alone, stopping at the first
-         that fits (the cheapest single victim);
-      2. every allowed pair among the ``PAIR_POOL`` cheapest, skipped unless it could beat
-         the best set so far;
-      3. walks: the candidates in :func:`victim_sort_key` order, and again in cost order,
-         skipping a team once it would be back at its guarantee; the shortest prefix that
-         lets the head fit is found by galloping then bisecting (O(log n) checks). Walks
-         run inside each pod that could hold the head (its candidates only, the head
-         placed with ``only=`` that pod), pods with the smallest least-possible loss
-         first (cheapest GPU-seconds per GPU to free what the pod lacks, fractionally);
-         a pod whose least possible loss cannot beat the best set so far is skipped
-         (branch and bound). Only if no pod-local set exists, the walks run cluster-wide;
-      4. the ``PRUNED_SETS`` cheapest walks are pruned in one trial each: victims are
+      1. the cheapest candidates of the highest-share team(s) alone (``SINGLES_TRIED``),
+         then in pairs (``PAIR_POOL``), when they could beat the best set so far;
+      2. walks: the candidates in :func:`share_order`, within a team by GPU-seconds lost
+         and again by cost per GPU (a large cheap job may free more for less); the
+         shortest prefix that lets the head fit is found by galloping then bisecting
+         (O(log n) checks). Walks run inside each pod that could hold the head (its
+         candidates only, the head placed with ``only=`` that pod), pods with the smallest
+         least-possible loss first; a pod whose least possible loss cannot beat the best
+         one-pod set so far is skipped (branch and bound). Only if no pod-local set
+         exists, the walks run cluster-wide;
+      3. the ``PRUNED_SETS`` cheapest walks are pruned in one trial each: victims are
          handed their GPUs back, most expensive first, and stay if the head still fits
-         without spanning more pods.
-    Winner: the fewest pods for the head (topology first, as in placement: a gang that
-    one pod can hold goes to one pod), then the fewest GPU-seconds lost, then the fewest
-    victims, then the earliest in sort-key order.
-    Work: SINGLES_TRIED + PAIR_POOL^2 / 2 + 2 x pods x O(log candidates) + PRUNED_SETS x
-    |set| placements, and O(candidates log candidates) give-backs per walk.
+         without spanning more pods (fewer victims never breaks the rule: every team then
+         keeps more).
+    Winner: the fewest pods for the head (topology first, as in placement), then the
+    fewest GPU-seconds lost, then the fewest victims, then the earliest in key order.
 
-    Policy ``priority-kill``: the baseline. Candidates are the jobs of tenants above their
-    guarantee that are not interactive (no checkpoint awareness, no cap); greedy in
-    :func:`recency_key` order until the head fits, then the victims not needed (last
-    picked first) are dropped; if the walk fails, the most recently started job that
-    makes room alone. Same need for a real placement.
+    Policy ``priority-kill``: the baseline. The same teams may be preempted (the rule is
+    about fairness, not about the victims' cost); within them any job not in the
+    interactive slice, most recently started first (:func:`recency_key`), with no
+    checkpoint awareness and no cap, until the head fits; victims not needed (last picked
+    first) are dropped; if the walk fails, the most recently started single job that makes
+    room alone.
     """
     if policy not in ("full", "priority-kill"):
         raise ValueError(f"policy {policy!r} does not preempt")
@@ -213,17 +324,20 @@ def select_victims(
 
     if place() is not None:
         return None  # nothing to reclaim: the head fits as it is
+    mine = tenants.get(head.tenant, TenantLoad(head.tenant, 0, 0))
+    after = share_after(mine, head.gpus)
+    if after == math.inf:
+        return None  # a team with no guarantee never preempts
 
     if costs is None:
         costs = {}
     for c in candidates:
         if c.spec.id not in costs:
             costs[c.spec.id] = victim_cost(c, now)
-    ratio = {c.spec.id: _ratio(tenants, c.spec.tenant) for c in candidates}
     eligible: list[Candidate] = []
     refused: dict[str, str] = {}
     for c in sorted(candidates, key=lambda c: c.spec.seq):
-        why_not = _protected(c, head, tenants, config, policy, cap, exclude)
+        why_not = _protected(c, head, tenants, after, config, policy, cap, exclude)
         if why_not is None:
             eligible.append(c)
         else:
@@ -240,16 +354,15 @@ def select_victims(
     def lost(victims: Iterable[Candidate]) -> int:
         return sum(costs[v.spec.id].est_gpu_s_lost for v in victims)
 
-    def walk(order: Iterable[Candidate]) -> list[Candidate]:
-        """The order with each team skipped once it would be back at its guarantee."""
-        out: list[Candidate] = []
-        taken: dict[str, int] = {}
-        for c in order:
-            load = tenants[c.spec.tenant]
-            if load.excess - taken.get(load.name, 0) > 0:
-                out.append(c)
-                taken[load.name] = taken.get(load.name, 0) + c.gpus
-        return out
+    def by_lost(c: Candidate) -> tuple[object, ...]:
+        return (costs[c.spec.id].est_gpu_s_lost, c.spec.seq)
+
+    def by_cost_per_gpu(c: Candidate) -> tuple[object, ...]:
+        return (costs[c.spec.id].cost_s, costs[c.spec.id].est_gpu_s_lost, c.spec.seq)
+
+    def walk(pool: Iterable[Candidate], within: Callable[[Candidate], tuple[object, ...]]
+             ) -> list[Candidate]:
+        return share_order(pool, tenants, after, within)
 
     def shortest_prefix(seq: list[Candidate], only: list[str] | None) -> list[Candidate] | None:
         """The shortest prefix of ``seq`` whose eviction lets the head fit: gallop (1, 2,
@@ -302,51 +415,49 @@ def select_victims(
         return [v for v in victims if id(v) not in dropped]
 
     if policy == "priority-kill":
-        order = sorted(eligible, key=recency_key)
-        chosen = shortest_prefix(walk(order), None)
+        chosen = shortest_prefix(walk(eligible, recency_key), None)
         if chosen is None:
             # the walk can spend a team's excess on jobs that free nothing useful: then
-            # the most recently started single job that makes room on its own
-            chosen = next(([c] for c in order if fits([c]) is not None), None)
+            # the most recently started single job that makes room on its own (each one
+            # is allowed alone: _protected checked it)
+            single = sorted(eligible, key=recency_key)
+            chosen = next(([c] for c in single if fits([c]) is not None), None)
         if chosen is None:
             return None
         chosen = prune(chosen, list(reversed(chosen)))
         return _plan(cap, head, chosen, fits(chosen), costs, eligible, refused, now,
-                     runner_up=None, policy=policy)
+                     runner_up=None, policy=policy, tenants=tenants, after=after)
 
-    key_of = {
-        c.spec.id: victim_sort_key(c, ratio[c.spec.id], now, cost=costs[c.spec.id])
-        for c in eligible
-    }
-    by_key = sorted(eligible, key=lambda c: key_of[c.spec.id])
-    by_cost = sorted(eligible, key=lambda c: (costs[c.spec.id].est_gpu_s_lost, c.spec.seq))
+    rank_of = {c.spec.id: i for i, c in enumerate(walk(eligible, by_lost))}
 
-    # c. and d. first: the cheapest single victim, and pairs that could beat the best so
-    # far. They are cheap to check and give the walks below a bound to beat.
+    # 1. The cheapest single victims and pairs of the highest-share team(s): cheap to check,
+    # and they give the walks below a bound to beat.
+    top = max(tenants[c.spec.tenant].share for c in eligible)
+    hot = sorted((c for c in eligible if tenants[c.spec.tenant].share == top), key=by_lost)
     found: list[list[Candidate]] = []
     best: int | None = None
     upper: int | None = None  # the cheapest set whose head placement is inside one pod
-    for c in by_cost[:SINGLES_TRIED]:
+    for c in hot[:SINGLES_TRIED]:
         if best is not None and lost([c]) >= best:
             break
         if (alloc := fits([c])) is not None:
             found.append([c])
             best = lost([c])
             upper = best if _pods(cap, alloc) == 1 else None
-            break  # by_cost: the first single that fits is the cheapest single
-    for a, b in itertools.combinations(by_cost[:PAIR_POOL], 2):
+            break  # by_lost: the first single that fits is the cheapest single
+    for a, b in itertools.combinations(hot[:PAIR_POOL], 2):
         pair = [a, b]
         if best is not None and lost(pair) >= best:
             continue
-        if _allowed(pair, tenants) and (alloc := fits(pair)) is not None:
+        if _allowed(pair, tenants, after) and (alloc := fits(pair)) is not None:
             found.append(pair)
             best = lost(pair)
             if _pods(cap, alloc) == 1:
                 upper = best
 
-    # a. and b.: the walks in sort-key and in cost order, inside each pod that could hold
-    # the head (most promising pod first, skipping pods whose least possible loss cannot
-    # beat the best set so far), else across the cluster.
+    # 2. The walks in share order, inside each pod that could hold the head (most
+    # promising pod first, skipping pods whose least possible loss cannot beat the best
+    # one-pod set so far), else across the cluster.
     walked: list[list[Candidate]] = []
     need = head.min_gpus if head.min_gpus is not None else head.gpus
     in_pod: dict[str, dict[str, int]] = {}  # pod -> candidate -> its GPUs in that pod
@@ -356,37 +467,35 @@ def select_victims(
             per[c.spec.id] = per.get(c.spec.id, 0) + len(ix)
     bounds = []
     for pod in cap.pod_list:
-        mine = in_pod.get(pod.name)
-        if not mine or cap.pod_gpus(pod.name, head.gpu_type) < need:
+        here = in_pod.get(pod.name)
+        if not here or cap.pod_gpus(pod.name, head.gpu_type) < need:
             continue
         short = need - _pod_free(cap, pod.name, head.gpu_type)
-        bound = _least_loss(short, [(costs[j].cost_s, g) for j, g in mine.items()])
+        bound = _least_loss(short, [(costs[j].cost_s, g) for j, g in here.items()])
         if bound is not None:
-            bounds.append((bound, pod.index, pod, mine))
-    for bound, _i, pod, mine in sorted(bounds, key=lambda b: (b[0], b[1])):
+            bounds.append((bound, pod.index, pod, here))
+    for bound, _i, pod, here in sorted(bounds, key=lambda b: (b[0], b[1])):
         if upper is not None and bound >= upper:
             break  # branch and bound: no set placing the head in this pod can be cheaper
-        for order in (by_key, by_cost):
-            seq = shortest_prefix(walk(c for c in order if c.spec.id in mine), pod.names)
+        for within in (by_lost, by_cost_per_gpu):
+            seq = shortest_prefix(walk((c for c in eligible if c.spec.id in here), within),
+                                  pod.names)
             if seq is not None:
                 walked.append(seq)
                 upper = lost(seq) if upper is None else min(upper, lost(seq))
     if not walked and upper is None:
-        for order in (by_key, by_cost):
-            seq = shortest_prefix(walk(order), None)
+        for within in (by_lost, by_cost_per_gpu):
+            seq = shortest_prefix(walk(eligible, within), None)
             if seq is not None:
                 walked.append(seq)
     for seq in sorted(walked, key=lambda v: (lost(v), len(v)))[:PRUNED_SETS]:
-        expensive_first = sorted(
-            seq, key=lambda c: (costs[c.spec.id].est_gpu_s_lost, key_of[c.spec.id]),
-            reverse=True,
-        )
+        expensive_first = sorted(seq, key=by_lost, reverse=True)
         found.append(prune(seq, expensive_first))
     if not found:
         return None
 
     def rank(victims: list[Candidate]) -> tuple[object, ...]:
-        keys = sorted(key_of[v.spec.id] for v in victims)
+        keys = sorted(rank_of.get(v.spec.id, len(rank_of)) for v in victims)
         return (_pods(cap, fits(victims)), lost(victims), len(victims), keys)
 
     ranked = sorted({tuple(v.spec.id for v in s): s for s in found}.values(), key=rank)
@@ -394,12 +503,12 @@ def select_victims(
     runner_up = ranked[1] if len(ranked) > 1 else None
     if runner_up is None:
         # For the explanation only: the cheapest other single victim that makes room.
-        for c in by_cost[:SINGLES_TRIED]:
+        for c in hot[:SINGLES_TRIED]:
             if all(c is not v for v in chosen) and fits([c]) is not None:
                 runner_up = [c]
                 break
     return _plan(cap, head, chosen, fits(chosen), costs, eligible, refused, now,
-                 runner_up=runner_up, policy=policy)
+                 runner_up=runner_up, policy=policy, tenants=tenants, after=after)
 
 
 def _least_loss(short: int, offers: list[tuple[int, int]]) -> int | None:
@@ -434,15 +543,11 @@ def _pod_free(cap: Capacity, pod: str, gpu_type: str | None) -> int:
 # ---- eligibility -----------------------------------------------------------------------
 
 
-def _ratio(tenants: Mapping[str, TenantLoad], name: str) -> float:
-    load = tenants.get(name)
-    return 0.0 if load is None else load.usage_ratio
-
-
 def _protected(
     c: Candidate,
     head: JobSpec,
     tenants: Mapping[str, TenantLoad],
+    after: float,
     config: SchedulerConfig,
     policy: str,
     cap: Capacity,
@@ -452,15 +557,20 @@ def _protected(
     load = tenants.get(c.spec.tenant)
     if c.spec.id == head.id or c.spec.tenant == head.tenant:
         return "protected: same team as the job it would make room for"
-    if load is None or load.excess <= 0:
-        held = 0 if load is None else load.running_gpus
-        guaranteed = 0 if load is None else load.guaranteed_gpus
-        return (
-            f"protected: team {c.spec.tenant} is within its guarantee"
-            f" ({held} of {guaranteed} GPUs)"
-        )
-    if c.spec.interactive:
-        return "protected: interactive jobs are never preempted"
+    held = 0 if load is None else load.held_gpus
+    guaranteed = 0 if load is None else load.guaranteed_gpus
+    team = f"team {c.spec.tenant}"
+    if held <= guaranteed:
+        return f"protected: {team} is within its guarantee ({held} of {guaranteed} GPUs)"
+    if held_share(held, guaranteed) <= after:
+        return (f"protected: {team}'s share ({share_words(held_share(held, guaranteed))}) is "
+                f"not above team {head.tenant}'s once the job starts ({share_words(after)})")
+    if held_share(held - c.gpus, guaranteed) < after:
+        return (f"protected: without it {team}'s share "
+                f"({share_words(held_share(held - c.gpus, guaranteed))}) would fall below "
+                f"team {head.tenant}'s once the job starts ({share_words(after)})")
+    if c.in_slice:
+        return "protected: an interactive job in the interactive slice"
     if policy == "full":
         if not (c.spec.checkpointable or c.spec.preemptible):
             return "protected: cannot checkpoint and did not opt into preemptible pricing"
@@ -480,12 +590,21 @@ def _protected(
     return None
 
 
-def _allowed(victims: Sequence[Candidate], tenants: Mapping[str, TenantLoad]) -> bool:
-    """Each team is still above its guarantee before its last victim is taken."""
+def _allowed(victims: Sequence[Candidate], tenants: Mapping[str, TenantLoad],
+             after: float) -> bool:
+    """The rule holds for each victim, taken in its team in largest-last order (the order
+    most favourable to the team's earlier victims: if any order works, this one does)."""
     per_team: dict[str, list[int]] = {}
     for v in victims:
         per_team.setdefault(v.spec.tenant, []).append(v.gpus)
-    return all(sum(g) - max(g) < tenants[t].excess for t, g in per_team.items())
+    for team, sizes in per_team.items():
+        load = tenants[team]
+        held = load.held_gpus
+        for gpus in sorted(sizes):
+            if not may_give(held, load.guaranteed_gpus, gpus, after):
+                return False
+            held -= gpus
+    return True
 
 
 # ---- the explanation -------------------------------------------------------------------
@@ -503,6 +622,8 @@ def _plan(
     *,
     runner_up: list[Candidate] | None,
     policy: str,
+    tenants: Mapping[str, TenantLoad],
+    after: float,
 ) -> PreemptionPlan:
     assert placement is not None
     ids = {c.spec.id for c in chosen}
@@ -529,7 +650,7 @@ def _plan(
         verb = "evicted" if c.spec.id in ids else "kept"
         weighed.append(replace(vc, text=f"{verb} {vc.words}"))
     for job_id in sorted(refused):
-        weighed.append(VictimCost(job_id, 0, 0, 0, text=f"{job_id}: {refused[job_id]}"))
+        weighed.append(VictimCost(job_id, 0, 0, 0, text=f"job {job_id}: {refused[job_id]}"))
 
     total = sum(costs[c.spec.id].est_gpu_s_lost for c in chosen)
     names = _join([c.spec.id for c in chosen])
@@ -549,6 +670,16 @@ def _plan(
             why += f"; next best: {_join([c.spec.id for c in runner_up])} ({_hours(other)})"
         if refused:
             why += f"; {len(refused)} running {_plural(len(refused), 'job')} protected"
+    teams = sorted({c.spec.tenant for c in chosen},
+                   key=lambda t: (-tenants[t].share, t))
+    shares = ", ".join(
+        f"team {t} holds {tenants[t].held_gpus} of its {tenants[t].guaranteed_gpus}"
+        f" guaranteed GPUs (share {share_words(tenants[t].share)})" for t in teams)
+    why += (f"; {shares}, above team {head.tenant}'s share once it runs"
+            f" ({share_words(after)})")
+    grace = max(c.grace_s for c in chosen)
+    if policy != "priority-kill" and grace:
+        why += f"; the victims stop within {_dur(grace)} (their grace window)"
     return PreemptionPlan(head.id, tuple(victims), placement, tuple(weighed), why)
 
 

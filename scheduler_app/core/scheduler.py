@@ -31,13 +31,14 @@ from __future__ import annotations
 import bisect
 import heapq
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from .capacity import Capacity
 from .fairshare import FairShare, ShareKey
 from .queues import JobQueues
-from .reservation import Release
+from .records import JobRecord, ReclaimClaim, StartEstimate, TickResult
+from .reservation import Release, Reservation
 from .states import (
     FINAL_STATES,
     HOLDING_STATES,
@@ -47,6 +48,7 @@ from .states import (
     Reason,
     check_transition,
 )
+from .tick import RESERVATION_REFRESH_S, Tick
 from .types import (
     Allocation,
     Decision,
@@ -58,52 +60,11 @@ from .types import (
     alloc_gpus,
 )
 
+__all__ = ["JobRecord", "ReclaimClaim", "Scheduler", "StartEstimate", "TickResult"]
+
 S = JobState
-DAY_S = 86400
+LEAVING_STATES = frozenset({S.PREEMPT_REQUESTED, S.CHECKPOINTING})
 POLICIES = ("full", "fifo", "priority-kill")
-
-
-@dataclass(frozen=True, slots=True)
-class StartEstimate:
-    start_s: int
-    basis: str  # a human sentence: which release makes it fit
-
-
-@dataclass(slots=True)
-class JobRecord:
-    """A job's spec and its mutable runtime. Owned by the Scheduler; read through JobView."""
-
-    spec: JobSpec
-    state: JobState | None = None
-    alloc: Allocation | None = None
-    run_id: int = 0  # bumped at every placement; timers of an older run are stale
-    run_start_s: int | None = None  # placement instant of the current run
-    confirmed_s: int | None = None
-    last_checkpoint_s: int | None = None
-    resume_pointer: Any = None
-    preemption_times: list[int] = field(default_factory=list)
-    retries: int = 0
-    pending_reason: PendingReason = PendingReason.NONE
-    estimate: StartEstimate | None = None
-    preempt_id: int = 0  # bumped at every PREEMPT_REQUESTED; grace timers check it
-    grace_deadline_s: int | None = None
-    preempted_for: str | None = None
-    end_s: int | None = None
-
-    def preemptions_last_day(self, now: int) -> int:
-        return sum(1 for t in self.preemption_times if t > now - DAY_S)
-
-    def preemptions_against_cap(self, now: int, cap: int) -> int:
-        """What the cap compares: the preemptions of the last day, except that once any
-        rolling day held ``cap`` of them the job stays at the cap for good (the seed: "a
-        job past the cap is protected until it completes")."""
-        recent = self.preemptions_last_day(now)
-        times = self.preemption_times  # appended in time order
-        if cap > 0 and any(
-            times[i + cap - 1] - times[i] < DAY_S for i in range(len(times) - cap + 1)
-        ):
-            return max(cap, recent)
-        return recent
 
 
 @dataclass(frozen=True, slots=True)
@@ -119,6 +80,8 @@ class JobView:
     cluster_rank: int | None  # across the cluster, in the last tick's order
     start_estimate_s: int | None  # None: not planned yet (or not waiting)
     estimate_basis: str | None
+    #: what the estimate is worth (records.StartEstimate.kind); None without an estimate
+    estimate_kind: str | None
     run_start_s: int | None
     last_checkpoint_s: int | None
     resume_pointer: Any
@@ -148,29 +111,7 @@ class ReservationView:
     nodes: tuple[str, ...]
     basis: str
     victims: tuple[str, ...] = ()
-
-
-@dataclass(slots=True)
-class ReclaimClaim:
-    """Nodes promised to an entitled head while its victims checkpoint and exit."""
-
-    head_id: str
-    tenant: str
-    gpus: int
-    nodes: frozenset[str]
-    victims: set[str]
-    at_s: int
-    why: str
-
-
-@dataclass(frozen=True, slots=True)
-class TickResult:
-    decisions: list[Decision]
-    stats: dict[str, Any]
-    #: pending reason of every job the tick examined and left waiting
-    pending_reasons: dict[str, PendingReason] = field(default_factory=dict)
-    #: start estimates the tick (re)planned; None = not planned (cannot be promised)
-    start_estimates: dict[str, StartEstimate | None] = field(default_factory=dict)
+    gpus: int = 0  # GPUs held for it: the reservation's allocation, or the claim's
 
 
 @dataclass(frozen=True, slots=True)
@@ -230,6 +171,19 @@ class ReleaseIndex:
         return self._list
 
 
+def grace_window(spec: JobSpec, config: SchedulerConfig) -> int:
+    """The grace window a victim gets: see :meth:`Scheduler.grace_window`."""
+    return capped_grace(spec.checkpoint_time_s, config)
+
+
+def capped_grace(checkpoint_time_s: int | None, config: SchedulerConfig) -> int:
+    """A declared checkpoint time (None or 0: the default grace) as the grace window the
+    scheduler grants: never more than ``max_grace_period_s``. The agents' kill deadline is
+    this same number (selectors.agents)."""
+    declared = checkpoint_time_s if checkpoint_time_s else config.grace_period_s
+    return min(declared, config.max_grace_period_s)
+
+
 def interactive_slice(nodes: Sequence[NodeSpec], gpus: int) -> frozenset[str]:
     """Whole nodes for the interactive tier: from the end of the name order (see module doc)."""
     chosen: list[str] = []
@@ -268,6 +222,9 @@ class Scheduler:
         self.fair = FairShare(self.config.usage_half_life_s)
         self.tenants: dict[str, TenantSpec] = {}
         self.running: dict[str, int] = {}  # GPUs held per tenant
+        #: GPUs per tenant of its jobs being preempted (PREEMPT_REQUESTED, CHECKPOINTING):
+        #: still held, already on their way out; a team's share leaves them out
+        self.leaving: dict[str, int] = {}
         self.holders: dict[str, set[str]] = {}  # holding job ids per tenant
         for t in tenants:
             if t.name in self.tenants:
@@ -276,6 +233,7 @@ class Scheduler:
                 t.name, t.guaranteed_gpus, t.borrow_limit_gpus, t.usage_gpu_s, t.usage_at_s
             )
             self.running[t.name] = 0
+            self.leaving[t.name] = 0
             self.holders[t.name] = set()
             # usage is as of usage_at_s; the first advance decays it to now
             self.fair.add_tenant(t.name, t.usage_gpu_s, min(t.usage_at_s, now))
@@ -286,8 +244,14 @@ class Scheduler:
         self.releases = ReleaseIndex()
         self.claims: dict[str, ReclaimClaim] = {}
         self.claimed_nodes: dict[str, str] = {}  # node -> head id
-        self.reservation: Any = None  # the last tick's reservation.Reservation, if any
-        self.reservation_planned_at = now  # when that reservation was last planned afresh
+        #: the last tick's reservations, in rank order (the highest-ranked jobs that wait
+        #: for GPUs), and when each was last planned afresh (tick.Tick keeps them while
+        #: they still hold)
+        self.reserved: list[Reservation] = []
+        self.planned_at: dict[str, int] = {}
+        #: per team, the highest-ranked job that waits for the team's own quota: it holds
+        #: its place in that quota (tick.QuotaHold), not GPUs
+        self.quota_holds: dict[str, Any] = {}
         self.share_keys: dict[str, ShareKey] = {}
         # a tick pass cut short by its budget resumes here (see tick.Tick.pop_heads)
         self.pass_seen: set[str] = set()
@@ -303,6 +267,12 @@ class Scheduler:
         self.claims_version = 0
         # head -> version at which its preemption search found nothing
         self.vain_searches: dict[str, int] = {}
+        # the fixed-point detection of tick() (see _note_quiet): the signature of the last
+        # quiet tick, the fixed point found, and when the state last changed
+        self._quiet: tuple[Any, ...] | None = None
+        self._fixed: tuple[int, int, tuple[Any, ...], int | None] | None = None
+        self._seen_version = -1
+        self._changed_at = now
         self.now = now
         self._timers: list[tuple[int, int, str, str, int]] = []  # (at, seq, kind, job, token)
         self._timer_seq = 0
@@ -417,12 +387,81 @@ class Scheduler:
         return []
 
     def tick(self, now: int, clock: Callable[[], float] | None = None) -> TickResult:
-        from .tick import Tick  # tick.py imports this module: import it when first used
-
+        """One tick (tick.py). At a *fixed point* (see :meth:`quiet_until`) the tick would
+        decide nothing and change nothing: it returns at once with no decisions."""
         self._clock(now)
         self.tick_count += 1
+        if self.version != self._seen_version:
+            self._seen_version, self._changed_at = self.version, now
+        if self.quiet_until(now, now) is not None:
+            self.share_keys = self.share_keys_at(now)
+            return TickResult([], {"quiet": True, "tick_ms": 0.0}, {}, {})
         result = Tick(self, now, clock).run()
+        self._note_quiet(result, now)
         return result
+
+    # A tick that decided nothing (no timer due, nothing placed, nobody asked to stop, its
+    # pass complete, no estimate round going on) and left the reservations, quota holds
+    # and claims as the tick before it had them, with the same heap order and no state
+    # change in between, is a fixed point: the next tick would compute the same again.
+    # What makes a later tick differ without any event is time alone: the fair-share
+    # order (decayed usage; linear in 2^-t/H for each tenant, so an order seen at two
+    # instants held between them) and a kept reservation's refresh
+    # (RESERVATION_REFRESH_S after it was planned, if the state changed since). Every
+    # other input of a tick changes only with an event, and an event changes ``version``.
+    def _note_quiet(self, result: TickResult, now: int) -> None:
+        quiet = (not result.decisions and not result.stats.get("budget_exhausted")
+                 and self.estimate_round is None and not self.pass_seen)
+        if not quiet:
+            self._quiet = None
+            self._fixed = None
+            return
+        sig = (self.version, self.claims_version, self._order_sig(now),
+               tuple((r.job_id, r.start_s, tuple(sorted(r.alloc.items())))
+                     for r in self.reserved),
+               tuple(sorted((t, h.job_id, h.start_s) for t, h in self.quota_holds.items())))
+        if sig == self._quiet:
+            stale = [self.planned_at[r.job_id] for r in self.reserved
+                     if self.planned_at.get(r.job_id, now) < self._changed_at]
+            due = min(stale) + RESERVATION_REFRESH_S if stale else None
+            self._fixed = (self.version, self.claims_version, sig[2], due)
+        else:
+            self._quiet = sig
+            self._fixed = None
+
+    def _order_sig(self, now: int) -> tuple[Any, ...]:
+        """The order the walk would take the heaps in at ``now`` (its first keys)."""
+        keys = self.share_keys_at(now) if self.config.policy != "fifo" else {}
+        zero = (0, 0.0)
+        return tuple(sorted((keys.get(k[0], zero), self.queues.head(k)[0], k)
+                            for k in self.queues.heap_keys() if self.queues.head(k)))
+
+    def quiet_until(self, now: int, upto: int) -> int | None:
+        """At a fixed point (see above), the last instant in [now, upto] until which ticks
+        would decide and change nothing (the simulator skips them), else None. ``upto``
+        is the next instant something happens anyway (an event, a timer)."""
+        fixed = self._fixed
+        if (fixed is None or fixed[0] != self.version or fixed[1] != self.claims_version
+                or (self._timers and self.next_deadline() is not None
+                    and self.next_deadline() <= now)):  # type: ignore[operator]
+            return None
+        version, claims, order, due = fixed
+        if due is not None:
+            if due <= now:
+                return None
+            upto = min(upto, due - 1)
+        if self._order_sig(now) != order:
+            return None
+        if upto <= now or self._order_sig(upto) == order:
+            return max(upto, now)
+        lo, hi = now, upto  # the order holds at lo, not at hi: find where it changes
+        while hi - lo > 1:
+            mid = (lo + hi) // 2
+            if self._order_sig(mid) == order:
+                lo = mid
+            else:
+                hi = mid
+        return lo
 
     def next_deadline(self) -> int | None:
         while self._timers and not self._timer_live(self._timers[0]):
@@ -479,7 +518,10 @@ class Scheduler:
             return
         assert alloc is not None
         now = self.now
-        self._hold(rec, alloc, now)
+        # The usage stays as of the tenant's usage_at_s, with these GPUs held since then:
+        # timers due before now (a placing timeout, a grace expiry) then accrue up to
+        # their own instants, as the leader that wrote the log would have.
+        self._hold(rec, alloc, now, accrue=False)
         rec.run_id = 1
         rec.run_start_s = run_start_s if run_start_s is not None else now
         rec.confirmed_s = confirmed_s
@@ -487,7 +529,8 @@ class Scheduler:
             self._arm(rec.run_start_s + self.config.placing_timeout_s, "placing", spec.id, 1)
         if spec.max_runtime_s is not None:
             self._arm(rec.run_start_s + spec.max_runtime_s, "limit", spec.id, 1)
-        if state in (S.PREEMPT_REQUESTED, S.CHECKPOINTING):
+        if state in LEAVING_STATES:
+            self.leaving[spec.tenant] += alloc_gpus(alloc)
             rec.preempt_id = 1
             asked = preempt_requested_s if preempt_requested_s is not None else now
             rec.grace_deadline_s = asked + self.grace_window(spec)
@@ -531,6 +574,7 @@ class Scheduler:
             ),
             start_estimate_s=None if est is None else est.start_s,
             estimate_basis=None if est is None else est.basis,
+            estimate_kind=None if est is None else est.kind,
             run_start_s=rec.run_start_s,
             last_checkpoint_s=rec.last_checkpoint_s,
             resume_pointer=rec.resume_pointer,
@@ -543,8 +587,8 @@ class Scheduler:
         out = []
         for name in self.tenant_names:
             t = self.tenants[name]
-            usage = self.fair.advance(name, self.now, self.running[name])
-            key = self.fair.share(name, t.guaranteed_gpus)
+            usage = self.fair.usage_at(name, self.now, self.running[name])
+            key = self.fair.share_at(name, self.now, self.running[name], t.guaranteed_gpus)
             out.append(TenantView(
                 name=name,
                 guaranteed_gpus=t.guaranteed_gpus,
@@ -560,19 +604,25 @@ class Scheduler:
 
     def reservations(self) -> list[ReservationView]:
         out = []
-        res = self.reservation
-        if res is not None and res.job_id in self.jobs and self.jobs[res.job_id].state == S.QUEUED:
-            out.append(ReservationView(res.job_id, "reservation", res.start_s,
-                                       tuple(sorted(res.alloc)), res.basis))
+        for res in self.reserved:
+            if res.job_id in self.jobs and self.jobs[res.job_id].state == S.QUEUED:
+                out.append(ReservationView(res.job_id, "reservation", res.start_s,
+                                           tuple(sorted(res.alloc)), res.basis,
+                                           gpus=res.gpus))
         for head_id in sorted(self.claims, key=lambda j: self.jobs[j].spec.seq):
             c = self.claims[head_id]
             ends = [self.releases.end_of(v) for v in sorted(c.victims)]
             known = [e for e in ends if e is not None]
             out.append(ReservationView(head_id, "reclaim", max(known) if known else None,
-                                       tuple(sorted(c.nodes)), c.why, tuple(sorted(c.victims))))
+                                       tuple(sorted(c.nodes)), c.why, tuple(sorted(c.victims)),
+                                       gpus=c.gpus))
         return out
 
     # ---------------------------------------------------------------- helpers for tick.py
+    def share_keys_at(self, now: int) -> dict[str, ShareKey]:
+        return {n: self.fair.share_at(n, now, self.running[n], self.tenants[n].guaranteed_gpus)
+                for n in self.tenant_names}
+
     def claimed_gpus(self, tenant: str, *, besides: str | None = None) -> int:
         return sum(c.gpus for c in self.claims.values()
                    if c.tenant == tenant and c.head_id != besides)
@@ -582,7 +632,13 @@ class Scheduler:
         return t.guaranteed_gpus + t.borrow_limit_gpus
 
     def grace_window(self, spec: JobSpec) -> int:
-        return spec.checkpoint_time_s if spec.checkpoint_time_s else self.config.grace_period_s
+        """The victim's declared checkpoint time (else ``grace_period_s``), never longer than
+        ``max_grace_period_s``: a job cannot hold an entitled team off by declaring a year."""
+        return grace_window(spec, self.config)
+
+    def in_slice(self, alloc: Allocation | None) -> bool:
+        """The allocation lies entirely inside the interactive slice."""
+        return bool(alloc) and all(n in self.interactive_nodes for n in alloc)
 
     def start(self, rec: JobRecord, alloc: Allocation, reason: Reason, now: int,
               detail: dict[str, Any] | None = None) -> Decision:
@@ -689,6 +745,7 @@ class Scheduler:
             check_transition(job_id, frm, to)
         was_holding = frm in HOLDING_STATES
         holds = to in HOLDING_STATES
+        left = alloc_gpus(rec.alloc) if frm in LEAVING_STATES else 0
         if holds and not was_holding and alloc is None:
             raise ValueError(f"job {job_id}: {to} needs an allocation")
         if frm == S.QUEUED and to != S.QUEUED:
@@ -712,6 +769,8 @@ class Scheduler:
             rec.estimate = None
         if holds:
             self._refresh_release(rec)
+        self.leaving[rec.spec.tenant] += (
+            alloc_gpus(rec.alloc) if to in LEAVING_STATES else 0) - left
         decision = Decision(
             job_id=job_id,
             from_state=frm,
@@ -724,11 +783,13 @@ class Scheduler:
         self._out.append(decision)
         return decision
 
-    def _hold(self, rec: JobRecord, alloc: Allocation, now: int) -> None:
+    def _hold(self, rec: JobRecord, alloc: Allocation, now: int, *,
+              accrue: bool = True) -> None:
         alloc = {n: tuple(ix) for n, ix in sorted(alloc.items()) if ix}
         self.cap.take(alloc)
         tenant = rec.spec.tenant
-        self.fair.advance(tenant, now, self.running[tenant])
+        if accrue:
+            self.fair.advance(tenant, now, self.running[tenant])
         self.running[tenant] += alloc_gpus(alloc)
         self.holders[tenant].add(rec.spec.id)
         for n in alloc:
@@ -807,41 +868,56 @@ class Scheduler:
             self.drop_claim(head)
 
     def _never_fits(self, spec: JobSpec) -> str | None:
-        need = spec.min_gpus if spec.elastic and spec.min_gpus else spec.gpus
-        total = self.cap.total_gpus(spec.gpu_type)
-        kind = f" of type {spec.gpu_type}" if spec.gpu_type else ""
-        if not spec.interactive:  # the interactive slice is never theirs
-            total -= sum(self.cap.nodes[n].gpus for n in self.interactive_nodes
-                         if spec.gpu_type is None or self.cap.nodes[n].gpu_type == spec.gpu_type)
-            kind += " outside the interactive slice" if self.interactive_nodes else ""
-        if need > total:
-            return f"needs {need} GPUs; the cluster has {total}{kind}"
-        if spec.gpus_per_node is not None:
-            g = spec.gpus_per_node
-            if g > self.cap.max_gpus_per_node(spec.gpu_type):
-                return f"needs {g} GPUs on one node; no node{kind} has that many"
-            if spec.gpus % g:
-                return f"{spec.gpus} GPUs is not a multiple of gpus_per_node={g}"
-            nodes_needed = -(-need // g)
-            wide = self._nodes_with_at_least(g, spec.gpu_type, spec.interactive)
-            if nodes_needed > wide:
-                return (f"needs {nodes_needed} nodes with {g} GPUs each; "
-                        f"the cluster has {wide}{kind}")
+        """Why the job can never run (a sentence), or None. Batch jobs never use the
+        interactive slice; an interactive job runs inside it or, as an ordinary job,
+        outside it (never across both), so it never fits if it fits neither."""
+        why = self._never_fits_in(spec, in_slice=False)
+        if (why and spec.interactive and self.interactive_nodes
+                and self._never_fits_in(spec, in_slice=True) is None):
+            why = None
+        if why is not None:
+            return why
         limit = self.limit_of(spec.tenant)
+        need = spec.min_gpus if spec.elastic and spec.min_gpus else spec.gpus
         if need > limit:
             return f"needs {need} GPUs; team {spec.tenant} may hold at most {limit}"
         return None
 
-    def _nodes_with_at_least(self, gpus: int, gpu_type: str | None, interactive: bool) -> int:
-        """Nodes (of the type; outside the interactive slice unless interactive) with at
-        least ``gpus`` GPUs: a shaped job uses exactly its shape on each node."""
-        key = (gpu_type, interactive)
+    def _never_fits_in(self, spec: JobSpec, *, in_slice: bool) -> str | None:
+        need = spec.min_gpus if spec.elastic and spec.min_gpus else spec.gpus
+        gpu_type = spec.gpu_type
+        total = sum(n.gpus for name, n in self.cap.nodes.items()
+                    if (name in self.interactive_nodes) == in_slice
+                    and (gpu_type is None or n.gpu_type == gpu_type)) if (
+            in_slice or self.interactive_nodes) else self.cap.total_gpus(gpu_type)
+        kind = f" of type {gpu_type}" if gpu_type else ""
+        if self.interactive_nodes:
+            kind += " in the interactive slice" if in_slice else " outside the interactive slice"
+        if need > total:
+            return f"needs {need} GPUs; the cluster has {total}{kind}"
+        if spec.gpus_per_node is not None:
+            g = spec.gpus_per_node
+            if g > self.cap.max_gpus_per_node(gpu_type):
+                return f"needs {g} GPUs on one node; no node{kind} has that many"
+            if spec.gpus % g:
+                return f"{spec.gpus} GPUs is not a multiple of gpus_per_node={g}"
+            nodes_needed = -(-need // g)
+            wide = self._nodes_with_at_least(g, gpu_type, in_slice)
+            if nodes_needed > wide:
+                return (f"needs {nodes_needed} nodes with {g} GPUs each; "
+                        f"the cluster has {wide}{kind}")
+        return None
+
+    def _nodes_with_at_least(self, gpus: int, gpu_type: str | None, in_slice: bool) -> int:
+        """Nodes of the type inside the interactive slice (``in_slice``) or outside it with
+        at least ``gpus`` GPUs: a shaped job uses exactly its shape on each node."""
+        key = (gpu_type, in_slice)
         sizes = self._node_sizes.get(key)
         if sizes is None:
             sizes = sorted(
                 n.gpus for n in self.cap.nodes.values()
                 if (gpu_type is None or n.gpu_type == gpu_type)
-                and (interactive or n.name not in self.interactive_nodes)
+                and (n.name in self.interactive_nodes) == in_slice
             )
             self._node_sizes[key] = sizes
         return len(sizes) - bisect.bisect_left(sizes, gpus)

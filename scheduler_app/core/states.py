@@ -149,6 +149,7 @@ class PendingReason(StrEnum):
     PRIORITY = "Priority"
     RESOURCES = "Resources"
     QUOTA_LIMIT = "QuotaLimit"
+    QUOTA_RESERVED = "QuotaReserved"
     RESERVATION = "Reservation"
     TOPOLOGY = "Topology"
     NODE_DOWN = "NodeDown"
@@ -163,6 +164,10 @@ PENDING_SENTENCES: dict[PendingReason, str] = {
     PendingReason.RESOURCES: "Not enough free GPUs in the cluster right now.",
     PendingReason.QUOTA_LIMIT: (
         "Starting it would take the team past its guarantee plus borrow limit."
+    ),
+    PendingReason.QUOTA_RESERVED: (
+        "Its team's remaining quota is held for a higher-ranked job of the team, and this "
+        "one would not end (by its declared limit) before that job's planned start."
     ),
     PendingReason.RESERVATION: (
         "GPUs are reserved for a higher-ranked job and this one would delay it."

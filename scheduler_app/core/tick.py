@@ -1,31 +1,53 @@
 """The tick: the seed's loop, as numbered phases.
 
     0. fire due timers         grace expiry, time limits, placing timeouts
-    1. update usage            decay every tenant's usage to now (O(tenants))
-    2. order the heaps         (tenant, size class) heaps by fair share, then head rank
+    1. update usage            every tenant's usage decayed to now (O(tenants))
+    2. order the heaps         (tenant, size class) heaps: those of teams below their
+                               guarantee first, then the rest; each by fair share, then
+                               the head's rank
     3. pop heads               a. hand reclaimed GPUs to heads whose victims have exited;
-                               b. for each job in rank order: quota, placement,
-                               reservation, backfill, preemption search for entitled heads
-    4. start estimates         from the reservation plan, for the reservation holder and the
-                               first ``estimate_lookahead`` jobs of each tenant's queue
+                               b. for each job in rank order: its team's quota (and the
+                               place a higher job of the team holds in it), a placement
+                               that respects every reservation of a higher-ranked job, else
+                               a preemption search (when the rule lets it preempt) or a
+                               reservation of its own
+    4. start estimates         the reserved jobs' and the quota holders' from their plans;
+                               the rest of the look-ahead (``estimate_lookahead`` jobs of
+                               each tenant's queue) planned behind them in rounds
     5. pending reasons         published for every job the tick examined
+
+Reservations (Slurm's backfill with ``bf_max_job_test``, not only the head): the first
+``config.reservation_depth`` jobs in rank order that wait for GPUs each get a
+reservation: nodes and a start from the declared limits of what runs there, planned one
+after the other on a picture of the cluster in which each earlier reservation holds its
+GPUs (``_Line``). A job may start now only if, for every reservation of a job ranked
+above it, it uses none of that reservation's GPUs or ends by its declared limit before
+that reservation's start; a job with no declared limit only the first. A reservation
+held for a borrower (its team above its guarantee once it starts) never blocks another
+team's job that stays within its guarantee. A job that waits only for its own team's
+quota holds no reservation on the cluster's GPUs (another team may use them, and the
+rule lets its team reclaim them later); it holds its place in its team's quota instead
+(``QuotaHold``): a lower-ranked job of the team may use that quota only if it ends by
+its declared limit before the holder's planned start.
 
 Bounds (the tick never scans all jobs or all nodes):
 
 - Phase 3 stops after ``config.tick_work_budget`` jobs examined (the simulator's
   reproducible bound) or ``config.tick_budget_s`` of wall time when a clock is passed. The
   next tick resumes the same pass where it stopped (jobs already examined in the pass are
-  skipped, the pass's reservation stands); a pass that reaches the end is complete.
+  skipped, the pass's reservations stand); a pass that reaches the end is complete.
 - A preemption search that found nothing is not repeated for the same head until some
   state changes (``Scheduler.version``); a placement search that failed is not repeated
   for another job of the same shape until some state changes.
-- The reservation is kept from one tick to the next while it still holds (its GPUs free
-  or released by its start) for up to ``RESERVATION_REFRESH_S``, then planned afresh.
-- Start estimates are planned in *rounds* (phase 4): a round plans the look-ahead in rank
-  order, at most ``config.estimate_plans_per_tick`` plans (and ``estimate_budget_s`` of
-  wall time with a clock) per tick, and goes on at the next tick. A new round starts
-  when something changed and a job entered the look-ahead or the last round is
-  ``ESTIMATE_REFRESH_S`` old. The reservation holder's estimate is current every tick.
+- A reservation is kept from one tick to the next while it still holds (its GPUs free,
+  or released by its start, on nodes it may use, and its team's quota allows it) for up to
+  ``RESERVATION_REFRESH_S``, then planned afresh; at most
+  ``config.reservation_plans_per_tick`` reservations are planned afresh per tick.
+- Start estimates beyond the reservations are planned in *rounds* (phase 4): a round
+  plans the look-ahead in rank order, at most ``config.estimate_plans_per_tick`` plans
+  (and ``estimate_budget_s`` of wall time with a clock) per tick, and goes on at the next
+  tick. A new round starts when something changed and a job entered the look-ahead or
+  the last round is ``ESTIMATE_REFRESH_S`` old.
 - Inside one heap, the walk stops after ``BLOCKED_PER_HEAP`` jobs that could not start
   (like Slurm's per-user backfill limit): the jobs behind them are of the same tenant and
   size class and almost always wait for the same reason; they keep their last pending
@@ -40,6 +62,10 @@ tick); ``fifo`` (one queue in submit order, whole gangs first fit in node-name o
 first job that cannot start blocks everyone behind it: no reservation, no backfill, no
 preemption, no fair share; the same team limits).
 
+This module reads the scheduler's state and changes it through its methods; it never
+imports ``scheduler.py`` (which imports it): the records they share live in
+``records.py``.
+
 Phase timings use ``clock`` when given, else ``time.perf_counter``: they go to the stats
 only and never into a decision.
 """
@@ -51,16 +77,19 @@ import heapq
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .capacity import indices_of, lowest_bits, mask_of
 from .placement import find_placement
-from .preemption import Candidate, TenantLoad, select_victims
+from .preemption import Candidate, TenantLoad, may_preempt, select_victims
 from .queues import EntryKey, QueueKey
-from .reservation import Release, Reservation, backfill_allowed, plan_reservation
-from .scheduler import JobRecord, ReclaimClaim, Scheduler, StartEstimate, TickResult
+from .records import JobRecord, ReclaimClaim, StartEstimate, TickResult
+from .reservation import Release, Reservation, plan_reservation
 from .states import JobState, PendingReason, Reason
 from .types import Allocation, JobSpec, alloc_gpus
+
+if TYPE_CHECKING:  # for annotations only: scheduler.py imports this module
+    from .scheduler import Scheduler
 
 S = JobState
 P = PendingReason
@@ -71,9 +100,8 @@ BLOCKED_PER_HEAP = 16
 ESTIMATE_REFRESH_S = 60
 #: seconds a still-valid reservation is kept before it is planned afresh
 RESERVATION_REFRESH_S = 30
-#: jobs that may try to take the reservation in one tick when the earlier ones cannot be
-#: planned (a holder without a declared limit makes a start time unknowable)
-RESERVATION_ATTEMPTS = 4
+#: GPU ends further than this past now count as "no declared limit" for the quota plan
+_FOREVER = 1 << 62
 
 _ZERO_SHARE = (0, 0.0)
 
@@ -132,6 +160,9 @@ class EstimateRound:
     plan: _Line | None = None
     #: the nodes that were not healthy when the copy was taken (a change ends the round)
     unhealthy: frozenset[str] = frozenset()
+    #: per team, (start, declared end, GPUs) of its jobs planned so far in the round: the
+    #: team's quota as the later jobs of the team see it
+    team_plans: dict[str, list[tuple[int, int | None, int]]] = field(default_factory=dict)
     #: plan_reservation's release masks for ``plan`` (valid while its nodes' health holds)
     masks: dict[int, Any] = field(default_factory=dict)
 
@@ -205,6 +236,63 @@ class _Line:
                 on_node.setdefault(n, set()).add(job_id)
 
 
+    def occupy(self, job_id: str, alloc: Allocation, end: int | None) -> None:
+        """A job started now on ``alloc``: the GPUs the picture shows free are held until
+        its declared end. Its GPUs that a reservation holds in the picture are left to the
+        reservation: a job may use them only if it ends before the reserved start, so no
+        plan made after it can use them before then anyway."""
+        free_now = {}
+        for n, ix in alloc.items():
+            m = mask_of(ix) & self.cap.nodes[n].free_mask
+            if m:
+                free_now[n] = indices_of(m)
+        if free_now:
+            self.hold(job_id, free_now, end)
+
+    def still_holds(self, res: Reservation, exclude: frozenset[str]) -> bool:
+        """Each GPU of ``res`` is free in the picture, or given back by its start, on a node
+        the job may use: a kept reservation is still a plan the picture allows."""
+        cap = self.cap
+        for n, ix in res.alloc.items():
+            if n in exclude or not cap.is_schedulable(n):
+                return False
+            busy = mask_of(ix) & ~cap.nodes[n].free_mask
+            if not busy:
+                continue
+            for jid in self.on_node.get(n, ()):
+                r = self.by_id[jid]
+                if r.end_s <= res.start_s:
+                    busy &= ~mask_of(r.alloc.get(n, ()))
+            if busy:
+                return False
+        return True
+
+
+@dataclass(frozen=True, slots=True)
+class Booked:
+    """A reservation as the walk holds it: which jobs it binds."""
+
+    res: Reservation
+    tenant: str
+    #: its team would hold more than its guarantee once it starts: its reservation never
+    #: blocks another team's job that stays within its guarantee
+    borrowing: bool
+    masks: dict[str, int]  # node -> reserved GPU bitmask
+
+
+@dataclass(frozen=True, slots=True)
+class QuotaHold:
+    """The highest-ranked job of a team that waits for the team's own quota: its place in
+    that quota. ``start_s`` is when the team's running jobs (and its reserved jobs) leave
+    room for ``need`` GPUs by their declared limits; None: not plannable (a job of the
+    team declares no limit)."""
+
+    job_id: str
+    need: int
+    start_s: int | None
+    basis: str
+
+
 class Tick:
     """One run of the loop over a Scheduler's state. Built and run by ``Scheduler.tick``."""
 
@@ -220,11 +308,16 @@ class Tick:
         self.stats: dict[str, Any] = {}
         self.pending: dict[str, PendingReason] = {}
         self.estimates: dict[str, Any] = {}
-        self.order: list[tuple[tuple[Any, EntryKey], str, QueueKey, Iterator]] = []
-        self.reservation: Reservation | None = None
-        self.res_borrowing = False
-        self.res_tenant: str | None = None
-        self.reserve_attempts = 0
+        self.order: list[tuple[tuple[bool, Any, EntryKey], str, QueueKey, Iterator]] = []
+        #: this tick's reservations, in rank order, and the picture they are planned on
+        self.reserved: list[Booked] = []
+        self.reserved_ids: set[str] = set()
+        self.planned_at: dict[str, int] = {}
+        self.line: _Line | None = None
+        self.line_version = 0  # bumped at every change of the picture (memo key)
+        self._line_masks: dict[int, Any] = {}
+        self.plans_left = self.cfg.reservation_plans_per_tick
+        self.quota_holds: dict[str, QuotaHold] = {}
         self.searches = 0
         self.placed = 0
         self.backfilled = 0
@@ -236,8 +329,6 @@ class Tick:
         self._claimed_all: frozenset[str] = frozenset()
         self._free_cache: dict[tuple[Any, ...], int] = {}
         self._failed_places: set[tuple[Any, ...]] = set()
-        self._around_key: tuple[int, int] | None = None
-        self._around_set: frozenset[str] = frozenset()
         self._victim_costs: dict[str, Any] = {}  # victim_cost at this tick's now, by job
 
     # ------------------------------------------------------------------ the loop
@@ -257,7 +348,9 @@ class Tick:
         self.stats.update(
             examined=self.examined, placed=self.placed, backfilled=self.backfilled,
             preemption_searches=self.searches, preempt_requests=self.preempt_requests,
-            reservation=None if self.reservation is None else self.reservation.job_id,
+            reservation=self.reserved[0].res.job_id if self.reserved else None,
+            reservations=len(self.reserved),
+            reservations_planned=self.cfg.reservation_plans_per_tick - self.plans_left,
             budget_exhausted=self.budget_hit,
             tick_ms=round((self.timer() - self.started_at) * 1000, 3),
         )
@@ -269,30 +362,34 @@ class Tick:
 
     # ------------------------------------------------------------------ 1. usage
     def update_usage(self) -> None:
+        """Every tenant's fair-share key at now: its usage decayed to now with what it has
+        held since its last change (read, not stored: ``FairShare.usage_at``)."""
         s = self.s
-        for name in s.tenant_names:
-            s.fair.advance(name, self.now, s.running[name])
+        s.share_keys = {} if self.policy == "fifo" else s.share_keys_at(self.now)
 
     # ------------------------------------------------------------------ 2. order
     def order_heaps(self) -> None:
         s = self.s
-        if self.policy == "fifo":
-            s.share_keys = {}
-        else:
-            s.share_keys = {
-                n: s.fair.share(n, s.tenants[n].guaranteed_gpus) for n in s.tenant_names
-            }
         for key in s.queues.heap_keys():
             s.queues.prune(key)  # the heads that left since the last tick, once
             it = s.queues.iter_heap(key)
             self._advance(key, it)
 
     def _advance(self, key: QueueKey, it: Iterator[tuple[EntryKey, str]]) -> None:
+        """Put the heap's next job in the walk's order: the jobs of teams below their
+        guarantee before those of teams at or above it (as Kueue orders its heads: a
+        borrower placed first would only be preempted by the entitled job behind it in
+        the same tick), then the team's fair share, then the job's own rank. The first
+        key is the team's, not the job's, so a team's own jobs keep their order."""
         nxt = next(it, None)
         if nxt is None:
             return
-        share = self.s.share_keys.get(key[0], _ZERO_SHARE)
-        heapq.heappush(self.order, ((share, nxt[0]), nxt[1], key, it))
+        s = self.s
+        team = key[0]
+        share = s.share_keys.get(team, _ZERO_SHARE)
+        borrows = (self.policy != "fifo"
+                   and self._held(team) >= s.tenants[team].guaranteed_gpus)
+        heapq.heappush(self.order, ((borrows, share, nxt[0]), nxt[1], key, it))
 
     # ------------------------------------------------------------------ 3. pop heads
     def out_of_budget(self) -> bool:
@@ -305,18 +402,16 @@ class Tick:
         """Walk the queued jobs in rank order, examining each once per *pass*.
 
         A pass that runs out of budget resumes at the next tick where it stopped (the jobs
-        it already examined are skipped, its reservation stands), like Slurm's
-        ``bf_continue``: without it, a budget smaller than the number of blocked jobs
-        ahead would starve everything behind them. A pass that reaches the end of the
+        it already examined are skipped, their reservations and quota holds stand), like
+        Slurm's ``bf_continue``: without it, a budget smaller than the number of blocked
+        jobs ahead would starve everything behind them. A pass that reaches the end of the
         queues is complete; the next tick starts a fresh one from the heads. A head waiting
         for reclaimed GPUs is never skipped: its handover cannot wait for a new pass.
         """
         s = self.s
         resuming = bool(s.pass_seen)
         if resuming and self.policy != "fifo":
-            res = s.reservation
-            if res is not None and s.jobs[res.job_id].state == S.QUEUED:
-                self._hold_reservation(res, s.jobs[res.job_id])
+            self._restore_pass()
         blocked = s.pass_blocked if resuming else {}
         seen = s.pass_seen
         with s.queues.hold():  # heaps are being walked: pushes wait until the end
@@ -350,6 +445,22 @@ class Tick:
         else:
             s.pass_seen = set()
             s.pass_blocked = {}
+
+    def _restore_pass(self) -> None:
+        """A resumed pass keeps what its earlier ticks decided for the jobs they examined:
+        their reservations (those that still hold) and their teams' quota holds."""
+        s = self.s
+        seen = s.pass_seen
+        for res in s.reserved:
+            rec = s.jobs[res.job_id]
+            if rec.state != S.QUEUED or res.job_id not in seen or res.job_id in s.claims:
+                continue
+            if self._line().still_holds(res, self._excluded(res.job_id)):
+                self._book(rec, res, s.planned_at.get(res.job_id, self.now))
+        for tenant, hold in s.quota_holds.items():
+            rec = s.jobs[hold.job_id]
+            if rec.state == S.QUEUED and hold.job_id in seen:
+                self.quota_holds[tenant] = hold
 
     def _behind(self, key: QueueKey, left_at: str, it: Iterator[tuple[EntryKey, str]]) -> None:
         """The walk leaves a heap: the next ``estimate_lookahead`` jobs in it, if nothing
@@ -392,12 +503,16 @@ class Tick:
         )
 
     def _heap_is_stuck(self, rec: JobRecord) -> bool:
-        """Nothing behind this job in its heap can start in this tick."""
+        """Nothing behind this job in its heap can start in this tick, nor take a
+        reservation: its team has no quota left, or the cluster has no free GPU and every
+        reservation of the tick is taken."""
         s = self.s
         tenant = rec.spec.tenant
         room = s.limit_of(tenant) - s.running[tenant] - s.claimed_gpus(tenant)
         if room <= 0:
             return True
+        if len(self.reserved) < self.cfg.reservation_depth:
+            return False  # the jobs behind it may still get reservations of their own
         # interactive jobs may use the slice, so only reclaimed nodes are out of reach
         self._excluded(None)  # refreshes the cached node sets
         return s.cap.free_gpus() - self._free_on(self._claimed_all, None) <= 0
@@ -409,39 +524,49 @@ class Tick:
         s = self.s
         spec = rec.spec
         job_id = spec.id
-        tenant = s.tenants[spec.tenant]
+        team = spec.tenant
         claim = s.claims.get(job_id)
-        held = s.running[spec.tenant] + s.claimed_gpus(spec.tenant, besides=job_id)
+        held = self._held(team, besides=job_id)
         need = self._need(spec)
-        room = s.limit_of(spec.tenant) - held
-        entitled = held + spec.gpus <= tenant.guaranteed_gpus
+        room = s.limit_of(team) - s.running[team] - s.claimed_gpus(team, besides=job_id)
         if room < need:
+            # It waits for its own team's quota: no reservation on the cluster's GPUs
+            # (another team may use them, and the rule lets this team reclaim them), but
+            # the first such job of the team holds its place in the team's quota.
             self._wait(rec, P.QUOTA_LIMIT)
-            if self.reservation is None:
-                self._reserve(rec, quota=True)
+            if team not in self.quota_holds:
+                self._hold_quota(rec, need)
             return "blocked"
         size = min(spec.gpus, room)
+        end = None if spec.max_runtime_s is None else self.now + spec.max_runtime_s
+        hold = self.quota_holds.get(team)
+        in_quota = None if hold is None else self._quota_allows(hold, team, size, end)
+        if hold is not None and in_quota is None:
+            self._wait(rec, P.QUOTA_RESERVED)
+            return "blocked"
+        entitled = held + size <= s.tenants[team].guaranteed_gpus
         exclude = self._excluded(job_id)
+        binding = self._binding(team, entitled)
         alloc = self._place(spec, size, exclude)
+        if alloc is not None and binding and self._clashes(binding, alloc, end):
+            # the first fit takes GPUs a higher-ranked job has reserved before this one
+            # would end: place it on GPUs no reservation holds, if there are enough
+            alloc = self._place_on_line(spec, size, exclude)
+            if alloc is None:
+                self._wait(rec, P.RESERVATION)
+                self._reserve(rec)
+                return "blocked"
         if alloc is not None:
-            reason = Reason.PLACED
-            detail: dict[str, Any] = {}
-            res = self.reservation
-            if res is not None:
-                if self._may_pass(res, alloc, spec, size):
-                    reason = Reason.BACKFILLED
-                    detail = {"around": res.job_id}
-                elif self.res_borrowing and entitled and spec.tenant != self.res_tenant:
-                    detail = {"entitled_past": res.job_id}  # a borrower's plan never blocks it
-                elif self._takes_holders_quota(res, spec, size):
-                    self._wait(rec, P.RESERVATION)  # other nodes would not help: same quota
-                    return "blocked"
-                else:
-                    alt = self._place(spec, size, self._around(exclude, res))
-                    if alt is None:
-                        self._wait(rec, P.RESERVATION)
-                        return "blocked"
-                    alloc, reason, detail = alt, Reason.BACKFILLED, {"around": res.job_id}
+            reason = Reason.BACKFILLED if binding else Reason.PLACED
+            detail = self._backfill_detail(binding, alloc, end) if binding else {}
+            if in_quota == "before":  # backfilled within its team's quota
+                assert hold is not None and hold.start_s is not None
+                reason = Reason.BACKFILLED
+                detail.update(ends_by_s=end, quota_of={"job": hold.job_id,
+                                                       "start_s": hold.start_s})
+            passed = [b.res.job_id for b in self.reserved if b not in binding]
+            if passed:  # reservations of borrowers: they never block a team's guarantee
+                detail["entitled_past"] = passed
             if claim is not None:
                 detail["reclaimed_from"] = sorted(claim.victims)
             self._start(rec, alloc, reason, detail)
@@ -453,23 +578,16 @@ class Tick:
                 return "waiting"
             s.drop_claim(job_id)  # the victims are gone and it still does not fit: start over
         reason = self._diagnose(spec, need, exclude)
-        if (
-            entitled
-            and self.policy != "fifo"
-            and not spec.interactive
-            and self.searches < self.cfg.max_preemption_searches_per_tick
-            and not self._searched_in_vain(job_id)
-        ):
+        if self._may_search(rec, held):
             self.searches += 1
             version = s.version
-            if self._reclaim(rec):
+            if self._reclaim(rec, held):
                 return "started" if rec.state == S.PLACING else "waiting"
             if len(s.vain_searches) > 4096:  # forget old ones; a stale entry never matches
                 s.vain_searches.clear()
             s.vain_searches[job_id] = version
         self._wait(rec, reason)
-        if self.reservation is None:
-            self._reserve(rec, quota=False)
+        self._reserve(rec)
         return "blocked"
 
     def _start(self, rec: JobRecord, alloc: Allocation, reason: Reason,
@@ -477,6 +595,17 @@ class Tick:
         self.s.start(rec, alloc, reason, self.now, detail)
         self.placed += 1
         self.estimates[rec.spec.id] = rec.estimate
+        if self.line is not None:
+            spec = rec.spec
+            end = None if spec.max_runtime_s is None else self.now + spec.max_runtime_s
+            self.line.occupy(spec.id, alloc, end)
+            self.line_version += 1
+
+    def _held(self, team: str, *, besides: str | None = None) -> int:
+        """GPUs the team holds that are not on their way out, plus those being reclaimed
+        for its other heads: what its share is computed from."""
+        s = self.s
+        return s.running[team] - s.leaving[team] + s.claimed_gpus(team, besides=besides)
 
     def _searched_in_vain(self, job_id: str) -> bool:
         """A search for this head found nothing and no state has changed since: the same
@@ -489,30 +618,215 @@ class Tick:
     def _need(self, spec: JobSpec) -> int:
         return spec.min_gpus if spec.elastic and spec.min_gpus else spec.gpus
 
-    def _may_pass(self, res: Any, alloc: Allocation, spec: JobSpec, size: int) -> bool:
-        end = None if spec.max_runtime_s is None else self.now + spec.max_runtime_s
-        if self._takes_holders_quota(res, spec, size):
-            # Reservations count quota as well as capacity: a job of the holder's own team
-            # that leaves no quota for the holder may start only if it ends before it.
-            return end is not None and end <= res.start_s
-        return backfill_allowed(res, alloc, end)
+    # -- reservations: the ones that bind a job, and placing around them
+    def _binding(self, team: str, entitled: bool) -> list[Booked]:
+        """The reservations a job of ``team`` must respect: all of them, except those held
+        for another team's borrowing job when this one stays within its guarantee."""
+        if not entitled:
+            return self.reserved
+        return [b for b in self.reserved if not (b.borrowing and b.tenant != team)]
 
-    def _takes_holders_quota(self, res: Any, spec: JobSpec, size: int) -> bool:
-        """Would starting ``size`` GPUs of ``spec`` leave the reservation holder's team
-        without the quota the holder needs at its reserved start?"""
-        if spec.tenant != self.res_tenant:
-            return False
-        s = self.s
-        held = s.running[spec.tenant] + s.claimed_gpus(spec.tenant, besides=res.job_id)
-        return held + size + res.gpus > s.limit_of(spec.tenant)
+    def _clashes(self, binding: list[Booked], alloc: Allocation, end: int | None
+                 ) -> list[Booked]:
+        """The reservations ``alloc`` would delay: it uses some of their GPUs and does not
+        end (by its declared limit) by their start."""
+        out = []
+        for b in binding:
+            if end is not None and end <= b.res.start_s:
+                continue
+            for n, ix in alloc.items():
+                m = b.masks.get(n)
+                if m and m & mask_of(ix):
+                    out.append(b)
+                    break
+        return out
 
-    def _place(self, spec: JobSpec, size: int, exclude: frozenset[str]) -> Allocation | None:
+    def _backfill_detail(self, binding: list[Booked], alloc: Allocation, end: int | None
+                         ) -> dict[str, Any]:
+        """What the log row says of a job that starts while higher-ranked jobs hold
+        reservations: for each, whether it uses none of their GPUs or ends by its limit
+        before their start (only ever said when true)."""
+        around: list[str] = []
+        ends_before: list[dict[str, Any]] = []
+        for b in binding:
+            uses = any(b.masks.get(n, 0) & mask_of(ix) for n, ix in alloc.items())
+            if uses:
+                assert end is not None and end <= b.res.start_s, (b.res.job_id, end)
+                ends_before.append({"job": b.res.job_id, "start_s": b.res.start_s})
+            else:
+                around.append(b.res.job_id)
+        detail: dict[str, Any] = {"around": [b.res.job_id for b in binding]}
+        if ends_before:
+            detail["ends_by_s"] = end
+            detail["ends_before"] = ends_before
+        if around:
+            detail["uses_none_of"] = around
+        return detail
+
+    def _line(self) -> _Line:
+        """The picture reservations are planned on (built at the first need in a tick):
+        the free GPUs and the running jobs' releases now, each reservation holding its
+        GPUs from now to its declared end."""
+        if self.line is None:
+            self.line = _Line(list(self.release_list()), self.s.cap.clone())
+            self._line_masks = {}
+            self.line_version += 1
+            for b in self.reserved:
+                self.line.hold(b.res.job_id, dict(b.res.alloc), self._res_end(b.res))
+        return self.line
+
+    def _res_end(self, res: Reservation) -> int | None:
+        limit = self.s.jobs[res.job_id].spec.max_runtime_s
+        return None if limit is None else res.start_s + limit
+
+    def _place_on_line(self, spec: JobSpec, size: int, exclude: frozenset[str]
+                       ) -> Allocation | None:
+        """A placement now on GPUs that no reservation holds (the picture's free GPUs)."""
+        line = self._line()
+        kw = self._shape(spec, size)
+        if kw is None:
+            return None
+        key = (self.line_version, size, spec.gpus_per_node, spec.gpu_type, kw["min_gpus"],
+               spec.interactive, exclude)
+        if key in self._failed_places:
+            return None
+        alloc = self._search(spec, exclude, kw, cap=line.cap)
+        if alloc is None:
+            self._failed_places.add(key)
+        return alloc
+
+    def _reserve(self, rec: JobRecord) -> None:
+        """A job that waits for GPUs gets a reservation while fewer than
+        ``reservation_depth`` jobs ranked above it hold one: last tick's, if it still holds
+        and is fresh, else a new plan (at most ``reservation_plans_per_tick`` a tick)."""
         s = self.s
+        spec = rec.spec
+        if (self.policy == "fifo" or len(self.reserved) >= self.cfg.reservation_depth
+                or spec.id in self.reserved_ids or spec.id in s.claims):
+            return
+        line = self._line()
+        exclude = self._excluded(spec.id)
+        old = next((r for r in s.reserved if r.job_id == spec.id), None)
+        planned_at = s.planned_at.get(spec.id, self.now)
+        res = None
+        if (old is not None and old.start_s > self.now
+                and self.now - planned_at < RESERVATION_REFRESH_S
+                and line.still_holds(old, exclude)
+                and self._quota_fits(spec, old.start_s)):
+            res = old
+        elif self.plans_left > 0:
+            self.plans_left -= 1
+            res = self.plan(rec, line.releases, cap=line.cap, masks=self._line_masks)
+            planned_at = self.now
+        if res is None:
+            return
+        hold = self.quota_holds.get(spec.tenant)
+        if hold is not None and self._quota_allows(
+                hold, spec.tenant, res.gpus, self._res_end(res)) is None:
+            return  # it would take quota a higher job of its team holds its place in
+        self._book(rec, res, planned_at)
+
+    def _book(self, rec: JobRecord, res: Reservation, planned_at: int) -> None:
+        s = self.s
+        spec = rec.spec
+        line = self._line()
+        line.hold(spec.id, dict(res.alloc), self._res_end(res))
+        self.line_version += 1
+        held = self._held(spec.tenant, besides=spec.id)
+        borrowing = held + res.gpus > s.tenants[spec.tenant].guaranteed_gpus
+        masks = {n: mask_of(ix) for n, ix in res.alloc.items()}
+        self.reserved.append(Booked(res, spec.tenant, borrowing, masks))
+        self.reserved_ids.add(spec.id)
+        self.planned_at[spec.id] = planned_at
+
+    # -- a team's quota: the place a waiting job holds in it
+    def _hold_quota(self, rec: JobRecord, need: int) -> None:
+        spec = rec.spec
+        start, basis = self._quota_plan(spec.tenant, need, besides=spec.id,
+                                        planned=self._team_reserved(spec.tenant))
+        self.quota_holds[spec.tenant] = QuotaHold(spec.id, need, start, basis)
+
+    def _team_reserved(self, team: str) -> list[tuple[int, int | None, int]]:
+        """(start, declared end, GPUs) of the team's jobs reserved in this tick so far."""
+        return [(b.res.start_s, self._res_end(b.res), b.res.gpus)
+                for b in self.reserved if b.tenant == team]
+
+    def _quota_plan(self, team: str, need: int, *, besides: str,
+                    planned: list[tuple[int, int | None, int]]) -> tuple[int | None, str]:
+        """When the team's declared limits leave room for ``need`` more GPUs for good: its
+        running jobs give theirs back at their declared ends, and its ``planned`` jobs
+        (start, declared end, GPUs: reserved, or planned ahead in a look-ahead round) take
+        theirs from their starts. None: never, by the declared limits (a job of the team
+        declares none)."""
+        s = self.s
+        limit = s.limit_of(team)
+        held_now = s.running[team] + s.claimed_gpus(team, besides=besides)
+        held = held_now
+        events: list[tuple[int, int]] = []  # (instant, change in GPUs held)
+        for job_id in s.holders[team]:
+            end = s.releases.end_of(job_id)
+            if end is not None:
+                events.append((max(end, self.now), -alloc_gpus(s.jobs[job_id].alloc)))
+        for start, end, gpus in planned:
+            events.append((max(start, self.now), gpus))
+            if end is not None:
+                events.append((max(end, self.now), -gpus))
+        events.sort()
+        ok_from = self.now if held + need <= limit else None
+        i = 0
+        while i < len(events):
+            at = events[i][0]
+            while i < len(events) and events[i][0] == at:
+                held += events[i][1]
+                i += 1
+            if held + need > limit:
+                ok_from = None
+            elif ok_from is None:
+                ok_from = at
+        if ok_from is None:
+            return None, (f"waits for team {team}'s quota ({held_now} of {limit} GPUs held): "
+                          "a job of the team declares no limit, so no start can be planned")
+        return ok_from, (f"waits for team {team}'s quota ({held_now} of {limit} GPUs held):"
+                         f" its jobs' declared limits leave room for {need} more at "
+                         f"t={ok_from}")
+
+    def _quota_allows(self, hold: QuotaHold, team: str, size: int, end: int | None
+                      ) -> str | None:
+        """May a job of ``size`` GPUs of ``team``, ranked below the team's quota holder,
+        start (now, or at a reservation) and run until ``end``? ``"room"`` if the quota
+        has room for both whatever happens (the GPUs the team's reserved jobs will take
+        counted); ``"before"`` if it ends by the holder's planned start; ``"unplanned"`` if
+        the holder has no planned start (a job of its team declares no limit, so nothing
+        can be promised to it); None: it may not."""
+        s = self.s
+        reserved = sum(b.res.gpus for b in self.reserved if b.tenant == team)
+        held = s.running[team] + s.claimed_gpus(team, besides=hold.job_id)
+        if held + reserved + size + hold.need <= s.limit_of(team):
+            return "room"
+        if hold.start_s is None:
+            return "unplanned"
+        if end is not None and end <= hold.start_s:
+            return "before"
+        return None
+
+    def _quota_fits(self, spec: JobSpec, start_s: int) -> bool:
+        at, _why = self._quota_plan(spec.tenant, self._need(spec), besides=spec.id,
+                                    planned=self._team_reserved(spec.tenant))
+        return at is not None and at <= start_s
+
+    def _shape(self, spec: JobSpec, size: int) -> dict[str, Any] | None:
         kw: dict[str, Any] = dict(
             gpus=size, gpus_per_node=spec.gpus_per_node, gpu_type=spec.gpu_type,
             min_gpus=spec.min_gpus if spec.elastic else None,
         )
         if kw["min_gpus"] is not None and kw["min_gpus"] > size:
+            return None
+        return kw
+
+    def _place(self, spec: JobSpec, size: int, exclude: frozenset[str]) -> Allocation | None:
+        s = self.s
+        kw = self._shape(spec, size)
+        if kw is None:
             return None
         # Jobs of one heap often ask for the same shape: a search that failed cannot
         # succeed until the state changes (every start, end or health change bumps
@@ -528,24 +842,17 @@ class Tick:
             self._failed_places.add(key)
         return alloc
 
-    def _search(self, spec: JobSpec, exclude: frozenset[str], kw: dict[str, Any]
-                ) -> Allocation | None:
+    def _search(self, spec: JobSpec, exclude: frozenset[str], kw: dict[str, Any],
+                cap: Any = None) -> Allocation | None:
+        """An interactive job tries the interactive slice first; one that does not fit
+        there is an ordinary job, placed (and preemptible) outside it."""
         s = self.s
+        cap = s.cap if cap is None else cap
         if spec.interactive and s.interactive_nodes:
-            inside = find_placement(s.cap, only=s.interactive_nodes - exclude, **kw)
+            inside = find_placement(cap, only=s.interactive_nodes - self._claimed_all, **kw)
             if inside is not None:
                 return inside
-            exclude = exclude - s.interactive_nodes
-        return find_placement(s.cap, exclude=exclude, **kw)
-
-    def _around(self, exclude: frozenset[str], res: Reservation) -> frozenset[str]:
-        """``exclude`` plus the reserved nodes: one set object per (exclude, reservation),
-        so the placement caches keyed by it hit across the jobs that try to pass."""
-        key = (id(exclude), id(res))
-        if self._around_key != key:
-            self._around_key = key
-            self._around_set = exclude | frozenset(res.alloc)
-        return self._around_set
+        return find_placement(cap, exclude=exclude, **kw)
 
     def _excluded(self, job_id: str | None) -> frozenset[str]:
         """Nodes a job may not use: the interactive slice and other heads' reclaimed nodes.
@@ -586,8 +893,6 @@ class Tick:
         if cap.healthy_gpus(t) < need:
             return P.NODE_DOWN
         free = cap.free_gpus(t)
-        if spec.interactive and self.s.interactive_nodes:
-            return P.INTERACTIVE_TIER_FULL if free < need else P.TOPOLOGY
         if free - self._excluded_free(t) < need:
             idle_elsewhere = sum(
                 cap.nodes[n].free for n in self.s.unhealthy
@@ -595,76 +900,18 @@ class Tick:
             )
             if free - self._excluded_free(t) + idle_elsewhere >= need:
                 return P.NODE_DOWN  # it would fit if the down or draining nodes were back
+            if spec.interactive and need <= self._slice_gpus():
+                return P.INTERACTIVE_TIER_FULL  # it would fit the slice, were it free
             return P.GPU_TYPE if t is not None else P.RESOURCES
         return P.TOPOLOGY
+
+    def _slice_gpus(self) -> int:
+        cap = self.s.cap
+        return sum(cap.nodes[n].gpus for n in self.s.interactive_nodes)
 
     def _wait(self, rec: JobRecord, reason: PendingReason) -> None:
         rec.pending_reason = reason
         self.pending[rec.spec.id] = reason
-
-    # -- reservation
-    def _reserve(self, rec: JobRecord, *, quota: bool) -> None:
-        """The highest-ranked job that cannot start gets the reservation, if a start can be
-        planned from the declared limits of what runs."""
-        if self.policy == "fifo" or self.reserve_attempts >= RESERVATION_ATTEMPTS:
-            return
-        self.reserve_attempts += 1
-        res = self._kept_reservation(rec)
-        if res is None:
-            res = self.plan(rec, self.release_list())
-            if res is None:
-                return
-            self.s.reservation_planned_at = self.now
-        self._hold_reservation(res, rec)
-
-    def _kept_reservation(self, rec: JobRecord) -> Reservation | None:
-        """Last tick's reservation for the same holder, if it still holds and is less than
-        RESERVATION_REFRESH_S old (Slurm replans its reservations once per backfill cycle,
-        not at every scheduling pass). Still holds: every reserved GPU is free now or held
-        by a job whose declared limit ends by the reserved start, on a node the holder may
-        use, and the team's quota allows it by then. A job ending early could make a
-        better plan possible; that waits for the refresh (the head is not delayed past
-        its promised start, and it starts at once when it fits now)."""
-        s = self.s
-        old = s.reservation
-        if (
-            old is None or old.job_id != rec.spec.id or old.start_s <= self.now
-            or self.now - s.reservation_planned_at >= RESERVATION_REFRESH_S
-        ):
-            return None
-        exclude = self._excluded(rec.spec.id)
-        cap = s.cap
-        for n, ix in old.alloc.items():
-            if n in exclude or not cap.is_schedulable(n):
-                return None
-            node = cap.nodes[n]
-            busy = 0
-            for i in ix:
-                if not node.free_mask >> i & 1:
-                    busy |= 1 << i
-            if not busy:
-                continue
-            for job_id in s.node_jobs[n]:
-                held = s.jobs[job_id].alloc.get(n, ()) if s.jobs[job_id].alloc else ()
-                if not any(busy >> i & 1 for i in held):
-                    continue
-                end = s.releases.end_of(job_id)
-                if end is None or end > old.start_s:
-                    return None
-        quota_at = s.quota_free_at(rec.spec.tenant, self._need(rec.spec), self.now,
-                                   besides=rec.spec.id)
-        if quota_at is None or quota_at > old.start_s:
-            return None
-        return old
-
-    def _hold_reservation(self, res: Reservation, rec: JobRecord) -> None:
-        s = self.s
-        spec = rec.spec
-        self.reservation = res
-        self.res_tenant = spec.tenant
-        held = s.running[spec.tenant] + s.claimed_gpus(spec.tenant, besides=spec.id)
-        self.res_borrowing = held + spec.gpus > s.tenants[spec.tenant].guaranteed_gpus
-        s.reservation = res
 
     def release_list(self) -> list[Any]:
         """The running jobs' releases in (end_s, job_id) order (the scheduler's index keeps
@@ -672,10 +919,13 @@ class Tick:
         return self.s.releases.releases()
 
     def plan(self, rec: JobRecord, releases: list[Any], *, cap: Any = None,
-             masks: dict[int, Any] | None = None) -> Any:
-        """plan_reservation for ``rec``, started no earlier than its team's quota allows.
-        ``cap``/``masks``: a look-ahead round's copy of the cluster and its mask cache
-        (whose releases may lie in the past by now: such a start is shown as now)."""
+             masks: dict[int, Any] | None = None,
+             planned: list[tuple[int, int | None, int]] | None = None) -> Any:
+        """plan_reservation for ``rec``, started no earlier than its team's quota allows
+        (its team's ``planned`` jobs ahead of it counted; default: those reserved in this
+        tick). ``cap``/``masks``: a picture of the cluster (this tick's, or a look-ahead
+        round's) and its mask cache; a round's releases may lie in the past by now: such a
+        start is shown as now."""
         s = self.s
         spec = rec.spec
         res = plan_reservation(s.cap if cap is None else cap, spec, releases, self.now,
@@ -686,7 +936,10 @@ class Tick:
             return None
         if cap is not None and res.start_s < self.now:  # a release of the copy came early
             res = replace(res, start_s=self.now)
-        quota_at = s.quota_free_at(spec.tenant, self._need(spec), self.now, besides=spec.id)
+        if planned is None:
+            planned = self._team_reserved(spec.tenant)
+        quota_at, _why = self._quota_plan(spec.tenant, self._need(spec), besides=spec.id,
+                                          planned=planned)
         if quota_at is None:
             return None
         if quota_at > res.start_s:
@@ -696,19 +949,37 @@ class Tick:
         return res
 
     # -- preemption
-    def _reclaim(self, rec: JobRecord) -> bool:
-        """Preemption search for an entitled head. True if victims were asked to stop."""
+    def _may_search(self, rec: JobRecord, held: int) -> bool:
+        """May this head start a preemption search now? The rule (preemption.may_preempt:
+        some team above its guarantee has a share above this team's once the head runs),
+        a search left in this tick's budget, and no vain search since the last change."""
+        spec = rec.spec
+        if (self.policy == "fifo" or spec.interactive
+                or self.searches >= self.cfg.max_preemption_searches_per_tick
+                or self._searched_in_vain(spec.id)):
+            return False
+        mine = TenantLoad(spec.tenant, self.s.tenants[spec.tenant].guaranteed_gpus, held)
+        return may_preempt(mine, spec.gpus, self._loads().values())
+
+    def _loads(self) -> dict[str, TenantLoad]:
+        s = self.s
+        return {
+            name: TenantLoad(name, s.tenants[name].guaranteed_gpus,
+                             s.running[name] - s.leaving[name])
+            for name in s.tenant_names
+        }
+
+    def _reclaim(self, rec: JobRecord, held: int) -> bool:
+        """Preemption search for a head the rule lets preempt. True if victims were asked
+        to stop."""
         s = self.s
         spec = rec.spec
         cands = self.candidates()
         if not cands:
             return False
-        loads = {}
-        for name in s.tenant_names:
-            g = s.tenants[name].guaranteed_gpus
-            run = s.running[name]
-            ratio = run / g if g > 0 else (float("inf") if run else 0.0)
-            loads[name] = TenantLoad(name, g, run, ratio)
+        loads = self._loads()
+        loads[spec.tenant] = TenantLoad(spec.tenant, s.tenants[spec.tenant].guaranteed_gpus,
+                                        held)
         plan = select_victims(
             s.cap, spec, cands, loads, self.now, config=self.cfg,
             policy=self.policy, exclude=self._excluded(spec.id), costs=self._victim_costs,
@@ -721,13 +992,14 @@ class Tick:
             victim = s.jobs[v.job_id]
             detail = {
                 "for": spec.id, "cost_s": v.cost_s, "est_gpu_s_lost": v.est_gpu_s_lost,
-                "words": v.words, "why": plan.why,
+                "grace_s": v.grace_s, "words": v.words, "why": plan.why,
                 "weighed": [w.words for w in plan.weighed],
             }
             s.request_preempt(victim, spec.id, self.now, detail)
             self.preempt_requests += 1
             if self.policy == "priority-kill":
                 s.kill_now(victim, self.now, {"killed": True, "for": spec.id})
+        self.line = None  # the victims' GPUs come back sooner: the picture is rebuilt
         if self.policy == "priority-kill":
             alloc = self._place(spec, alloc_gpus(plan.placement), self._excluded(spec.id))
             if alloc is not None:
@@ -746,17 +1018,19 @@ class Tick:
             s = self.s
             out = []
             for name in s.tenant_names:
-                if s.running[name] <= s.tenants[name].guaranteed_gpus:
+                if s.running[name] - s.leaving[name] <= s.tenants[name].guaranteed_gpus:
                     continue
                 for job_id in sorted(s.holders[name], key=lambda j: s.jobs[j].spec.seq):
                     r = s.jobs[job_id]
-                    if r.state != S.RUNNING or r.spec.interactive or not r.alloc:
+                    if r.state != S.RUNNING or not r.alloc:
                         continue
                     out.append(Candidate(
                         spec=r.spec, alloc=r.alloc, run_start_s=r.run_start_s or 0,
                         last_checkpoint_s=r.last_checkpoint_s,
                         preemptions_last_day=r.preemptions_against_cap(
                             self.now, self.cfg.max_preemptions_per_job_per_day),
+                        in_slice=r.spec.interactive and s.in_slice(r.alloc),
+                        grace_s=s.grace_window(r.spec),
                     ))
             self._candidates = out
         return self._candidates
@@ -781,33 +1055,38 @@ class Tick:
 
     # ------------------------------------------------------------------ 4. estimates
     def start_estimates(self) -> None:
-        """Plan the reservation holder and the first ``estimate_lookahead`` jobs of each
-        tenant's queue one after the other, each holding its planned GPUs from its planned
-        start to its declared end, so a later job's estimate accounts for those ahead.
+        """Publish what this tick planned, then plan the rest of the look-ahead.
 
-        The holder's estimate is current every tick. The rest is a *round* that may span
-        ticks, like Slurm's backfill cycle: each tick plans at most
-        ``estimate_plans_per_tick`` jobs of it (and, with a clock, stops after
-        ``estimate_budget_s``), and the next tick goes on where it stopped. The round
+        The reserved jobs' estimates are their reservations (kind ``reserved``: at the
+        latest, if every running job uses its whole declared limit); a quota holder's is
+        when its team's declared limits leave it room (``quota``). The first
+        ``estimate_lookahead`` jobs of each tenant's queue that hold neither are planned
+        one after the other behind the reservations, each holding its planned GPUs from
+        its planned start to its declared end, so a later job's estimate accounts for those
+        ahead (``projected``: nothing reserves it, so jobs that start meanwhile may delay
+        it).
+
+        That look-ahead is a *round* that may span ticks, like Slurm's backfill cycle: each
+        tick plans at most ``estimate_plans_per_tick`` jobs of it (and, with a clock, stops
+        after ``estimate_budget_s``), and the next tick goes on where it stopped. The round
         plans against the cluster as it was at its first tick (a copy of the free GPUs and
-        of the running jobs' releases, kept with the round, plus what its earlier jobs
-        planned), as Slurm's backfill goes on with its node-space map after yielding its
-        locks (``bf_continue``): going on costs only the new plans, not a rebuild of the
-        picture. A node changing health ends the round early; a planned start earlier
-        than now (its release came early) is shown as now. Estimates are not decisions:
-        a round that takes a few ticks delays no job, while planning 300 jobs in one
-        tick at 100,000 jobs would take seconds.
+        of the running jobs' releases, with that tick's reservations held, kept with the
+        round), as Slurm's backfill goes on with its node-space map after yielding its
+        locks (``bf_continue``): going on costs only the new plans. A node changing health
+        ends the round early; a planned start earlier than now (its release came early) is
+        shown as now. Estimates are not decisions: a round that takes a few ticks delays no
+        job, while planning 300 jobs in one tick at 100,000 jobs would take seconds.
         """
         s = self.s
-        s.reservation = self.reservation
+        s.reserved = [b.res for b in self.reserved]
+        s.planned_at = self.planned_at
+        s.quota_holds = dict(self.quota_holds)
         if not len(s.queues):
             s.estimate_round = None
             return
-        res = self.reservation
-        if res is not None:  # the holder is planned first: it owns its plan
-            holder = s.jobs[res.job_id]
-            if holder.estimate is None or holder.estimate.start_s != res.start_s:
-                self._estimate(holder, StartEstimate(res.start_s, res.basis))
+        for b in self.reserved:
+            rec = s.jobs[b.res.job_id]
+            self._estimate_if_new(rec, StartEstimate(b.res.start_s, b.res.basis, "reserved"))
         rnd = s.estimate_round
         if rnd is not None and rnd.plan is not None and rnd.unhealthy != s.unhealthy:
             rnd = s.estimate_round = None  # its picture of the cluster is wrong now
@@ -824,6 +1103,13 @@ class Tick:
             s.estimates_version = rnd.version
             s.estimates_at = rnd.started_s
 
+    def _estimate_if_new(self, rec: JobRecord, est: StartEstimate | None) -> None:
+        old = rec.estimate
+        if (est is None) != (old is None) or (
+                est is not None and old is not None
+                and (est.start_s, est.basis, est.kind) != (old.start_s, old.basis, old.kind)):
+            self._estimate(rec, est)
+
     def _new_round(self) -> EstimateRound | None:
         """The look-ahead to plan now, or None if the last round still stands.
 
@@ -834,19 +1120,15 @@ class Tick:
         s = self.s
         if s.version == s.estimates_version:
             return None
-        res = self.reservation
         n = self.cfg.estimate_lookahead
         wanted: list[tuple[Any, str]] = []
         for name in s.tenant_names:
             for i, (ek, job_id) in enumerate(s.queues.iter_tenant(name)):
                 if i >= n:
                     break
-                wanted.append(((s.share_keys.get(name, _ZERO_SHARE), ek), job_id))
-        if res is not None and all(j != res.job_id for _k, j in wanted):
-            wanted.append(((_ZERO_SHARE, (0, 0, 0)), res.job_id))
+                if job_id not in self.reserved_ids:
+                    wanted.append(((s.share_keys.get(name, _ZERO_SHARE), ek), job_id))
         wanted.sort()
-        if res is not None:
-            wanted.sort(key=lambda kj: kj[1] != res.job_id)
         newcomer = any(j not in s.planned for _k, j in wanted)
         due = self.now - s.estimates_at >= ESTIMATE_REFRESH_S
         if not (newcomer or due):
@@ -858,6 +1140,10 @@ class Tick:
         s = self.s
         if rnd.plan is None:  # the round's first tick: its picture of the cluster
             rnd.plan = _Line(list(self.release_list()), s.cap.clone())
+            for b in self.reserved:
+                rnd.plan.hold(b.res.job_id, dict(b.res.alloc), self._res_end(b.res))
+                rnd.team_plans.setdefault(b.tenant, []).append(
+                    (b.res.start_s, self._res_end(b.res), b.res.gpus))
             rnd.unhealthy = frozenset(s.unhealthy)
         line = rnd.plan
         cfg = self.cfg
@@ -871,29 +1157,37 @@ class Tick:
                 break
             rec = s.jobs[rnd.line[rnd.cursor]]
             rnd.cursor += 1
-            if rec.state != S.QUEUED:
-                continue
             job_id = rec.spec.id
+            if rec.state != S.QUEUED or job_id in self.reserved_ids:
+                continue
             claim = s.claims.get(job_id)
             if claim is not None:
                 ends = [s.releases.end_of(v) for v in claim.victims]
                 known = [e for e in ends if e is not None]
                 est = StartEstimate(max(known) if known else self.now,
-                                    "when the preempted jobs have exited (grace window)")
+                                    "when the preempted jobs have exited (their grace "
+                                    "windows end by then)", "reclaim")
                 self._estimate(rec, est)
                 continue
-            if self.reservation is not None and self.reservation.job_id == job_id:
-                res = self.reservation
-            else:
-                plans += 1
-                res = self.plan(rec, line.releases, cap=line.cap, masks=rnd.masks)
+            plans += 1
+            team_plans = rnd.team_plans.setdefault(rec.spec.tenant, [])
+            res = self.plan(rec, line.releases, cap=line.cap, masks=rnd.masks,
+                            planned=team_plans)
             if res is None:
                 self._estimate(rec, None)
                 continue
-            self._estimate(rec, StartEstimate(res.start_s, res.basis))
+            if rec.pending_reason in (P.QUOTA_LIMIT, P.QUOTA_RESERVED):
+                est = StartEstimate(res.start_s, f"{res.basis} (it waits for its team's quota"
+                                    " and holds no GPUs: it starts then if they are free)",
+                                    "quota")
+            else:
+                est = StartEstimate(res.start_s, f"{res.basis} (not reserved: jobs that start"
+                                    " meanwhile may delay it)", "projected")
+            self._estimate(rec, est)
             end = None if rec.spec.max_runtime_s is None else (
                 res.start_s + rec.spec.max_runtime_s)
             line.hold(job_id, dict(res.alloc), end)  # the jobs behind it plan around it
+            team_plans.append((res.start_s, end, res.gpus))
         self.stats["estimate_plans"] = plans
 
     def _estimate(self, rec: JobRecord, est: Any) -> None:

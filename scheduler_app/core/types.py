@@ -117,7 +117,10 @@ class SchedulerConfig:
     """Knobs of the core. Defaults are the product's defaults (SCENARIOS.md settings)."""
 
     tick_interval_s: int = 5
-    grace_period_s: int = 120
+    grace_period_s: int = 120  # grace for a job that declares no checkpoint time
+    #: no grace window is longer, whatever a job declares (the kill timer, the victim's
+    #: release in the plans and the head's estimate all use the capped window)
+    max_grace_period_s: int = 600
     max_preemptions_per_job_per_day: int = 2
     retry_budget: int = 2
     usage_half_life_s: int = 86400
@@ -130,4 +133,57 @@ class SchedulerConfig:
     placing_timeout_s: int = 300  # PLACING -> QUEUED if the agent never confirms
     interactive_reserved_gpus: int = 0  # slice kept for interactive jobs
     max_preemption_searches_per_tick: int = 1
+    #: the highest-ranked jobs that wait for GPUs, each given a reservation that every
+    #: job behind them must respect (Slurm's backfill plans many, ``bf_max_job_test``)
+    reservation_depth: int = 16
+    #: reservations planned afresh per tick; the others are kept from the last tick
+    #: while they still hold (a reservation that no longer holds and finds no plan this
+    #: tick leaves its job unreserved until the next)
+    reservation_plans_per_tick: int = 8
     policy: str = "full"  # full | fifo | priority-kill
+
+
+@dataclass(frozen=True, slots=True)
+class Setting:
+    """One knob of :class:`SchedulerConfig` as operators and scenario files set it."""
+
+    name: str
+    minimum: float
+    meaning: str
+    is_float: bool = False
+    #: may be left unset (None): the simulator's work budget, unused in production
+    optional: bool = False
+
+
+#: Every SchedulerConfig field but ``policy`` (production always runs ``full``; the
+#: simulator takes ``--policy``): scenario ``settings`` and production's
+#: ``SCHEDULER_<NAME>`` environment variables read this one table.
+SETTINGS: tuple[Setting, ...] = (
+    Setting("tick_interval_s", 1, "seconds between two periodic ticks"),
+    Setting("grace_period_s", 0,
+            "grace window of a preemption victim that declares no checkpoint time"),
+    Setting("max_grace_period_s", 0,
+            "no grace window is longer, whatever a job declares (the kill timer, the plans "
+            "and the head's estimate use the capped window)"),
+    Setting("max_preemptions_per_job_per_day", 0,
+            "preemptions a job may suffer in a rolling day; past it, it runs until it ends"),
+    Setting("retry_budget", 0,
+            "restarts after a node failure for a job that cannot checkpoint"),
+    Setting("usage_half_life_s", 1, "half-life of a team's decayed GPU usage (fair share)"),
+    Setting("interactive_reserved_gpus", 0,
+            "GPUs (whole nodes) kept for interactive jobs; batch jobs never run there"),
+    Setting("tick_budget_s", 0.001, "wall time one tick may take (production)",
+            is_float=True),
+    Setting("tick_work_budget", 1, "jobs one tick examines (the simulator's budget)",
+            optional=True),
+    Setting("reservation_depth", 0,
+            "highest-ranked jobs waiting for GPUs that each get a reservation"),
+    Setting("reservation_plans_per_tick", 0, "reservations planned afresh per tick"),
+    Setting("estimate_lookahead", 0, "queued jobs per team given a start estimate"),
+    Setting("estimate_plans_per_tick", 1, "look-ahead estimate plans per tick"),
+    Setting("estimate_budget_s", 0.001,
+            "wall time the estimates phase may take per tick (production)", is_float=True),
+    Setting("placing_timeout_s", 1,
+            "a placed job whose agent never confirms the start goes back to the queue"),
+    Setting("max_preemption_searches_per_tick", 0, "preemption searches per tick"),
+)

@@ -71,6 +71,9 @@ class Job(models.Model):
     #: not planned (too far down the queue, or it waits on a job without a declared limit).
     estimate_start_at = models.DateTimeField(null=True, blank=True)
     estimate_basis = models.TextField(blank=True, default="")
+    #: what the estimate is worth (core.records.StartEstimate.kind): reserved | reclaim |
+    #: quota | projected; empty without an estimate
+    estimate_kind = models.CharField(max_length=16, blank=True, default="")
     submitted_at = models.DateTimeField()
     #: Start of the current (or last) run: set when the agent confirms (-> RUNNING).
     started_at = models.DateTimeField(null=True, blank=True)

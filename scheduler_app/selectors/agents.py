@@ -9,21 +9,22 @@ from __future__ import annotations
 from datetime import timedelta
 from typing import Any
 
-from django.conf import settings
 from django.db.models import Max
 
+from scheduler_app.core.scheduler import capped_grace
 from scheduler_app.core.states import JobState
-from scheduler_app.core.types import SchedulerConfig
 from scheduler_app.models import Allocation, Node, Transition
+from scheduler_app.scheduler_config import scheduler_config
 
 S = JobState
 STOPPING = (S.PREEMPT_REQUESTED, S.CHECKPOINTING)
 RUNNING = (S.RUNNING, *STOPPING)
 
 
-def grace_period_s() -> int:
-    """The grace window of a job that declares no checkpoint time (the core's default)."""
-    return int(getattr(settings, "SCHEDULER_GRACE_PERIOD_S", SchedulerConfig().grace_period_s))
+def grace_s(checkpoint_time_s: int | None) -> int:
+    """The grace window the scheduler grants a job that declared ``checkpoint_time_s``: the
+    core's rule and the operator's settings (the default grace, and its cap)."""
+    return capped_grace(checkpoint_time_s, scheduler_config())
 
 
 def agent_assignments(*, node: Node) -> dict[str, Any]:
@@ -96,7 +97,7 @@ def agent_assignments(*, node: Node) -> dict[str, Any]:
     preempt = []
     for pk in stopping:
         job = jobs[pk]
-        grace = job.checkpoint_time_s or grace_period_s()
+        grace = grace_s(job.checkpoint_time_s)
         at = asked.get(pk)
         preempt.append({
             "job_id": pk,

@@ -436,6 +436,9 @@ class Backfilled:
     tenant: str
     gpus: int
     ends_by: datetime | None  # start of its run + its declared limit
+    #: it uses some of the reserved GPUs and ends by its limit before the reserved start
+    #: (else it uses none of them)
+    ends_before: bool = False
 
 
 @dataclass(slots=True)
@@ -449,11 +452,12 @@ class Planned:
 
 
 def reservations(*, viewer: Viewer, limit: int = 12) -> list[Planned]:
-    """The planned starts the last tick published, earliest first: the first holds the
-    reservation (its nodes are kept for it), the rest are look-ahead estimates. Each
-    comes with the running jobs backfilled around it (placed with reason Backfilled and
-    ``detail["around"]`` naming it), which must end by their declared limit before it
-    starts. Two queries."""
+    """The planned starts the last tick published, earliest first, with the kind of each
+    estimate (``reserved``: GPUs are held for it; the others are projections). Each comes
+    with the running jobs backfilled around it (placed with reason Backfilled and
+    ``detail["around"]`` naming it): those that use some of its reserved GPUs end by their
+    declared limit before it starts (``detail["ends_before"]``), the others use none of
+    them. Two queries."""
     planned = list(
         Job.objects.filter(state=S.QUEUED, estimate_start_at__isnull=False)
         .select_related("tenant")
@@ -472,15 +476,20 @@ def reservations(*, viewer: Viewer, limit: int = 12) -> list[Planned]:
     ):
         latest[row.job_id] = row
     for row in latest.values():
-        target = str((row.detail or {}).get("around", ""))
-        if row.reason != Reason.BACKFILLED or target not in wanted:
+        detail = row.detail or {}
+        if row.reason != Reason.BACKFILLED:
             continue
+        before = {str(b.get("job")) for b in detail.get("ends_before", [])}
         job = row.job
         ends = row.at + timedelta(seconds=job.max_runtime_s) if job.max_runtime_s else None
-        around[int(target)].append(Backfilled(
-            job=job if viewer.sees_job(job.tenant_id, job.owner_id) else None,
-            tenant=job.tenant.name, gpus=job.gpus, ends_by=ends,
-        ))
+        for target in (str(t) for t in detail.get("around", [])):
+            if target not in wanted:
+                continue
+            around[int(target)].append(Backfilled(
+                job=job if viewer.sees_job(job.tenant_id, job.owner_id) else None,
+                tenant=job.tenant.name, gpus=job.gpus, ends_by=ends,
+                ends_before=target in before,
+            ))
     out = []
     for job in planned:
         start = job.estimate_start_at

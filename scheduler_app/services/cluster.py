@@ -25,6 +25,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from django.db import transaction
+from django.db.models import Q, Sum
 
 from scheduler_app.core.states import Reason
 from scheduler_app.core.types import Actor, NodeHealth
@@ -68,7 +69,8 @@ def tenant_create(
         raise Invalid("Usage is 0 or more GPU-seconds.", field="usage_gpu_s")
     at = at or now_s()
     usage_at = usage_at or at
-    with transaction.atomic(durable=True):
+    with transaction.atomic(durable=True), append_lock():
+        _check_within_cluster(guaranteed_gpus, besides=None)
         if Tenant.objects.filter(name=name).exists():
             raise Conflict(f"team {name} exists already", field="name", code="exists")
         tenant = Tenant.objects.create(
@@ -108,9 +110,11 @@ def tenant_set_quota(
     operator's decision is worth a row, and the core re-reads the quota either way)."""
     _check_quota(guaranteed_gpus, borrow_limit_gpus)
     at = at or now_s()
-    # the log's append lock before the row lock, as the leader takes them (no deadlock)
+    # the log's append lock before the row lock, as the leader takes them (no deadlock);
+    # every quota change holds it, so two raises cannot both pass the capacity check
     with transaction.atomic(durable=True), append_lock():
         locked = _locked(Tenant, tenant.pk, "tenant")
+        _check_within_cluster(guaranteed_gpus, besides=locked.pk)
         before = _quota(locked)
         locked.guaranteed_gpus = guaranteed_gpus
         locked.borrow_limit_gpus = borrow_limit_gpus
@@ -265,6 +269,31 @@ def _check_quota(guaranteed_gpus: object, borrow_limit_gpus: object) -> None:
         raise Invalid(errors[first], field=first, errors=errors)
 
 
+def guarantees_and_capacity(*, besides: int | None = None) -> tuple[int, int, int]:
+    """(GPUs guaranteed to the teams, except team ``besides``; GPUs of every node, whatever
+    its health; GPUs of the healthy nodes): what the guarantees must fit in, and what
+    they fit in today."""
+    guaranteed = (Tenant.objects.exclude(pk=besides) if besides else Tenant.objects.all()
+                  ).aggregate(total=Sum("guaranteed_gpus"))["total"] or 0
+    nodes = Node.objects.aggregate(
+        total=Sum("gpu_count"),
+        healthy=Sum("gpu_count", filter=Q(health=NodeHealth.HEALTHY.value)))
+    return guaranteed, nodes["total"] or 0, nodes["healthy"] or 0
+
+
+def _check_within_cluster(guaranteed_gpus: int, *, besides: int | None) -> None:
+    """The guarantees add up to at most the cluster's GPUs: a guarantee the cluster cannot
+    hold would make the scheduler preempt running work to honour it. Nodes drained or
+    down count (they come back); the operator page says when the healthy ones fall short."""
+    others, total, _healthy = guarantees_and_capacity(besides=besides)
+    if others + guaranteed_gpus > total:
+        raise Invalid(
+            f"The guarantees would add up to {others + guaranteed_gpus:,} GPUs; the cluster "
+            f"has {total:,} (the other teams are guaranteed {others:,}, so at most "
+            f"{max(total - others, 0):,} is left for this one).",
+            field="guaranteed_gpus", code="over_capacity")
+
+
 def _quota(tenant: Tenant) -> dict[str, int]:
     return {
         "guaranteed_gpus": tenant.guaranteed_gpus,
@@ -287,6 +316,7 @@ __all__ = [
     "node_move",
     "node_undrain",
     "nodes_mark_silent_down",
+    "guarantees_and_capacity",
     "tenant_create",
     "tenant_set_quota",
 ]

@@ -67,6 +67,7 @@ from scheduler_app.core.types import (
 )
 from scheduler_app.models import Allocation, Job, Node, Reservation, Tenant, Transition
 from scheduler_app.observability import log_context
+from scheduler_app.scheduler_config import scheduler_config
 from scheduler_app.selectors.binary import fetch_binary
 
 from .bulk import update_from_values
@@ -81,7 +82,6 @@ from .transitions import (
     apply_moves_locked,
     now_s,
 )
-from .usage import half_life_s, usage_at
 
 log = logging.getLogger("scheduler_app.leader")
 
@@ -431,7 +431,7 @@ class LeaderLoop:
         self.holder = holder
         self.lease_name = lease_name
         self.ttl_s = ttl_s
-        self.config = config or SchedulerConfig(usage_half_life_s=half_life_s())
+        self.config = config or scheduler_config()
         self.clock = clock
         self.keys = keys
         self.heartbeat_timeout_s = heartbeat_timeout_s
@@ -567,8 +567,11 @@ class LeaderLoop:
                 .values_list("name", "pod__name", "gpu_count", "gpu_type", "rail", "health")
             ]
             tenants = [
-                # usage accrued to now with the GPUs held since usage_at
-                TenantSpec(t.name, t.guaranteed_gpus, t.borrow_limit_gpus, usage_at(t, now), now_i)
+                # usage as of usage_at: the core accrues it with the GPUs held since then,
+                # up to each timer that fires before now, then to now (a timer due in
+                # between, like a placing timeout, stops the accrual at its own instant)
+                TenantSpec(t.name, t.guaranteed_gpus, t.borrow_limit_gpus, t.usage_gpu_s,
+                           min(epoch(t.usage_at), now_i) if t.usage_at else now_i)
                 for t in Tenant.objects.order_by("name")
             ]
             sched = Scheduler(nodes, tenants, self.config, now=now_i)
@@ -879,10 +882,7 @@ class LeaderLoop:
             return None
         rows = []
         for position, view in enumerate(sched.reservations()):
-            if view.kind == "reservation":
-                gpus = sched.reservation.gpus
-            else:
-                gpus = sched.claims[view.job_id].gpus
+            gpus = view.gpus
             rows.append({
                 "position": position,
                 "job_id": self.keys.pk(view.job_id),
@@ -914,19 +914,19 @@ class LeaderLoop:
         """Write the changed values, in three UPDATEs whatever their number; only jobs
         still QUEUED are touched (a cancel may have landed since the tick)."""
         reasons: list[tuple[int, str]] = []
-        estimates: list[tuple[int, datetime | None, str]] = []
+        estimates: list[tuple[int, datetime | None, str, str]] = []
         for job_id, changed in fields.items():
             pk = self.keys.pk(job_id)
             if "pending_reason" in changed:
                 reasons.append((pk, changed["pending_reason"]))
             if "estimate" in changed:
                 est: StartEstimate | None = changed["estimate"]
-                estimates.append((pk, None, "") if est is None else
-                                 (pk, from_epoch(est.start_s), est.basis))
+                estimates.append((pk, None, "", "") if est is None else
+                                 (pk, from_epoch(est.start_s), est.basis, est.kind))
         queued = {"state": S.QUEUED.value}
         update_from_values(Job, ["pending_reason"], sorted(reasons), where=queued)
-        update_from_values(Job, ["estimate_start_at", "estimate_basis"], sorted(estimates),
-                           where=queued)
+        update_from_values(Job, ["estimate_start_at", "estimate_basis", "estimate_kind"],
+                           sorted(estimates), where=queued)
         update_from_values(Tenant, ["share", "share_rank", "share_at"], [
             (name, share, rank, now) for name, (share, rank) in sorted(shares.items())
         ], key="name")

@@ -298,7 +298,7 @@ def apply_moves_locked(
 
     Transition.objects.bulk_create(rows)  # ids in list order: seq order is move order
     job_fields = ["state", "pending_reason", "estimate_start_at", "estimate_basis",
-                  *JOB_COLUMNS]
+                  "estimate_kind", *JOB_COLUMNS]
     update_from_values(Job, job_fields, [
         (pk, *(getattr(jobs[pk], name) for name in job_fields)) for pk in pks
     ])
@@ -710,7 +710,8 @@ def _update_projection(job: Job, row: Transition) -> None:
     _write_projection(job, proj, row.to_state)
     job.save(
         update_fields=[
-            "state", "pending_reason", "estimate_start_at", "estimate_basis", *JOB_COLUMNS
+            "state", "pending_reason", "estimate_start_at", "estimate_basis",
+            "estimate_kind", *JOB_COLUMNS
         ]
     )
 
@@ -724,6 +725,7 @@ def _write_projection(job: Job, proj: JobProjection, to_state: str) -> None:
         job.pending_reason = PendingReason.NONE.value
         job.estimate_start_at = None
         job.estimate_basis = ""
+        job.estimate_kind = ""
     job.state = to_state
     for name in JOB_COLUMNS:
         setattr(job, name, getattr(proj, name))

@@ -10,14 +10,14 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import yaml
 
-from scheduler_app.core.types import JobSpec, NodeSpec, SchedulerConfig, TenantSpec
+from scheduler_app.core.types import SETTINGS, JobSpec, NodeSpec, SchedulerConfig, TenantSpec
 
 #: Anything later than this (ten years) is a typo, not a scenario.
 MAX_TIME_S = 10 * 365 * 86400
@@ -165,21 +165,10 @@ def parse_scenario(text: str, *, json_format: bool = False, source: str = "scena
 # Validation helpers. Each takes the field path for its message.
 
 _TOP_KEYS = ("name", "until_s", "settings", "cluster", "tenants", "jobs", "events")
-_SETTINGS_INT = {
-    # key: minimum allowed value
-    "tick_interval_s": 1,
-    "grace_period_s": 0,
-    "max_preemptions_per_job_per_day": 0,
-    "retry_budget": 0,
-    "usage_half_life_s": 1,
-    "tick_work_budget": 1,
-    "estimate_lookahead": 0,
-    "placing_timeout_s": 1,
-    "interactive_reserved_gpus": 0,
-    "max_preemption_searches_per_tick": 0,
-    "estimate_plans_per_tick": 1,
-}
-_SETTINGS_FLOAT = {"tick_budget_s", "estimate_budget_s"}
+#: the settings a scenario may give, with their minimums: the core's one table (production
+#: reads the same table from SCHEDULER_<NAME> variables)
+_SETTINGS_INT = {st.name: int(st.minimum) for st in SETTINGS if not st.is_float}
+_SETTINGS_FLOAT = {st.name for st in SETTINGS if st.is_float}
 _POD_KEYS = ("name", "nodes", "gpus_per_node", "gpu_type")
 _TENANT_KEYS = ("name", "guaranteed_gpus", "borrow_limit_gpus", "initial_usage_gpu_s")
 _JOB_KEYS = (
@@ -289,6 +278,7 @@ def validate_scenario(data: Any) -> Scenario:
     tenant_names = {t.name for t in tenants}
     jobs = _jobs(top.get("jobs") or [], tenant_names, gpu_types)
     events = _events(top.get("events") or [], node_gpus, {j.id: j for j in jobs}, tenant_names)
+    _guarantees_within(sum(p.nodes * p.gpus_per_node for p in pods), tenants, events)
     return Scenario(
         name=name,
         until_s=until_s,
@@ -367,6 +357,30 @@ def _tenants(raw: Any) -> tuple[TenantDef, ...]:
             raise _fail(f"{path}.initial_usage_gpu_s", "must be a non-negative number")
         tenants.append(TenantDef(name, guaranteed, borrow or 0, float(usage)))
     return tuple(tenants)
+
+
+def _guarantees_within(cluster_gpus: int, tenants: Sequence[TenantDef],
+                       events: Sequence[EventDef]) -> None:
+    """The guarantees add up to at most the cluster's GPUs, at the start and after every
+    quota change in the order the run applies them (a guarantee the cluster cannot hold
+    would make the scheduler preempt to honour it)."""
+    total = 0
+    for i, t in enumerate(tenants):
+        total += t.guaranteed_gpus
+        if total > cluster_gpus:
+            raise _fail(f"tenants[{i}].guaranteed_gpus",
+                        f"the guarantees would add up to {total} GPUs; the cluster has "
+                        f"{cluster_gpus}")
+    guaranteed = {t.name: t.guaranteed_gpus for t in tenants}
+    for ev in sorted(events, key=lambda e: (e.at_s, e.index)):
+        if ev.kind != "set_quota" or ev.guaranteed_gpus is None:
+            continue
+        guaranteed[ev.target] = ev.guaranteed_gpus
+        total = sum(guaranteed.values())
+        if total > cluster_gpus:
+            raise _fail(f"events[{ev.index}].set_quota.guaranteed_gpus",
+                        f"the guarantees would add up to {total} GPUs; the cluster has "
+                        f"{cluster_gpus}")
 
 
 def _jobs(raw: Any, tenant_names: set[str], gpu_types: set[str]) -> tuple[JobDef, ...]:

@@ -37,13 +37,13 @@ from scheduler_app.services.agents import agent_register
 from scheduler_app.services.cluster import tenant_create
 
 spec = json.loads(sys.argv[1])
+keys = {}
+for name, pod, gpus in spec["nodes"]:  # first: the guarantees must fit the cluster
+    node = agent_register(name=name, pod=pod, gpus=gpus)
+    keys[name] = token_issue(node=node, name="e2e")[1]
 for name, guaranteed, borrow in spec["tenants"]:
     tenant_create(name=name, guaranteed_gpus=guaranteed, borrow_limit_gpus=borrow,
                   actor_name="test")
-keys = {}
-for name, pod, gpus in spec["nodes"]:
-    node = agent_register(name=name, pod=pod, gpus=gpus)
-    keys[name] = token_issue(node=node, name="e2e")[1]
 op = get_user_model().objects.create_user("op", is_staff=True)
 keys["operator"] = token_issue(user=op, name="e2e")[1]
 print(json.dumps(keys))

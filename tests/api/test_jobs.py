@@ -331,7 +331,7 @@ def test_the_detail_shows_the_pending_reason_estimate_and_queue_positions(world)
     assert detail["queue_position"] == {"tenant": 2, "cluster": 2}
     assert world.client("researcher").get(
         f"/api/v1/jobs/{second['id']}/").json()["queue_position"]["tenant"] == 1
-    assert detail["estimate"] == {"start_at": None, "basis": ""}
+    assert detail["estimate"] == {"start_at": None, "basis": "", "kind": "", "upper_bound": False}
 
 
 def test_the_detail_of_a_placed_job_shows_its_allocation_and_no_queue_position(world):

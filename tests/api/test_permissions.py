@@ -18,7 +18,7 @@ from django.contrib.auth import get_user_model
 
 from scheduler_app.api.models import ApiToken
 from scheduler_app.core.states import JobState
-from scheduler_app.models import Job, Node, Tenant
+from scheduler_app.models import Job, Node, Tenant, Transition
 from tests.foundation.factories import job_in_state
 
 from .conftest import job_body, submit
@@ -279,12 +279,29 @@ def test_me_says_who_you_are(world):
 
 def test_a_tenant_quota_change_by_an_operator_goes_through_the_log(world):
     response = world.client("operator").put(
-        "/api/v1/tenants/vision/quota/", {"guaranteed_gpus": 24, "borrow_limit_gpus": 8},
+        "/api/v1/tenants/vision/quota/", {"guaranteed_gpus": 8, "borrow_limit_gpus": 24},
         format="json")
     assert response.status_code == 200
     body = response.json()
-    assert body["tenant"]["guaranteed_gpus"] == 24 and body["tenant"]["quota_limit_gpus"] == 32
+    assert body["tenant"]["guaranteed_gpus"] == 8 and body["tenant"]["quota_limit_gpus"] == 32
     assert body["transition"]["reason"] == "QuotaChanged"
     assert body["transition"]["detail"]["before"] == {"guaranteed_gpus": 16,
                                                       "borrow_limit_gpus": 16}
-    assert Tenant.objects.get(name="vision").guaranteed_gpus == 24
+    assert Tenant.objects.get(name="vision").guaranteed_gpus == 8
+
+
+@pytest.mark.parametrize("guaranteed", [17, 100_000])
+def test_a_guarantee_past_the_cluster_is_refused_naming_the_field_and_both_numbers(
+        world, guaranteed):
+    """4 nodes of 8 GPUs; nlp is guaranteed 16, so vision may have at most 16."""
+    rows = Transition.objects.count()
+    response = world.client("operator").put(
+        "/api/v1/tenants/vision/quota/", {"guaranteed_gpus": guaranteed, "borrow_limit_gpus": 0},
+        format="json")
+    assert response.status_code == 400
+    [error] = response.json()["errors"]
+    assert error["field"] == "guaranteed_gpus" and error["code"] == "over_capacity"
+    assert f"add up to {guaranteed + 16:,} GPUs; the cluster has 32" in error["message"]
+    assert "at most 16 is left for this one" in error["message"]
+    assert Transition.objects.count() == rows  # nothing written
+    assert Tenant.objects.get(name="vision").guaranteed_gpus == 16

@@ -118,10 +118,10 @@ def test_the_summary_counts_gpus_free_used_borrowed_and_unavailable(world):
 
 
 def test_reservations_are_the_ones_the_last_tick_published(world):
-    """vision borrows 8 GPUs with a checkpointable gang; nlp asks for its guarantee: the
+    """vision borrows 16 GPUs with a checkpointable gang; nlp asks for its guarantee: the
     gang's nodes are promised to nlp's job (a reclaim) while the gang checkpoints."""
     loop = LeaderLoop(holder="test", ttl_s=15, heartbeat_timeout_s=0)
-    solo = submit(world, gpus=8)["id"]
+    solo = submit(world, gpus=16)["id"]
     gang = submit(world, gpus=16, gpus_per_node=8, checkpointable=True,
                   checkpoint_time_s=60)["id"]
     assert not loop.step(now=now_s()).error

@@ -102,6 +102,7 @@ def candidate(
     ckpt_ago_s: int | None = None,
     restart_s: int = 60,
     preemptions: int = 0,
+    in_slice: bool = False,
     **spec: object,
 ) -> Candidate:
     """A running job as the preemption search sees it; takes its GPUs in ``cap``.
@@ -126,11 +127,10 @@ def candidate(
         run_start_s=now - ran_s,
         last_checkpoint_s=None if ckpt_ago_s is None else now - ckpt_ago_s,
         preemptions_last_day=preemptions,
+        in_slice=in_slice,
     )
 
 
-def load(name: str, guaranteed: int, running: int, ratio: float | None = None) -> TenantLoad:
-    """TenantLoad with usage ratio running/guarantee unless given (inf for guarantee 0)."""
-    if ratio is None:
-        ratio = running / guaranteed if guaranteed else float("inf")
-    return TenantLoad(name, guaranteed, running, ratio)
+def load(name: str, guaranteed: int, held: int) -> TenantLoad:
+    """A team as the preemption rule sees it: its guarantee and the GPUs it holds."""
+    return TenantLoad(name, guaranteed, held)

@@ -51,6 +51,24 @@ def work(id: str, gpus: int, runtime_s: int, *, tenant: str = "team-a", at: int 
 _SEQ = itertools.count(1)
 
 
+@dataclass(frozen=True)
+class Held:
+    """The teams' GPUs at one instant: held, being preempted, being reclaimed."""
+
+    running: dict[str, int]
+    leaving: dict[str, int]
+    claims: dict[str, tuple[str, int]]  # head -> (team, GPUs)
+
+    @classmethod
+    def of(cls, sched: Scheduler) -> Held:
+        return cls(dict(sched.running), dict(sched.leaving),
+                   {h: (c.tenant, c.gpus) for h, c in sched.claims.items()})
+
+    def held(self, team: str, besides: str | None = None) -> int:
+        claimed = sum(g for h, (t, g) in self.claims.items() if t == team and h != besides)
+        return self.running[team] - self.leaving[team] + claimed
+
+
 @dataclass
 class Sim:
     """An event-driven driver of one Scheduler (a tiny simulator for the tests)."""
@@ -69,6 +87,17 @@ class Sim:
         self.state: dict[str, S] = {}
         self.ticks: list[tuple[int, TickResult]] = []
         self.estimates: dict[str, list[tuple[int, int | None]]] = {}
+        self.estimate_kinds: dict[str, list[tuple[int, int, str]]] = {}
+        #: the teams' GPUs as each preemption search found them: (instant, head) -> Held,
+        #: taken when the search asks its first victim to stop (what the rule read)
+        self.held_at_search: dict[tuple[int, str], Held] = {}
+        request = self.sched.request_preempt
+
+        def recorded(rec: Any, head_id: str, now: int, detail: dict[str, Any]) -> Decision:
+            self.held_at_search.setdefault((now, head_id), Held.of(self.sched))
+            return request(rec, head_id, now, detail)
+
+        self.sched.request_preempt = recorded  # type: ignore[method-assign]
         self._q: list[tuple[int, int, str, Any]] = []
         self._n = itertools.count()
         self._token: dict[str, int] = {}
@@ -89,6 +118,17 @@ class Sim:
     def started_at(self, job_id: str) -> int | None:
         d = self.first(job_id, S.PLACING)
         return None if d is None else d.at_s
+
+    def alloc_of(self, d: Decision) -> dict[str, tuple[int, ...]]:
+        """The allocation the job held when ``d`` was decided (its last placement)."""
+        placed = [x for x in self.log if x.job_id == d.job_id and x.alloc is not None
+                  and x.at_s <= d.at_s]
+        return placed[-1].alloc if placed else {}
+
+    def gpus_at(self, job_id: str, at: int) -> int:
+        placed = [x for x in self.log if x.job_id == job_id and x.alloc is not None
+                  and x.at_s <= at]
+        return sum(len(ix) for ix in placed[-1].alloc.values()) if placed else 0
 
     def moves(self, job_id: str) -> list[tuple[int, str, str]]:
         return [(d.at_s, str(d.to_state), str(d.reason)) for d in self.log if d.job_id == job_id]
@@ -127,6 +167,9 @@ class Sim:
             for job_id, est in result.start_estimates.items():
                 shown = None if est is None else est.start_s
                 self.estimates.setdefault(job_id, []).append((t, shown))
+                if est is not None and est.kind != "started":
+                    self.estimate_kinds.setdefault(job_id, []).append(
+                        (t, est.start_s, est.kind))
             self._record(result.decisions, t)
         raise AssertionError("the simulation did not settle")
 
@@ -297,7 +340,12 @@ def _backfill_scenario(**extra: Any) -> Sim:
 def test_backfill_never_delays_the_reserved_head() -> None:
     sim = _backfill_scenario()
     assert sim.started_at("short-a") == 20
-    assert sim.first("short-a", S.PLACING).reason == Reason.BACKFILLED
+    placed = sim.first("short-a", S.PLACING)
+    assert placed.reason == Reason.BACKFILLED
+    # head-a waits for its team's quota (the team's 32 GPUs are the cluster's): short-a is
+    # backfilled within that quota, ending by its limit before head-a's planned start
+    assert placed.detail["quota_of"] == {"job": "head-a", "start_s": 1000}
+    assert placed.detail["ends_by_s"] == 520
     assert sim.started_at("head-a") == 1000  # exactly when big-a's declared limit ends
     assert sim.started_at("long-a") >= sim.started_at("head-a")
     assert sim.state == dict.fromkeys(["big-a", "head-a", "short-a", "long-a"], S.COMPLETED)
@@ -314,7 +362,9 @@ def test_the_heads_estimate_is_kept_when_declared_limits_hold() -> None:
 def test_a_job_behind_the_head_is_told_why_and_when() -> None:
     sim = _backfill_scenario()
     waits = [r.pending_reasons.get("long-a") for t, r in sim.ticks if 30 <= t < 1000]
-    assert waits and all(w in (P.RESERVATION, P.QUOTA_LIMIT) for w in waits)
+    # long-a fits the team's quota only by taking what head-a holds its place in
+    assert waits and all(w in (P.QUOTA_RESERVED, P.QUOTA_LIMIT) for w in waits)
+    assert P.QUOTA_RESERVED in waits
     assert all(est is not None and est >= 1000 for _t, est in sim.estimates["long-a"][:-1])
 
 
@@ -539,3 +589,21 @@ def test_jobs_behind_a_blocked_fifo_head_wait_for_priority() -> None:
     result = sched.tick(2)
     assert [d.job_id for d in result.decisions] == ["big"]
     assert result.pending_reasons == {"next": P.RESOURCES, "small": P.PRIORITY}
+
+
+def test_a_rebuilt_scheduler_accrues_usage_only_until_a_timer_that_fired_before_now() -> None:
+    """A leader rebuilding at t=1000 restores a job still PLACING since t=0 (its placing
+    timeout fell at t=300): the team's usage counts its GPUs until t=300, as the scheduler
+    that never stopped does, not until the rebuild."""
+    spec = JobSpec(id="j", seq=1, tenant="a", gpus=8, submit_s=0)
+    kept = Scheduler(nodes({"pod-a": 1}), [tenant("a", 8)], cfg(), now=0)
+    kept.submit(spec, 0)
+    alloc = kept.tick(0).decisions[0].alloc
+    kept.tick(1000)
+    rebuilt = Scheduler(nodes({"pod-a": 1}), [TenantSpec("a", 8, 0, 0.0, 0)], cfg(), now=1000)
+    rebuilt.restore_job(spec, S.PLACING, alloc=alloc, run_start_s=0)
+    rebuilt.tick(1000)
+    # both time it out at t=300 and place it again at t=1000
+    assert kept.jobs["j"].state == rebuilt.jobs["j"].state == S.PLACING
+    assert rebuilt.fair.usage("a") == pytest.approx(kept.fair.usage("a"), rel=1e-12)
+    assert rebuilt.fair.usage("a") == pytest.approx(8 * 300, rel=0.01)

@@ -149,12 +149,91 @@ def test_raising_a_tenants_quota_makes_it_entitled_and_triggers_reclaim() -> Non
     assert sim.started_at("head") == 1520
 
 
-def test_interactive_jobs_neither_preempt_nor_are_preempted() -> None:
+def test_interactive_jobs_never_preempt() -> None:
     cannot_ask = _borrowed_cluster({}, head_kw={"interactive": True})
     assert cannot_ask.of(S.PREEMPT_REQUESTED) == []
-    never_asked = _borrowed_cluster({"interactive": True})
-    assert never_asked.of(S.PREEMPT_REQUESTED) == []
-    assert never_asked.state["head"] == S.QUEUED
+    assert cannot_ask.state["head"] == S.QUEUED
+
+
+def test_without_a_slice_the_interactive_flag_is_no_shield() -> None:
+    """Any researcher can tick "interactive": with no interactive slice it is an ordinary
+    job, preempted like any other borrower."""
+    sim = _borrowed_cluster({"interactive": True, "checkpoint_time_s": 20})
+    assert [(d.job_id, d.at_s) for d in sim.of(S.PREEMPT_REQUESTED)] == [("victim", 1000)]
+    assert sim.started_at("head") == 1020
+
+
+def _slice_cluster(notebook_gpus: int) -> Sim:
+    """Two 8-GPU nodes, the last one the interactive slice. team-b (no guarantee) runs a
+    notebook and a checkpointable batch job; team-a (guarantee 8) comes back at t=1000."""
+    ckpt = {"checkpointable": True, "checkpoint_interval_s": 300, "checkpoint_time_s": 20,
+            "restart_s": 60}
+    return Sim(
+        nodes({"pod-a": 3}),
+        [tenant("team-a", 8), tenant("team-b", 0, 24)],
+        [work("notebook", notebook_gpus, 100_000, tenant="team-b", interactive=True, **ckpt),
+         work("batch", 8, 100_000, tenant="team-b", **ckpt),
+         work("batch-2", 8, 100_000, tenant="team-b", **ckpt),
+         work("head", 8, 500, at=1000)],
+        config=SchedulerConfig(interactive_reserved_gpus=8),
+    ).run(4000)
+
+
+def test_an_interactive_job_in_the_slice_runs_there_and_is_never_preempted() -> None:
+    sim = _slice_cluster(notebook_gpus=4)
+    assert set(sim.first("notebook", S.PLACING).alloc) == {"pod-a-002"}  # the slice
+    assert sim.sched.in_slice(sim.first("notebook", S.PLACING).alloc)
+    for batch in ("batch", "batch-2"):  # batch jobs never run in the slice
+        assert "pod-a-002" not in sim.first(batch, S.PLACING).alloc
+    asked = [d.job_id for d in sim.of(S.PREEMPT_REQUESTED)]
+    assert asked and "notebook" not in asked
+    assert sim.sched.jobs["notebook"].state == S.RUNNING
+    weighed = " ".join(sim.first(asked[0], S.PREEMPT_REQUESTED).detail["weighed"])
+    assert "job notebook: protected: an interactive job in the interactive slice" in weighed
+
+
+def test_an_interactive_job_larger_than_the_slice_is_an_ordinary_job() -> None:
+    sim = _slice_cluster(notebook_gpus=16)
+    alloc = sim.first("notebook", S.PLACING).alloc
+    assert "pod-a-002" not in alloc  # not in the slice: outside it, as an ordinary job
+    assert not sim.sched.in_slice(alloc)
+
+
+def test_the_grace_window_is_capped_whatever_the_job_declares() -> None:
+    """A borrower that declares a year-long checkpoint and ignores the request is killed
+    at the cap (max_grace_period_s, default 600 s), and the head starts then."""
+    sim = _borrowed_cluster({"checkpoint_time_s": 31_000_000}, until=5000)
+    sim_ignoring = Sim(
+        nodes({"pod-a": 1}),
+        [tenant("team-a", 8), tenant("team-b", 0, 8)],
+        [work("victim", 8, 100_000, tenant="team-b", ignores_preempt=True,
+              checkpointable=True, checkpoint_interval_s=300, checkpoint_time_s=31_000_000),
+         work("head", 8, 500, at=1000)],
+    ).run(5000)
+    for s in (sim, sim_ignoring):
+        asked = s.first("victim", S.PREEMPT_REQUESTED)
+        assert asked.at_s == 1000 and asked.detail["grace_s"] == 600
+        assert s.first("victim", S.PREEMPTED).at_s <= 1600
+        assert s.started_at("head") <= 1600
+    killed = sim_ignoring.first("victim", S.PREEMPTED)
+    assert (killed.at_s, killed.reason) == (1600, Reason.GRACE_EXPIRED)
+    assert killed.detail == {"killed": True, "grace_s": 600}
+
+
+@pytest.mark.parametrize("declared, default, cap, want", [
+    (40, 120, 600, 40),  # its own, short
+    (None, 120, 600, 120),  # the default
+    (31_000_000, 120, 600, 600),  # capped
+    (None, 900, 600, 600),  # a default past the cap is capped too
+    (300, 120, 60, 60),  # an operator's tighter cap
+])
+def test_grace_window_table(declared, default, cap, want) -> None:
+    from scheduler_app.core.scheduler import grace_window
+    from scheduler_app.core.types import JobSpec
+
+    spec = JobSpec(id="j", seq=1, tenant="t", gpus=1, submit_s=0, checkpoint_time_s=declared)
+    config = SchedulerConfig(grace_period_s=default, max_grace_period_s=cap)
+    assert grace_window(spec, config) == want
 
 
 def test_priority_kill_kills_at_once_and_starts_the_head_in_the_same_tick() -> None:

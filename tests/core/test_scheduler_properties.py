@@ -156,7 +156,8 @@ def test_no_preemption_of_a_job_within_its_tenants_guarantee(sc: dict[str, Any])
                 team = sum(g for j, g in held.items() if sim.by_id[j].spec.tenant == tenant)
                 groups[key] = (team, [])
             groups[key][1].append(held[d.job_id])
-            assert not spec.interactive
+            # an interactive job is protected in the interactive slice only
+            assert not (spec.interactive and sim.sched.in_slice(d.alloc or sim.alloc_of(d)))
             if sc["config"].policy == "full":
                 assert spec.checkpointable or spec.preemptible
         if d.alloc is not None:
@@ -180,3 +181,127 @@ def test_every_preemption_has_a_beneficiary_that_then_starts(sc: dict[str, Any])
         starts = [x.at_s for x in sim.log
                   if x.job_id == head and x.to_state == S.PLACING and x.at_s >= d.at_s]
         assert starts, (d, sim.moves(head))
+
+
+@st.composite
+def contested(draw: Any) -> dict[str, Any]:
+    """Teams whose guarantees add up to at most the cluster; borrowers fill it at t=0 with
+    long checkpointable (or preemptible) jobs, then the others come back for their share."""
+    node_specs = draw(clusters())
+    total = sum(n.gpus for n in node_specs)
+    tenants = []
+    left = total
+    for t in range(draw(st.integers(2, 4))):
+        g = draw(st.integers(0, left))
+        left -= g
+        tenants.append(TenantSpec(f"t{t}", g, total))
+    works = []
+    for j in range(draw(st.integers(2, 12))):
+        tn = draw(st.sampled_from(tenants))
+        gpus = draw(st.integers(1, min(total, 16)))
+        early = draw(st.booleans())
+        runtime = draw(st.integers(500, 20_000)) if early else draw(st.integers(10, 3000))
+        kw: dict[str, Any] = {
+            "checkpointable": draw(st.booleans()) or early,
+            "restart_s": draw(st.sampled_from([0, 30, 120])),
+            "max_runtime_s": draw(st.sampled_from([None, runtime * 2])),
+        }
+        if kw["checkpointable"]:
+            kw["checkpoint_interval_s"] = draw(st.sampled_from([60, 300]))
+            kw["checkpoint_time_s"] = draw(st.sampled_from([None, 10, 200, 31_000_000]))
+        if draw(st.booleans()) and gpus % 4 == 0:
+            kw["gpus_per_node"] = 4
+        kw["interactive"] = draw(st.integers(0, 5)) == 0
+        works.append(work(f"j{j}", gpus, runtime, tenant=tn.name, seq=j + 1,
+                          at=0 if early else draw(st.integers(1, 3000)),
+                          ignores_preempt=draw(st.integers(0, 3)) == 0, **kw))
+    config = SchedulerConfig(
+        policy=draw(st.sampled_from(["full", "full", "priority-kill"])),
+        interactive_reserved_gpus=draw(st.sampled_from([0, 0, 4])),
+        max_grace_period_s=draw(st.sampled_from([600, 60])),
+    )
+    return dict(node_specs=node_specs, tenants=tenants, works=works, events=[],
+                config=config)
+
+
+@PROPS
+@given(contested())
+def test_a_preemption_never_leaves_the_victims_team_below_the_beneficiarys(
+        sc: dict[str, Any]) -> None:
+    """Share = GPUs held (not counting jobs already being preempted; the head's team
+    counting what is being reclaimed for its other heads) over the guarantee. Every victim
+    team of a search was above its guarantee, above the head's team's share once the head
+    runs, and keeps at least that share once its victims are gone."""
+    from scheduler_app.core.preemption import held_share
+
+    sim = _run(sc)
+    guarantee = {t.name: t.guaranteed_gpus for t in sc["tenants"]}
+    groups: dict[tuple[int, str], dict[str, int]] = {}  # (at, head) -> team -> GPUs lost
+    for d in sim.log:
+        if d.to_state == S.PREEMPT_REQUESTED and d.from_state == S.RUNNING:
+            team = sim.by_id[d.job_id].spec.tenant
+            lost = groups.setdefault((d.at_s, d.detail["for"]), {})
+            lost[team] = lost.get(team, 0) + sim.gpus_at(d.job_id, d.at_s)
+    for (at, head), lost in groups.items():
+        before = sim.held_at_search[(at, head)]
+        spec = sim.by_id[head].spec
+        head_after = held_share(before.held(spec.tenant, besides=head) + spec.gpus,
+                                guarantee[spec.tenant])
+        for team, gpus in lost.items():
+            held = before.held(team)
+            assert held > guarantee[team], (at, head, team)
+            assert held_share(held, guarantee[team]) > head_after, (at, head, team)
+            assert held_share(held - gpus, guarantee[team]) >= head_after, (at, head, team)
+
+
+@PROPS
+@given(contested())
+def test_the_kill_never_comes_later_than_the_capped_grace_plus_a_tick(
+        sc: dict[str, Any]) -> None:
+    sim = _run(sc)
+    cfg = sc["config"]
+    bound = cfg.max_grace_period_s + cfg.tick_interval_s
+    for d in sim.log:
+        if d.to_state == S.PREEMPT_REQUESTED and d.from_state == S.RUNNING:
+            gone = next(x.at_s for x in sim.log if x.job_id == d.job_id and x.at_s >= d.at_s
+                        and x.to_state not in (S.PREEMPT_REQUESTED, S.CHECKPOINTING))
+            assert gone <= d.at_s + bound, (d, sim.moves(d.job_id))
+
+
+@st.composite
+def exact_single_team(draw: Any) -> dict[str, Any]:
+    """One team, every job submitted at t=0 with an exact declared limit, none preemptible:
+    nothing ranked higher arrives later, so a reservation can only be broken by a job that
+    starts around it."""
+    node_specs = draw(clusters())
+    total = sum(n.gpus for n in node_specs)
+    g = draw(st.integers(1, total))
+    tenants = [TenantSpec("t0", g, draw(st.integers(0, total - g)))]
+    works = []
+    for j in range(draw(st.integers(2, 10))):
+        gpus = draw(st.integers(1, min(total, tenants[0].guaranteed_gpus
+                                       + tenants[0].borrow_limit_gpus)))
+        runtime = draw(st.integers(10, 3000))
+        kw: dict[str, Any] = {"priority": draw(st.integers(0, 2)), "max_runtime_s": runtime}
+        if draw(st.booleans()) and gpus % 4 == 0:
+            kw["gpus_per_node"] = 4
+        works.append(work(f"j{j}", gpus, runtime, tenant="t0", seq=j + 1, **kw))
+    config = SchedulerConfig(reservation_depth=draw(st.sampled_from([1, 2, 16])))
+    return dict(node_specs=node_specs, tenants=tenants, works=works, events=[],
+                config=config)
+
+
+@PROPS
+@given(exact_single_team())
+def test_a_reserved_start_is_never_passed_when_the_declared_limits_hold(
+        sc: dict[str, Any]) -> None:
+    """Every reserved estimate is an upper bound (within two ticks) on the real start: a
+    job backfilled around a reservation never delays its holder."""
+    sim = _run(sc)
+    slack = 2 * sc["config"].tick_interval_s
+    for job_id, shown in sim.estimate_kinds.items():
+        start = sim.started_at(job_id)
+        for at, est, kind in shown:
+            if kind == "reserved":
+                assert start is not None and start <= est + slack, (
+                    job_id, at, est, start, sim.moves(job_id))

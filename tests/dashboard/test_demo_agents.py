@@ -61,8 +61,11 @@ def test_the_agents_confirm_a_start_then_report_the_exit_after_the_run_time(smal
 
 
 def test_a_checkpointable_job_checkpoints_and_answers_a_preemption_then_resumes(small):
+    # vision's guaranteed 8 GPUs, then 8 borrowed with a checkpointable job
+    job_submit(tenant=small["vision"], name="own", gpus=8, command="--demo-seconds 600",
+               at=at(0))
     borrower = job_submit(
-        tenant=small["vision"], name="borrower", gpus=16, gpus_per_node=8,
+        tenant=small["vision"], name="borrower", gpus=8, gpus_per_node=8,
         command="--demo-seconds 600", checkpointable=True, checkpoint_interval_s=60,
         checkpoint_time_s=30, at=at(0))
     loop, agents = small["loop"], SimulatedAgents(start_delay_s=0, heartbeat_s=0,
@@ -92,7 +95,9 @@ def test_a_checkpointable_job_checkpoints_and_answers_a_preemption_then_resumes(
 
 
 def test_a_job_that_cannot_checkpoint_exits_at_once_when_asked(small):
-    borrower = job_submit(tenant=small["vision"], name="b", gpus=16, gpus_per_node=8,
+    job_submit(tenant=small["vision"], name="own", gpus=8, command="--demo-seconds 600",
+               at=at(0))
+    borrower = job_submit(tenant=small["vision"], name="b", gpus=8, gpus_per_node=8,
                           preemptible=True, at=at(0))
     loop, agents = small["loop"], SimulatedAgents(start_delay_s=0, heartbeat_s=0)
     loop.step(now=at(1))

@@ -81,6 +81,7 @@ def big(db):
             estimate_start_at=now + timedelta(minutes=i) if i < 100 else None,
             estimate_basis=f"reserved 1 node (8 GPUs) in pod-a from t={int(now.timestamp())},"
                            " when 6000 reaches its declared limit" if i < 100 else "",
+            estimate_kind="reserved" if i < 16 else ("projected" if i < 100 else ""),
             started_at=now - timedelta(minutes=30) if state == S.RUNNING else None,
             preemption_times=[int(now.timestamp())] if 6048 <= i < 6648 else [],
         ))
@@ -96,7 +97,7 @@ def big(db):
                                    to_state=S.PLACING, at=now - timedelta(minutes=31),
                                    reason=reason, actor="scheduler",
                                    detail={"alloc": {node.name: list(range(8))},
-                                           "around": str(jobs[0].pk)}))
+                                           "around": [str(jobs[0].pk)]}))
             allocs.append(Allocation(job=job, node=node, gpu_indices=list(range(8)),
                                      start=now - timedelta(minutes=31)))
         if job.preemption_times:
@@ -147,6 +148,6 @@ def test_every_page_for_every_role_makes_a_bounded_number_of_queries_at_10000_jo
     assert listing.count('class="job-row') == 50 and "6648 jobs" in listing
     assert "to make room for job #" in listing or "in the cluster" in listing
     cluster = client.get("/cluster/").content.decode()
-    assert "holds the reservation" in cluster and "Backfilled around it" in cluster
+    assert "GPUs reserved" in cluster and "Started around it" in cluster
     assert cluster.count('class="node ') == len(big["nodes"])
     assert Node.objects.count() == 48

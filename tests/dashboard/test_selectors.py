@@ -3,6 +3,8 @@ usage over the day comes from the allocations, the words of the core are readabl
 
 from __future__ import annotations
 
+from datetime import timedelta
+
 import random
 from datetime import UTC, datetime, timedelta
 
@@ -102,13 +104,18 @@ def test_every_log_row_reads_as_a_sentence():
     node = NodeFactory(name="n0", pod=pod)
     vision = TenantFactory(name="vision")
     job = job_submit(tenant=vision, name="a", gpus=2, at=T0)
+    t0 = int(T0.timestamp())
     job_transition(job_id=job.pk, to_state=JobState.PLACING, reason=Reason.BACKFILLED,
                    actor=Actor.SCHEDULER, at=T0, alloc={node.name: [0, 1]},
-                   detail={"around": "9"})
+                   detail={"around": ["9", "12"], "ends_by_s": t0 + 600,
+                           "ends_before": [{"job": "9", "start_s": t0 + 900}],
+                           "uses_none_of": ["12"]})
     sentences = [words.describe(r) for r in Transition.objects.filter(job=job)]
     assert sentences == [
         "Submitted by user.",
         "Admitted: waiting in its team's queue.",
-        "Backfilled on n0 GPUs 0-1, around the reservation of job #9: it ends by its limit "
-        "before that job starts.",
+        f"Backfilled on n0 GPUs 0-1: it ends by its limit "
+        f"({words.clock(T0 + timedelta(seconds=600))}) before job #9's reserved start "
+        f"({words.clock(T0 + timedelta(seconds=900))}); it uses none of the GPUs reserved "
+        "for job #12.",
     ]

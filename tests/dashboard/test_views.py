@@ -126,7 +126,7 @@ def test_my_jobs_shows_state_position_reason_estimate_and_allocation(world: Worl
     assert f"#{queued.pk} sweep-a" in page
     assert "in vision's queue" in page and "in the cluster" in page
     assert "Not enough free GPUs in the cluster right now." in page  # Resources, in words
-    assert "Starts <time" in page and "reaches its declared limit" in page
+    assert "Starts at the latest <time" in page and "reaches its declared limit" in page
     assert "vit-huge" not in page  # the researcher's jobs are not the teammate's
 
 
@@ -312,6 +312,33 @@ def test_a_bad_quota_is_refused_at_its_field_and_writes_nothing(world: World):
     assert Transition.objects.count() == rows
 
 
+def test_a_guarantee_past_the_cluster_is_refused_at_its_field_on_the_operator_page(
+        world: World):
+    client = world.client("operator")
+    t = world.nlp
+    rows = Transition.objects.count()
+    page = client.post(f"/operator/teams/{t.pk}/quota/", {
+        f"t{t.pk}-guaranteed_gpus": 100_000, f"t{t.pk}-borrow_limit_gpus": 0,
+    }, HTTP_HX_REQUEST="true").content.decode()
+    assert "The guarantees would add up to 100,016 GPUs; the cluster has 32" in page
+    assert Transition.objects.count() == rows
+    t.refresh_from_db()
+    assert t.guaranteed_gpus == 16
+
+
+def test_the_operator_page_says_when_down_nodes_leave_the_guarantees_oversubscribed(
+        world: World):
+    client = world.client("operator")
+    assert "oversubscribed" not in client.get("/operator/").content.decode()
+    from scheduler_app.services.cluster import node_mark_down
+
+    node_mark_down(node=world.nodes[0], actor_name="op", why="PSU")
+    page = client.get("/operator/").content.decode()
+    assert "32 of 32 GPUs guaranteed" in page
+    assert ("oversubscribed while nodes are down or draining: only 24 GPUs are healthy"
+            in page)
+
+
 def test_an_operator_drains_and_undrains_a_node_and_the_map_shows_it(world: World):
     client = world.client("operator")
     node = world.nodes[3]
@@ -363,7 +390,8 @@ def test_the_fair_share_page_shows_every_team_borrowing_and_reclaims(world: Worl
 
 def test_the_cluster_page_shows_reservations_with_their_basis(world: World):
     page = world.client("researcher").get("/cluster/").content.decode()
-    assert "holds the reservation" in page and "reaches its declared limit" in page
+    assert "GPUs reserved" in page and "reaches its declared limit" in page
+    assert "starts at the latest" in page  # a reservation is a bound, and says so
     # the teammate's job is planned too: shown by its team and size, not its name
     assert "sweep-a" not in page and "a job" in page
 

@@ -51,3 +51,38 @@ def test_importing_every_core_module_loads_no_django():
         [sys.executable, "-c", script], cwd=REPO, capture_output=True, text=True, check=True
     )
     assert result.stdout.strip() == ""
+
+
+def _runtime_core_imports(path: Path) -> set[str]:
+    """The core modules ``path`` imports when it runs (relative imports; an import under
+    ``if TYPE_CHECKING:`` is for annotations only and does not count)."""
+    tree = ast.parse(path.read_text(), filename=str(path))
+    typing_only: set[int] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
+            typing_only.update(id(n) for n in ast.walk(node))
+    return {
+        node.module
+        for node in ast.walk(tree)
+        if isinstance(node, ast.ImportFrom) and node.level == 1 and node.module
+        and id(node) not in typing_only
+    }
+
+
+def test_the_core_modules_import_each_other_one_way():
+    """No import cycle among the core's modules (scheduler imports tick; tick never imports
+    scheduler): each module can be read, and tested, above the ones it depends on."""
+    graph = {p.stem: _runtime_core_imports(p) for p in CORE_DIR.glob("*.py")}
+    assert "scheduler" not in graph["tick"] and "tick" in graph["scheduler"]
+    done: set[str] = set()
+
+    def visit(module: str, path: tuple[str, ...]) -> None:
+        assert module not in path, " -> ".join((*path, module))
+        if module in done:
+            return
+        for dep in sorted(graph.get(module, ())):
+            visit(dep, (*path, module))
+        done.add(module)
+
+    for module in sorted(graph):
+        visit(module, ())

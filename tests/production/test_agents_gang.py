@@ -81,14 +81,16 @@ def test_a_node_outside_the_gang_is_still_forbidden(gang, cluster):
 
 @pytest.fixture
 def preempted_gang(cluster):
-    """vision holds 24 GPUs (8 past its guarantee): a non-preemptible 8-GPU job and a
-    checkpointable 16-GPU gang; nlp asks for its guaranteed 16: the gang is asked to stop."""
+    """vision holds 32 GPUs (16 past its guarantee): a non-preemptible 16-GPU job and a
+    checkpointable 16-GPU gang; nlp asks for its guaranteed 16: the gang is asked to stop
+    (vision keeps its guaranteed 16, at the share nlp has once its job runs)."""
     loop = leader()
-    solo = submit(cluster["vision"], gpus=8)
+    solo = submit(cluster["vision"], gpus=16)
     job = submit(cluster["vision"], gpus=16, gpus_per_node=8, checkpointable=True,
                  checkpoint_time_s=60)
     ok_step(loop, 5)
-    agent_confirm_start(node=nodes_of(solo)[0], job=solo, at=at(6))
+    for node in nodes_of(solo):
+        agent_confirm_start(node=node, job=solo, at=at(6))
     for node in nodes_of(job):
         agent_confirm_start(node=node, job=job, at=at(6))
     head = submit(cluster["nlp"], gpus=16, at_s=8)

@@ -112,6 +112,8 @@ def test_the_migrations_leave_the_triggers_in_place_on_sqlite():
 # --------------------------------------------------------------------------- tenants
 def test_a_quota_change_is_one_tenant_row_with_before_and_after():
     tenant = TenantFactory(guaranteed_gpus=16, borrow_limit_gpus=16)
+    for i in range(4):  # 32 GPUs: the guarantees must fit the cluster
+        NodeFactory(name=f"q{i}")
     row = tenant_set_quota(
         tenant=tenant, guaranteed_gpus=32, borrow_limit_gpus=8, actor_name="ops", at=T0
     )
@@ -131,6 +133,7 @@ def test_a_quota_change_is_one_tenant_row_with_before_and_after():
 
 
 def test_a_new_team_is_logged_with_the_usage_it_carries_in_and_replays_from_it():
+    node = NodeFactory(gpu_count=16)  # the guarantees must fit the cluster
     tenant = tenant_create(name="vision", guaranteed_gpus=16, borrow_limit_gpus=8,
                            usage_gpu_s=7200.0, usage_at=T0 - timedelta(hours=2),
                            actor_name="ops", at=T0)
@@ -140,16 +143,15 @@ def test_a_new_team_is_logged_with_the_usage_it_carries_in_and_replays_from_it()
         "guaranteed_gpus": 16, "borrow_limit_gpus": 8, "usage_gpu_s": 7200.0,
         "usage_at_s": int((T0 - timedelta(hours=2)).timestamp()),
     }
-    node = NodeFactory()
     job_in_state(JobState.COMPLETED, tenant=tenant, node=node, gpus=4)  # accrues usage
     tenant.refresh_from_db()
     assert tenant.usage_gpu_s != 7200.0
     ok, output = replay_verify()
     assert ok, output
     with pytest.raises(Conflict):
-        tenant_create(name="vision", guaranteed_gpus=1, borrow_limit_gpus=0, actor_name="ops")
+        tenant_create(name="vision", guaranteed_gpus=0, borrow_limit_gpus=0, actor_name="ops")
     with pytest.raises(Invalid) as refused:
-        tenant_create(name="x", guaranteed_gpus=1, borrow_limit_gpus=0, usage_gpu_s=-1.0,
+        tenant_create(name="x", guaranteed_gpus=0, borrow_limit_gpus=0, usage_gpu_s=-1.0,
                       actor_name="ops")
     assert refused.value.field == "usage_gpu_s"
     assert Transition.objects.filter(kind="tenant").count() == 1
@@ -257,7 +259,7 @@ def test_cluster_rows_by_people_ask_for_an_early_tick_and_the_schedulers_do_not(
 # --------------------------------------------------------------------------- replay
 @pytest.fixture
 def cluster_history():
-    nodes = [NodeFactory(name=f"n{i}") for i in range(3)]
+    nodes = [NodeFactory(name=f"n{i}") for i in range(4)]  # 32 GPUs: room for the raises
     tenant = TenantFactory(name="vision", guaranteed_gpus=16, borrow_limit_gpus=16)
     job_in_state(JobState.RUNNING, tenant=tenant, node=nodes[0])
     node_drain(node=nodes[1], actor_name="ops")
@@ -271,7 +273,7 @@ def cluster_history():
 
 def test_replay_rebuilds_node_health_and_tenant_quotas_from_the_log(cluster_history):
     rebuilt = rebuild_from_log()
-    n0, n1, n2 = cluster_history["nodes"]
+    n0, n1, n2, _n3 = cluster_history["nodes"]
     assert rebuilt.node_health == {n1.pk: "draining", n2.pk: "down"}  # n0 has no row
     assert rebuilt.tenant_quota == {
         cluster_history["tenant"].pk: {"guaranteed_gpus": 32, "borrow_limit_gpus": 0}
@@ -284,7 +286,7 @@ def test_replay_rebuilds_node_health_and_tenant_quotas_from_the_log(cluster_hist
 
 
 def test_replay_verify_reports_a_node_health_the_log_does_not_explain(cluster_history):
-    n0, n1, _ = cluster_history["nodes"]
+    n0, n1, *_ = cluster_history["nodes"]
     raw("UPDATE scheduler_app_node SET health = 'down' WHERE id IN (%s, %s)", [n0.pk, n1.pk])
     ok, output = replay_verify()
     assert not ok

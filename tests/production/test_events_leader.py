@@ -124,10 +124,12 @@ def test_a_quota_row_reaches_the_core_and_lets_the_waiting_job_start(cluster):
     ok_step(loop, 5)
     waiting.refresh_from_db()
     assert waiting.state == S.QUEUED and waiting.pending_reason == PendingReason.QUOTA_LIMIT
+    tenant_set_quota(tenant=cluster["vision"], guaranteed_gpus=8, borrow_limit_gpus=24,
+                     actor_name="ops", at=at(6))  # a cut first: the guarantees fit the cluster
     tenant_set_quota(tenant=nlp, guaranteed_gpus=24, borrow_limit_gpus=0, actor_name="ops",
                      at=at(6))
     report = ok_step(loop, 10)
-    assert not report.rebuilt and report.caught_up == 1
+    assert not report.rebuilt and report.caught_up == 2
     assert loop.scheduler.tenants["nlp"].guaranteed_gpus == 24
     assert state_of(waiting) == S.PLACING
 
@@ -244,7 +246,8 @@ def reserved():
     pod = Pod.objects.create(name="p")
     for i in range(4):
         NodeFactory(name=f"m{i}", pod=pod)
-    team = TenantFactory(name="solo", guaranteed_gpus=32, borrow_limit_gpus=0)
+    # a limit past the cluster: the head waits for GPUs (a reservation), not for quota
+    team = TenantFactory(name="solo", guaranteed_gpus=32, borrow_limit_gpus=32)
     loop = leader()
     big = submit(team, gpus=24, gpus_per_node=8, max_runtime_s=1000)
     ok_step(loop, 5)

@@ -109,10 +109,9 @@ def loop() -> LeaderLoop:
 def test_a_busy_history_writes_the_same_rows_and_projection_both_ways(cluster, loop):
     vision, nlp = cluster["vision"], cluster["nlp"]
     jobs = [
-        submit(vision, gpus=8, at_s=0, max_runtime_s=3600),
-        submit(vision, gpus=16, at_s=1, max_runtime_s=600, checkpointable=True),
+        submit(vision, gpus=16, at_s=0, max_runtime_s=3600),
+        submit(vision, gpus=8, at_s=1, max_runtime_s=600, checkpointable=True),
         submit(nlp, gpus=4, at_s=2),
-        submit(nlp, gpus=8, at_s=3, max_runtime_s=1200),
     ]
     reasons: set[str] = set()
     first = decide(loop, 5)
@@ -123,6 +122,8 @@ def test_a_busy_history_writes_the_same_rows_and_projection_both_ways(cluster, l
     for job in jobs:
         if state_of(job) == S.PLACING:
             agent(job, S.RUNNING, Reason.STARTED, at_s=8)
+    # nlp comes back for its guarantee and reclaims vision's borrowed 8 GPUs
+    jobs.append(submit(nlp, gpus=8, at_s=9, max_runtime_s=1200))
     jobs.append(submit(vision, gpus=16, at_s=9, max_runtime_s=900))
     jobs.append(submit(nlp, gpus=2, at_s=9))
     agent(jobs[2], S.COMPLETED, Reason.COMPLETED, at_s=12)
@@ -163,8 +164,10 @@ def test_a_node_failure_requeues_and_replaces_jobs_in_one_write_both_ways(cluste
 
 def test_a_rebuild_finishing_a_cut_off_preemption_writes_the_same_both_ways(cluster, loop):
     vision, nlp = cluster["vision"], cluster["nlp"]
-    big = submit(vision, gpus=32, at_s=0, checkpointable=True, checkpoint_interval_s=600)
+    own = submit(vision, gpus=16, at_s=0)  # its guarantee; the checkpointable gang borrows
+    big = submit(vision, gpus=16, at_s=0, checkpointable=True, checkpoint_interval_s=600)
     persist(loop, decide(loop, 5), 5)
+    agent(own, S.RUNNING, Reason.STARTED, at_s=6)
     agent(big, S.RUNNING, Reason.STARTED, at_s=6)
     submit(nlp, gpus=16, at_s=7)
     persist(loop, decide(loop, 8), 8)

@@ -128,19 +128,21 @@ def decision_keys(decisions):
 
 
 def busy_history(cluster) -> tuple:
-    """A few ticks with confirmations, an exit and waiting jobs of both teams."""
+    """A few ticks with confirmations, an exit and waiting jobs of both teams: vision
+    borrows 8 GPUs with a checkpointable job (jobs[1]), which nlp, coming back for its
+    guarantee with jobs[3], reclaims; the borrower never acknowledges (its grace expires)."""
     loop = leader()
     vision, nlp = cluster["vision"], cluster["nlp"]
     jobs = [
-        submit(vision, gpus=8, at_s=0, max_runtime_s=3600),
-        submit(vision, gpus=16, at_s=1, max_runtime_s=600, checkpointable=True),
+        submit(vision, gpus=16, at_s=0, max_runtime_s=3600),
+        submit(vision, gpus=8, at_s=1, max_runtime_s=600, checkpointable=True),
         submit(nlp, gpus=4, at_s=2),
-        submit(nlp, gpus=8, at_s=3, max_runtime_s=1200),
     ]
     loop.step(now=at(5))
     for job in jobs:
         if state_of(job) == S.PLACING:
             agent(job, S.RUNNING, Reason.STARTED, at_s=8)
+    jobs.append(submit(nlp, gpus=8, at_s=9, max_runtime_s=1200))
     jobs.append(submit(vision, gpus=16, at_s=9, max_runtime_s=900))
     jobs.append(submit(nlp, gpus=2, at_s=9))
     loop.step(now=at(10))

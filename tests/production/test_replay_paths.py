@@ -43,7 +43,7 @@ def odd_log():
     node_a, node_b = NodeFactory(gpu_count=8), NodeFactory(gpu_count=8)
     team = tenant_create(name="carried", guaranteed_gpus=8, borrow_limit_gpus=8,
                          actor_name="admin", usage_gpu_s=1234.5, at=at(0))
-    other = TenantFactory()
+    other = TenantFactory(guaranteed_gpus=0)  # the guarantees fit the 16 GPUs
     running = job_in_state(S.RUNNING, tenant=team, node=node_a, gpus=2, at=at(1))
     pointers = [{"resume_pointer": "s3://ckpt/1"}, {"resume_pointer": 7}, {},
                 {"resume_pointer": None}, {"resume_pointer": "gs://b/é \"q\"\n\t\\", "step": 3},
@@ -143,9 +143,10 @@ def test_every_read_path_rebuilds_the_same_thing(odd_log, monkeypatch, chunk):
 
 
 def test_a_clean_log_replays_clean_on_every_path(monkeypatch):
+    nodes = [NodeFactory() for _ in range(4)]  # first: the guarantees must fit the cluster
     team = tenant_create(name="t", guaranteed_gpus=8, borrow_limit_gpus=0, actor_name="a",
                          usage_gpu_s=10.0, at=at(0))
-    jobs = [job_in_state(state, tenant=team, node=NodeFactory(), gpus=1, at=at(i))
+    jobs = [job_in_state(state, tenant=team, node=nodes[i], gpus=1, at=at(i))
             for i, state in enumerate([S.RUNNING, S.PREEMPTED, S.COMPLETED, S.QUEUED])]
     move(jobs[0], S.RUNNING, R.CHECKPOINTED, at=at(9), detail={"resume_pointer": 5})
     monkeypatch.setattr(replay, "CHUNK", 2)

@@ -37,8 +37,8 @@ def cores(loop) -> list[tuple]:
     sched = loop.scheduler
     out = []
     for i, view in enumerate(sched.reservations()):
-        gpus = (sched.reservation.gpus if view.kind == "reservation"
-                else sched.claims[view.job_id].gpus)
+        gpus = (next(r.gpus for r in sched.reserved if r.job_id == view.job_id)
+                if view.kind == "reservation" else sched.claims[view.job_id].gpus)
         out.append((i, int(view.job_id), view.kind,
                     None if view.start_s is None else from_epoch(view.start_s), gpus,
                     list(view.nodes), [int(v) for v in view.victims], view.basis))
@@ -58,7 +58,8 @@ def reserved():
     pod = Pod.objects.create(name="p")
     for i in range(4):
         NodeFactory(name=f"m{i}", pod=pod)
-    team = TenantFactory(name="solo", guaranteed_gpus=32, borrow_limit_gpus=0)
+    # a limit past the cluster: the head waits for GPUs (a reservation), not for quota
+    team = TenantFactory(name="solo", guaranteed_gpus=32, borrow_limit_gpus=32)
     loop = leader()
     big = submit(team, gpus=24, gpus_per_node=8, max_runtime_s=1000)
     ok_step(loop, 5)
@@ -119,10 +120,10 @@ def test_a_stale_leader_publishes_no_reservation(reserved):
 
 
 def test_a_reclaim_claim_is_published_with_its_victims(cluster):
-    """vision borrows 8 GPUs with a checkpointable gang; nlp asks for its guarantee: the
+    """vision borrows 16 GPUs with a checkpointable gang; nlp asks for its guarantee: the
     gang is asked to stop and its nodes are promised to nlp's job."""
     loop = leader()
-    solo = submit(cluster["vision"], gpus=8)
+    solo = submit(cluster["vision"], gpus=16)
     gang = submit(cluster["vision"], gpus=16, gpus_per_node=8, checkpointable=True,
                   checkpoint_time_s=60)
     ok_step(loop, 5)

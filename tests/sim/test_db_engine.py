@@ -110,6 +110,7 @@ def events_scenario(**changes: Any) -> Scenario:
             {"at_s": 300, "node_down": "pod-a-001"},
             {"at_s": 400, "cancel": "a-cancel"},
             {"at_s": 500, "node_drain": "pod-b-000"},
+            {"at_s": 700, "set_quota": {"tenant": "team-a", "guaranteed_gpus": 8}},
             {"at_s": 700, "set_quota": {"tenant": "team-b", "guaranteed_gpus": 24}},
             {"at_s": 900, "node_up": "pod-a-001"},
             {"at_s": 950, "node_drain": "pod-a-001"},

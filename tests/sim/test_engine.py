@@ -75,6 +75,7 @@ def test_a_plain_job_retries_from_scratch_then_fails_when_its_budget_is_spent() 
     r = run(make(
         settings={"retry_budget": 1},
         cluster={"pods": [{"name": "pod-a", "nodes": 1, "gpus_per_node": 8}]},
+        tenants=[{"name": "team-a", "guaranteed_gpus": 8}],
         jobs=[job("j1", runtime_s=1000)],
         events=[{"at_s": 100, "node_down": "pod-a-000"}, {"at_s": 200, "node_up": "pod-a-000"},
                 {"at_s": 300, "node_down": "pod-a-000"}],
@@ -180,6 +181,7 @@ def test_a_job_submitted_after_until_is_never_seen() -> None:
 def test_nothing_starts_on_a_draining_node_until_it_is_undrained() -> None:
     r = run(make(
         cluster={"pods": [{"name": "pod-a", "nodes": 1, "gpus_per_node": 8}]},
+        tenants=[{"name": "team-a", "guaranteed_gpus": 8}],
         jobs=[job("j1", submit_at_s=10)],
         events=[{"at_s": 0, "node_drain": "pod-a-000"}, {"at_s": 42, "node_undrain": "pod-a-000"}],
     ))

@@ -59,9 +59,12 @@ def scenarios(draw: st.DrawFn, *, failures: bool = True) -> dict[str, Any]:
         "settings": {"grace_period_s": draw(st.integers(5, 120))},
         "cluster": {"pods": [{"name": "pod-a", "nodes": NODES, "gpus_per_node": 8}]},
         "tenants": [
-            {"name": "team-a", "guaranteed_gpus": draw(st.sampled_from([0, 8, 16])),
+            {"name": "team-a", "guaranteed_gpus": (a := draw(st.sampled_from([0, 8, 16]))),
              "borrow_limit_gpus": draw(st.sampled_from([0, 8, 24]))},
-            {"name": "team-b", "guaranteed_gpus": draw(st.sampled_from([0, 8, 16])),
+            # the guarantees add up to at most the cluster
+            {"name": "team-b",
+             "guaranteed_gpus": draw(st.sampled_from([g for g in (0, 8, 16)
+                                                      if a + g <= NODES * 8])),
              "borrow_limit_gpus": draw(st.sampled_from([8, 24]))},
         ],
         "jobs": jobs,

@@ -100,6 +100,26 @@ BAD: list[tuple[str, Any, str]] = [
     ("empty quota change", make(events=[{"at_s": 5, "set_quota": {"tenant": "team-a"}}]),
      "events[0].set_quota: must set guaranteed_gpus or borrow_limit_gpus"),
     ("event without time", make(events=[{"node_down": "pod-a-000"}]), "events[0].at_s: required"),
+    ("guarantees past the cluster at the start",
+     make(tenants=[{"name": "team-a", "guaranteed_gpus": 8},
+                   {"name": "team-b", "guaranteed_gpus": 100_000}]),
+     "tenants[1].guaranteed_gpus: the guarantees would add up to 100008 GPUs; the cluster "
+     "has 16"),
+    ("a quota change past the cluster",
+     make(tenants=[{"name": "team-a", "guaranteed_gpus": 8},
+                   {"name": "team-b", "guaranteed_gpus": 8}],
+          events=[{"at_s": 5, "set_quota": {"tenant": "team-b", "guaranteed_gpus": 100_000}}]),
+     "events[0].set_quota.guaranteed_gpus: the guarantees would add up to 100008 GPUs; the "
+     "cluster has 16"),
+    ("a raise before the cut that would make room, at the same instant",
+     make(tenants=[{"name": "team-a", "guaranteed_gpus": 8},
+                   {"name": "team-b", "guaranteed_gpus": 8}],
+          events=[{"at_s": 5, "set_quota": {"tenant": "team-b", "guaranteed_gpus": 16}},
+                  {"at_s": 5, "set_quota": {"tenant": "team-a", "guaranteed_gpus": 0}}]),
+     "events[0].set_quota.guaranteed_gpus: the guarantees would add up to 24 GPUs; the "
+     "cluster has 16"),
+    ("a negative grace cap", make(settings={"max_grace_period_s": -1}),
+     "settings.max_grace_period_s: must be a non-negative integer"),
 ]
 
 
@@ -181,6 +201,24 @@ def test_settings_become_the_core_config_with_a_work_budget() -> None:
     assert (cfg.tick_interval_s, cfg.grace_period_s, cfg.policy) == (10, 30, "fifo")
     assert cfg.tick_work_budget == DEFAULT_TICK_WORK_BUDGET
     assert validate_scenario(make()).config().tick_interval_s == 5
+
+
+def test_guarantees_may_fill_the_cluster_exactly_and_move_between_teams() -> None:
+    sc = validate_scenario(make(
+        tenants=[{"name": "team-a", "guaranteed_gpus": 8},
+                 {"name": "team-b", "guaranteed_gpus": 8}],
+        events=[{"at_s": 5, "set_quota": {"tenant": "team-a", "guaranteed_gpus": 0}},
+                {"at_s": 5, "set_quota": {"tenant": "team-b", "guaranteed_gpus": 16}}]))
+    assert len(sc.events) == 2
+
+
+def test_the_grace_cap_and_reservation_settings_reach_the_core() -> None:
+    cfg = validate_scenario(make(settings={
+        "max_grace_period_s": 90, "reservation_depth": 4, "reservation_plans_per_tick": 2,
+    })).config()
+    assert (cfg.max_grace_period_s, cfg.reservation_depth, cfg.reservation_plans_per_tick) \
+        == (90, 4, 2)
+    assert validate_scenario(make()).config().max_grace_period_s == 600
 
 
 def test_the_shared_scenarios_are_valid() -> None:

@@ -56,7 +56,7 @@ def test_reclaim_preempts_the_cheapest_victim_with_the_grace_protocol() -> None:
     p = r["preemptions"][0]
     assert p["for"] == "eval-a" and p["why"]
     # the researcher reads the victim's own arithmetic, then why its set won
-    assert p["why"].startswith("evicted sweep-b: last checkpoint")
+    assert p["why"].startswith("evicted job sweep-b: last checkpoint")
     assert "restart on 8 GPUs" in p["why"] and "next best: train-b" in p["why"]
     assert p["cost_s"] <= 300 + 60 and p["est_gpu_s_lost"] == p["cost_s"] * 8
     asked = first_at(r, "sweep-b", "PREEMPT_REQUESTED")

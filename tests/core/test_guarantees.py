@@ -1,0 +1,164 @@
+"""The guarantees of the issue "Guarantees that hold in every case", one case per defect it
+found, through the Scheduler (the rules themselves are table-tested in test_preemption.py,
+test_scheduler_preemption.py and test_scheduler_rules.py)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from scheduler_app.core.states import JobState, PendingReason, Reason
+from tests.core.builders import nodes, tenant
+from tests.core.test_scheduler import Sim, cfg, work
+
+S = JobState
+P = PendingReason
+CKPT = {"checkpointable": True, "checkpoint_interval_s": 300, "checkpoint_time_s": 30,
+        "restart_s": 60}
+
+
+def test_a_guarantee_is_usable_for_a_job_larger_than_the_rest_of_it() -> None:
+    """team-a is guaranteed 16 GPUs (and may borrow 16) and asks for 24 while team-b,
+    guaranteed nothing, holds all 32: team-a's share once its job runs (1.5) is below
+    team-b's (infinite), so it reclaims three of team-b's jobs at once instead of waiting
+    hours."""
+    sim = Sim(
+        nodes({"pod-a": 4}),
+        [tenant("team-a", 16, 16), tenant("team-b", 0, 32)],
+        [work(f"b{i}", 8, 100_000, tenant="team-b", gpus_per_node=8, **CKPT)
+         for i in range(4)]
+        + [work("big-a", 24, 1000, at=100, gpus_per_node=8)],
+    ).run(3000)
+    asked = sim.of(S.PREEMPT_REQUESTED)
+    assert len(asked) == 3 and {d.at_s for d in asked} == {100}
+    assert sim.started_at("big-a") == 130  # within the victims' 30 s grace window
+
+
+def test_a_job_waiting_for_its_teams_quota_holds_no_idle_gpus() -> None:
+    """team-a (16 guaranteed, no borrowing) holds 8 until t=5000 and its 16-GPU head waits
+    for quota; 24 GPUs are idle. team-b's 24-GPU job starts at once: a quota wait reserves
+    nothing on the cluster's free GPUs."""
+    sim = Sim(
+        nodes({"pod-a": 4}),
+        [tenant("team-a", 16), tenant("team-b", 16, 16)],
+        [work("a-run", 8, 5000, max_runtime_s=5000),
+         work("a-head", 16, 100, at=1, priority=10, max_runtime_s=100),
+         work("b-job", 24, 1000, at=10, tenant="team-b", max_runtime_s=1000)],
+    ).run(10_000)
+    assert sim.started_at("b-job") == 10
+    assert sim.first("b-job", S.PLACING).reason == Reason.PLACED
+    assert [r.pending_reasons.get("a-head") for t, r in sim.ticks if 1 <= t < 1000] \
+        and all(r.pending_reasons.get("a-head") in (None, P.QUOTA_LIMIT)
+                for t, r in sim.ticks if 1 <= t < 5000)
+    assert sim.started_at("a-head") == 5000  # when a-run's declared limit frees the quota
+
+
+def test_an_estimate_counts_the_teams_quota_not_only_free_gpus() -> None:
+    """Three of four nodes are idle, but team-a may hold 8 GPUs and holds them until
+    t=2000: the waiting job is never told it starts now."""
+    sim = Sim(
+        nodes({"pod-a": 4}),
+        [tenant("team-a", 8)],
+        [work("a-run", 8, 2000, max_runtime_s=2000),
+         work("a-next", 8, 100, at=1, max_runtime_s=100)],
+    ).run(5000)
+    shown = sim.estimate_kinds["a-next"]
+    assert shown and {est for _at, est, _kind in shown} == {2000}
+    assert sim.started_at("a-next") == 2000
+
+
+def test_victims_come_from_the_team_furthest_over_its_share() -> None:
+    """team-x is one GPU over its guarantee of 8 (an 8-GPU and a 1-GPU job); team-y is 15
+    times over its guarantee of 1. team-a comes back for 8 GPUs: team-y gives, and team-x
+    keeps both its jobs (taking its 8-GPU job would leave it 7 GPUs below its guarantee)."""
+    sim = Sim(
+        nodes({"pod-a": 3}),
+        [tenant("team-a", 15), tenant("team-x", 8, 8), tenant("team-y", 1, 23)],
+        [work("x-8", 8, 100_000, tenant="team-x", gpus_per_node=8, **CKPT),
+         work("x-1", 1, 100_000, tenant="team-x", **CKPT),
+         work("y-8", 8, 100_000, tenant="team-y", gpus_per_node=8, **CKPT),
+         work("y-7", 7, 100_000, tenant="team-y", **CKPT),
+         work("a-8", 8, 1000, at=100, gpus_per_node=8)],
+    ).run(3000)
+    victims = {d.job_id for d in sim.of(S.PREEMPT_REQUESTED)}
+    assert victims and victims <= {"y-8", "y-7"}
+    assert sim.started_at("a-8") is not None
+
+
+def _two_pods(depth: int) -> Sim:
+    """Pod a (H100): a0 busy until t=1000, a1 free. Pod b (A100): b0 busy until t=2000, b1
+    free. g1 (2 H100 nodes) and g2 (2 A100 nodes), ranked first, wait: g1 for t=1000, g2 for
+    t=2000. k (any 8 GPUs, t=5) would run until t=3000; j (t=10) ends by t=1500."""
+    return Sim(
+        nodes({"pod-a": 2, "pod-b": 2}, typed={"pod-a": "H100", "pod-b": "A100"}),
+        [tenant("team-a", 32, 32)],
+        [work("ra", 8, 1000, gpus_per_node=8, gpu_type="H100", max_runtime_s=1000),
+         work("rb", 8, 2000, gpus_per_node=8, gpu_type="A100", max_runtime_s=2000),
+         work("g1", 16, 500, at=1, gpus_per_node=8, gpu_type="H100", priority=10,
+              max_runtime_s=500),
+         work("g2", 16, 500, at=2, gpus_per_node=8, gpu_type="A100", priority=9,
+              max_runtime_s=500),
+         work("k", 8, 2990, at=5, gpus_per_node=8, max_runtime_s=2990),
+         work("j", 8, 1490, at=10, gpus_per_node=8, max_runtime_s=1490)],
+        config=cfg(reservation_depth=depth),
+    ).run(10_000)
+
+
+def test_every_reserved_start_is_respected_by_backfill_not_only_the_heads() -> None:
+    sim = _two_pods(depth=16)
+    assert sim.started_at("g1") == 1000 and sim.started_at("g2") == 2000
+    assert {kind for _at, _est, kind in sim.estimate_kinds["g2"]} == {"reserved"}
+    assert sim.started_at("j") == 10  # ends before g2's reserved start, on g2's pod
+    # k would have delayed g2 on pod b, and g1 on pod a: it starts on pod a once g1 ends
+    assert sim.started_at("k") == 1500
+    assert set(sim.first("k", S.PLACING).alloc) <= {"pod-a-000", "pod-a-001"}
+    waits = {r.pending_reasons.get("k") for t, r in sim.ticks if 5 <= t < 1000}
+    assert waits == {P.RESERVATION}
+
+
+def test_with_one_reservation_the_second_gang_is_delayed_by_backfill() -> None:
+    """The same cluster with only the head reserved (reservation_depth 1): k starts around
+    g1's reservation, on the GPUs g2 waits for, and g2 waits for k. Many reservations
+    prevent this."""
+    sim = _two_pods(depth=1)
+    assert sim.started_at("k") == 5
+    assert sim.started_at("g2") == 5 + 2990  # when k ends, not at t=2000
+
+
+def test_the_backfill_log_row_says_only_what_is_true() -> None:
+    """k is placed on pod b, outside g1's reservation, and would run past g1's reserved
+    start: its row says it uses none of g1's GPUs, never that it ends before g1 starts."""
+    sim = _two_pods(depth=1)
+    row = sim.first("k", S.PLACING)
+    assert row.reason == Reason.BACKFILLED
+    assert row.detail["uses_none_of"] == ["g1"] and "ends_before" not in row.detail
+    j = sim.first("j", S.PLACING).detail
+    for d in (row.detail, j):
+        for before in d.get("ends_before", []):
+            assert d["ends_by_s"] <= before["start_s"]
+
+
+@pytest.mark.parametrize("runtime, limit, starts_at_once", [
+    (200, 300, True),  # ends by its limit before the holder's planned start
+    (3000, 3000, False),  # would keep the quota the holder waits for
+    (3000, None, False),  # no declared limit: nothing shows it ends in time
+])
+def test_a_lower_job_of_the_team_uses_the_held_quota_only_if_it_ends_first(
+        runtime: int, limit: int | None, starts_at_once: bool) -> None:
+    kw: dict[str, Any] = {} if limit is None else {"max_runtime_s": limit}
+    sim = Sim(
+        nodes({"pod-a": 4}),
+        [tenant("team-a", 24)],
+        [work("a-run", 16, 1000, max_runtime_s=1000),
+         work("holder", 16, 100, at=1, priority=10, max_runtime_s=100),
+         work("lower", 8, runtime, at=2, **kw)],
+    ).run(20_000)
+    assert sim.started_at("holder") == 1000
+    if starts_at_once:
+        row = sim.first("lower", S.PLACING)
+        assert row.at_s == 2 and row.reason == Reason.BACKFILLED
+        assert row.detail["quota_of"] == {"job": "holder", "start_s": 1000}
+    else:
+        assert sim.started_at("lower") >= 1000
+        assert P.QUOTA_RESERVED in {r.pending_reasons.get("lower") for _t, r in sim.ticks}

@@ -1,0 +1,99 @@
+"""The worked examples in scenarios/examples/ do what their comments say a correct
+scheduler must do (the three shared ones: test_shared_scenarios.py)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from scheduler_app.sim.scenario import load_scenario
+from tests.sim.helpers import EXAMPLE_SCENARIOS, run
+
+
+def result(name: str, **settings: Any) -> dict[str, Any]:
+    sc = load_scenario(EXAMPLE_SCENARIOS / f"{name}.yaml")
+    if settings:
+        import dataclasses
+
+        sc = dataclasses.replace(sc, settings=tuple(sorted({**dict(sc.settings),
+                                                             **settings}.items())))
+    return run(sc)
+
+
+def moves(r: dict[str, Any], job: str) -> list[tuple[int, str, str]]:
+    return [(t["at_s"], t["to"], t.get("reason", "")) for t in r["jobs"][job]["transitions"]]
+
+
+def test_grace_capped() -> None:
+    r = result("grace-capped")
+    stop = [m for m in moves(r, "hog-b") if m[1] in ("PREEMPT_REQUESTED", "PREEMPTED")]
+    assert stop == [(1000, "PREEMPT_REQUESTED", "PreemptRequested"),
+                    (1600, "PREEMPTED", "GraceExpired")]
+    assert r["jobs"]["job-a"]["first_start_s"] == 1600
+    assert {e["start_s"] for e in r["jobs"]["job-a"]["start_estimates"]} == {1600}
+
+
+def test_interactive_slice() -> None:
+    r = result("interactive-slice")
+    jobs = r["jobs"]
+    assert [run["alloc"] for run in jobs["nb-small"]["runs"]] == [{"pod-a-002": 4}]
+    assert jobs["nb-small"]["preemptions"] == 0
+    assert "pod-a-002" not in jobs["nb-large"]["runs"][0]["alloc"]
+    assert [p["victim"] for p in r["preemptions"]] == ["nb-large"]
+    assert jobs["batch-b"]["runs"] == []  # the slice's idle GPUs are never a batch job's
+    assert {p["reason"] for p in jobs["batch-b"]["pending_reasons"]} == {"Resources"}
+    assert 1000 <= jobs["job-a"]["first_start_s"] <= 1025
+    assert all(p["for"] != "nb-small" for p in r["preemptions"])
+
+
+def test_victims_furthest_over() -> None:
+    r = result("victims-furthest-over")
+    assert [p["victim"] for p in r["preemptions"]] == ["y-8"]
+    assert r["jobs"]["x-8"]["preemptions"] == r["jobs"]["x-1"]["preemptions"] == 0
+    assert r["jobs"]["job-a"]["first_start_s"] <= 1035
+
+
+def test_guarantee_larger_than_rest() -> None:
+    r = result("guarantee-larger-than-rest")
+    asked = [(p["at_s"], p["victim"]) for p in r["preemptions"]]
+    assert sorted(asked) == [(1000, "b-0"), (1000, "b-1"), (1000, "b-2")]
+    assert r["jobs"]["big-a"]["first_start_s"] <= 1035
+    assert r["jobs"]["b-3"]["preemptions"] == 0
+
+
+def test_quota_wait_holds_no_gpus() -> None:
+    r = result("quota-wait-holds-no-gpus")
+    jobs = r["jobs"]
+    assert jobs["b-job"]["first_start_s"] == 10
+    assert all(p["reason"] != "Reservation" for p in jobs["b-job"]["pending_reasons"])
+    assert {p["reason"] for p in jobs["a-head"]["pending_reasons"]} == {"QuotaLimit"}
+    assert {e["start_s"] for e in jobs["a-head"]["start_estimates"]} == {5000}
+    assert jobs["a-head"]["first_start_s"] == 5000
+    assert jobs["a-short"]["first_start_s"] == 20
+    assert moves(r, "a-short")[2] == (20, "PLACING", "Backfilled")
+    assert "QuotaReserved" in {p["reason"] for p in jobs["a-long"]["pending_reasons"]}
+    assert jobs["a-long"]["first_start_s"] == 5900  # when a-head ends
+
+
+def test_many_reservations() -> None:
+    r = result("many-reservations")
+    jobs = r["jobs"]
+    assert jobs["g1"]["first_start_s"] == 1000 and jobs["g2"]["first_start_s"] == 2000
+    assert {e["start_s"] for e in jobs["g1"]["start_estimates"]} == {1000}
+    assert {e["start_s"] for e in jobs["g2"]["start_estimates"]} == {2000}
+    assert jobs["j"]["first_start_s"] == 10
+    assert list(jobs["j"]["runs"][0]["alloc"]) == ["pod-b-001"]
+    assert jobs["k"]["pending_reasons"][0]["reason"] == "Reservation"
+    assert jobs["k"]["first_start_s"] == 1500
+    # what many reservations prevent: with the head's alone, k delays g2
+    one = result("many-reservations", reservation_depth=1)
+    assert one["jobs"]["k"]["first_start_s"] == 5
+    assert one["jobs"]["g2"]["first_start_s"] == 2995
+
+
+@pytest.mark.parametrize("path", sorted(EXAMPLE_SCENARIOS.glob("*.yaml")),
+                         ids=lambda p: p.stem)
+def test_every_example_says_what_a_correct_scheduler_must_do(path) -> None:
+    assert "A correct scheduler" in path.read_text()
+    assert load_scenario(path).jobs
