@@ -274,6 +274,21 @@ class Capacity:
             if self._journal is not None:
                 self._journal.append((_GIVE, name, m))
 
+    def take_masks(self, masks: Mapping[str, int]) -> None:
+        """take, for allocations already as per-node bitmasks (no index lists to build).
+        All or nothing: ValueError if any GPU is not free."""
+        for name, m in masks.items():
+            node = self._node(name)
+            if node.free_mask & m != m:
+                raise ValueError(f"node {name}: GPUs {list(indices_of(m & ~node.free_mask))}"
+                                 " are not free")
+        journal = self._journal
+        for name, m in masks.items():
+            if m:
+                self._apply(name, -m)
+                if journal is not None:
+                    journal.append((_TAKE, name, m))
+
     def give_back_masks(self, masks: Mapping[str, int]) -> None:
         """give_back for many allocations at once, merged per node into bitmasks.
 

@@ -70,10 +70,12 @@ class Candidate:
     in_slice: bool = False
     #: the grace window it would get (its declared checkpoint time, capped)
     grace_s: int = 0
+    #: GPUs it holds (computed from ``alloc`` when not given: the search reads it often)
+    gpus: int = -1
 
-    @property
-    def gpus(self) -> int:
-        return alloc_gpus(self.alloc)
+    def __post_init__(self) -> None:
+        if self.gpus < 0:
+            object.__setattr__(self, "gpus", alloc_gpus(self.alloc))
 
 
 @dataclass(frozen=True, slots=True)

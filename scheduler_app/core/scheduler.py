@@ -394,8 +394,10 @@ class Scheduler:
         if self.version != self._seen_version:
             self._seen_version, self._changed_at = self.version, now
         if self.quiet_until(now, now) is not None:
-            self.share_keys = self.share_keys_at(now)
-            return TickResult([], {"quiet": True, "tick_ms": 0.0}, {}, {})
+            self.share_keys = {} if self.config.policy == "fifo" else self.share_keys_at(now)
+            return TickResult([], {"quiet": True, "examined": 0, "placed": 0, "backfilled": 0,
+                                   "preemption_searches": 0, "preempt_requests": 0,
+                                   "budget_exhausted": False, "tick_ms": 0.0}, {}, {})
         result = Tick(self, now, clock).run()
         self._note_quiet(result, now)
         return result
@@ -420,21 +422,27 @@ class Scheduler:
                tuple((r.job_id, r.start_s, tuple(sorted(r.alloc.items())))
                      for r in self.reserved),
                tuple(sorted((t, h.job_id, h.start_s) for t, h in self.quota_holds.items())))
-        if sig == self._quiet:
+        # One quiet tick is enough when its plan budget did not run out: the next tick
+        # would keep every reservation it made (they hold, on the same state) and plan
+        # the same for the jobs it left unreserved. Otherwise the next one may plan more,
+        # and a fixed point needs two ticks that leave the same.
+        planned_all = (result.stats.get("reservations_planned", 0)
+                       < self.config.reservation_plans_per_tick)
+        if planned_all or sig == self._quiet:
             stale = [self.planned_at[r.job_id] for r in self.reserved
                      if self.planned_at.get(r.job_id, now) < self._changed_at]
             due = min(stale) + RESERVATION_REFRESH_S if stale else None
             self._fixed = (self.version, self.claims_version, sig[2], due)
         else:
-            self._quiet = sig
             self._fixed = None
+        self._quiet = sig
 
     def _order_sig(self, now: int) -> tuple[Any, ...]:
         """The order the walk would take the heaps in at ``now`` (its first keys)."""
         keys = self.share_keys_at(now) if self.config.policy != "fifo" else {}
         zero = (0, 0.0)
-        return tuple(sorted((keys.get(k[0], zero), self.queues.head(k)[0], k)
-                            for k in self.queues.heap_keys() if self.queues.head(k)))
+        return tuple(sorted((keys.get(k[0], zero), head[0], k) for k in self.queues.heap_keys()
+                            if (head := self.queues.head(k))))
 
     def quiet_until(self, now: int, upto: int) -> int | None:
         """At a fixed point (see above), the last instant in [now, upto] until which ticks
@@ -620,7 +628,11 @@ class Scheduler:
 
     # ---------------------------------------------------------------- helpers for tick.py
     def share_keys_at(self, now: int) -> dict[str, ShareKey]:
-        return {n: self.fair.share_at(n, now, self.running[n], self.tenants[n].guaranteed_gpus)
+        """Every tenant's fair-share key for a tick at ``now``: its usage at the last
+        multiple of ``share_period_s`` (or at its last change, if later)."""
+        period = self.config.share_period_s
+        at = now - now % period
+        return {n: self.fair.share_at(n, at, self.running[n], self.tenants[n].guaranteed_gpus)
                 for n in self.tenant_names}
 
     def claimed_gpus(self, tenant: str, *, besides: str | None = None) -> int:
@@ -737,7 +749,12 @@ class Scheduler:
     ) -> Decision:
         job_id = rec.spec.id
         frm = rec.state
-        self.version += 1
+        if not (reason == Reason.CHECKPOINTED and frm == to):
+            # A reported checkpoint changes what a victim would lose, never whether a job
+            # fits, may be reserved or may be preempted: what ``version`` tells the tick's
+            # memos and fixed point has not changed. (A search that found victims is not a
+            # fixed point anyway; one that found none finds none with a newer checkpoint.)
+            self.version += 1
         if frm is None:
             if to != S.SUBMITTED:
                 raise ValueError(f"job {job_id}: the first transition must be to SUBMITTED")

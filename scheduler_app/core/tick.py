@@ -79,7 +79,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
-from .capacity import indices_of, lowest_bits, mask_of
+from .capacity import lowest_bits, mask_of
 from .placement import find_placement
 from .preemption import Candidate, TenantLoad, may_preempt, select_victims
 from .queues import EntryKey, QueueKey
@@ -185,32 +185,40 @@ class _Line:
         """Hold one plan: its GPUs free now are taken from the copy; those a running job
         holds now become the plan's from its start, so no other release gives them back
         (releases stay disjoint). Bitmasks per node keep this O(the plan's nodes)."""
-        cap = self.cap
-        mine: dict[str, int] = {}  # node -> GPU bitmask
+        nodes = self.cap.nodes
         free_now: dict[str, int] = {}
-        later: dict[str, int] = {}
+        later: dict[str, int] = {}  # node -> GPUs a running job holds now
         for n, ix in alloc.items():
-            m = mine[n] = mask_of(ix)
-            free_mask = cap.nodes[n].free_mask
+            m = 0
+            for i in ix:
+                m |= 1 << i
+            free_mask = nodes[n].free_mask
             if m & free_mask:
                 free_now[n] = m & free_mask
             if m & ~free_mask:
                 later[n] = m & ~free_mask
         if free_now:
-            cap.take({n: indices_of(m) for n, m in free_now.items()})
+            self.cap.take_masks(free_now)
         releases, by_id, on_node = self.releases, self.by_id, self.on_node
         if later:  # only the releases on those nodes, found by node: O(them)
-            taken = {n: indices_of(m) for n, m in later.items()}
             hit: set[str] = set()
-            for n in taken:
+            for n in later:
                 hit |= on_node.get(n, set())
             gone: set[str] = set()
             old_of = {jid: by_id[jid] for jid in hit}
             for jid in hit:  # each keeps its place in the order: only its GPUs shrink
                 r = by_id[jid]
-                kept = minus(r.alloc, taken)
-                for n in r.alloc.keys() - kept.keys():
-                    on_node[n].discard(jid)
+                kept: Allocation = {}
+                for n, ix in r.alloc.items():
+                    taken = later.get(n)
+                    if taken is None:
+                        kept[n] = ix
+                        continue
+                    left = tuple(i for i in ix if not taken >> i & 1)
+                    if left:
+                        kept[n] = left
+                    else:
+                        on_node[n].discard(jid)
                 if kept:
                     by_id[jid] = replace(r, alloc=kept)
                 else:
@@ -226,15 +234,14 @@ class _Line:
                         del releases[i]
                     else:
                         releases[i] = by_id[jid]
-        kept_alloc = {n: indices_of(m) for n, m in mine.items() if m}
-        if end is not None and kept_alloc:
-            r = Release(end_s=end, job_id=job_id, alloc=kept_alloc)
+        if end is not None and alloc:
+            r = Release(end_s=end, job_id=job_id,
+                        alloc={n: tuple(ix) for n, ix in alloc.items() if ix})
             # kept in (end_s, job_id) order: plan_reservation reads it presorted
             bisect.insort(releases, r, key=_release_key)
             by_id[job_id] = r
             for n in r.alloc:
                 on_node.setdefault(n, set()).add(job_id)
-
 
     def occupy(self, job_id: str, alloc: Allocation, end: int | None) -> None:
         """A job started now on ``alloc``: the GPUs the picture shows free are held until
@@ -242,10 +249,12 @@ class _Line:
         reservation: a job may use them only if it ends before the reserved start, so no
         plan made after it can use them before then anyway."""
         free_now = {}
+        nodes = self.cap.nodes
         for n, ix in alloc.items():
-            m = mask_of(ix) & self.cap.nodes[n].free_mask
-            if m:
-                free_now[n] = indices_of(m)
+            free_mask = nodes[n].free_mask
+            left = tuple(i for i in ix if free_mask >> i & 1)
+            if left:
+                free_now[n] = left
         if free_now:
             self.hold(job_id, free_now, end)
 
@@ -330,6 +339,8 @@ class Tick:
         self._free_cache: dict[tuple[Any, ...], int] = {}
         self._failed_places: set[tuple[Any, ...]] = set()
         self._victim_costs: dict[str, Any] = {}  # victim_cost at this tick's now, by job
+        self._ends_cache: dict[tuple[str, int], list[tuple[int, int]]] = {}
+        self._borrows: dict[str, bool] = {}
 
     # ------------------------------------------------------------------ the loop
     def run(self) -> TickResult:
@@ -370,6 +381,10 @@ class Tick:
     # ------------------------------------------------------------------ 2. order
     def order_heaps(self) -> None:
         s = self.s
+        # fixed for the whole walk: a team that reaches its guarantee halfway through the
+        # tick keeps its place, so its own jobs keep their order
+        self._borrows = {} if self.policy == "fifo" else {
+            n: self._held(n) >= s.tenants[n].guaranteed_gpus for n in s.tenant_names}
         for key in s.queues.heap_keys():
             s.queues.prune(key)  # the heads that left since the last tick, once
             it = s.queues.iter_heap(key)
@@ -384,12 +399,10 @@ class Tick:
         nxt = next(it, None)
         if nxt is None:
             return
-        s = self.s
         team = key[0]
-        share = s.share_keys.get(team, _ZERO_SHARE)
-        borrows = (self.policy != "fifo"
-                   and self._held(team) >= s.tenants[team].guaranteed_gpus)
-        heapq.heappush(self.order, ((borrows, share, nxt[0]), nxt[1], key, it))
+        share = self.s.share_keys.get(team, _ZERO_SHARE)
+        heapq.heappush(self.order, ((self._borrows.get(team, False), share, nxt[0]), nxt[1],
+                                    key, it))
 
     # ------------------------------------------------------------------ 3. pop heads
     def out_of_budget(self) -> bool:
@@ -762,11 +775,7 @@ class Tick:
         limit = s.limit_of(team)
         held_now = s.running[team] + s.claimed_gpus(team, besides=besides)
         held = held_now
-        events: list[tuple[int, int]] = []  # (instant, change in GPUs held)
-        for job_id in s.holders[team]:
-            end = s.releases.end_of(job_id)
-            if end is not None:
-                events.append((max(end, self.now), -alloc_gpus(s.jobs[job_id].alloc)))
+        events = list(self._team_ends(team))  # (instant, change in GPUs held)
         for start, end, gpus in planned:
             events.append((max(start, self.now), gpus))
             if end is not None:
@@ -789,6 +798,21 @@ class Tick:
         return ok_from, (f"waits for team {team}'s quota ({held_now} of {limit} GPUs held):"
                          f" its jobs' declared limits leave room for {need} more at "
                          f"t={ok_from}")
+
+    def _team_ends(self, team: str) -> list[tuple[int, int]]:
+        """(declared end, -GPUs) of the team's holding jobs: what the quota plans read,
+        once per state (a tick asks for each of its waiting jobs)."""
+        s = self.s
+        key = (team, s.version)
+        found = self._ends_cache.get(key)
+        if found is None:
+            found = []
+            for job_id in s.holders[team]:
+                end = s.releases.end_of(job_id)
+                if end is not None:
+                    found.append((max(end, self.now), -alloc_gpus(s.jobs[job_id].alloc)))
+            self._ends_cache[key] = found
+        return found
 
     def _quota_allows(self, hold: QuotaHold, team: str, size: int, end: int | None
                       ) -> str | None:

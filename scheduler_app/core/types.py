@@ -124,6 +124,10 @@ class SchedulerConfig:
     max_preemptions_per_job_per_day: int = 2
     retry_budget: int = 2
     usage_half_life_s: int = 86400
+    #: the fair-share order is computed from the usage at the last multiple of this many
+    #: seconds (Slurm's PriorityCalcPeriod, 5 min there): decay alone reorders the teams
+    #: at most this often, so quiet ticks in between stay quiet
+    share_period_s: int = 60
     tick_budget_s: float = 2.0  # production: wall-time bound of one tick
     tick_work_budget: int | None = None  # simulator: jobs examined per tick (4,000)
     estimate_lookahead: int = 10  # queued jobs per tenant given a planned start
@@ -170,6 +174,9 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("retry_budget", 0,
             "restarts after a node failure for a job that cannot checkpoint"),
     Setting("usage_half_life_s", 1, "half-life of a team's decayed GPU usage (fair share)"),
+    Setting("share_period_s", 1,
+            "the fair-share order is computed from the usage at the last multiple of this "
+            "many seconds (Slurm's PriorityCalcPeriod)"),
     Setting("interactive_reserved_gpus", 0,
             "GPUs (whole nodes) kept for interactive jobs; batch jobs never run there"),
     Setting("tick_budget_s", 0.001, "wall time one tick may take (production)",

@@ -15,9 +15,14 @@ One loop over instants (integer seconds). At each instant:
 
 The next instant is the earliest of: the next event in the heap, the next periodic tick
 (multiples of ``tick_interval_s``), the core's ``next_deadline()`` and a requested tick.
-Every periodic tick runs, even a quiet one: fair-share usage is accrued at tick instants,
-so skipping ticks could change floats in the last bit and, through them, an order. The
-``ticks`` metric therefore counts every tick, periodic or event-driven.
+Periodic ticks in which nothing can change are skipped: when the core reports a fixed
+point (two ticks in a row that decided and changed nothing, ``Scheduler.quiet_until``),
+the next periodic tick comes only when time alone could change a decision (the fair-share
+order, a reservation's refresh) or at the next event, timer or woken tick, whichever is
+first. Fair-share usage is stored only when a tenant's GPUs change, so skipping changes
+no float: the decisions are those of a run that ticks every interval
+(``skip_quiet=False``; a test compares the two). The ``ticks`` metric counts the ticks
+that ran.
 
 Cost: a heap push and pop per event, O(log n); nothing scans all jobs. Stale events of a
 run that already ended are dropped when popped (each carries the run's token).
@@ -100,7 +105,8 @@ class Simulation:
 
     def __init__(self, scenario: Scenario, *, policy: str = "full", seed: int = 0,
                  scheduler_factory: Callable[..., Any] | None = None,
-                 progress: ProgressFn | None = None, views: bool = True) -> None:
+                 progress: ProgressFn | None = None, views: bool = True,
+                 skip_quiet: bool = True) -> None:
         self.scenario = scenario
         self.policy = policy
         self.seed = seed
@@ -110,6 +116,10 @@ class Simulation:
                              config=self.config, now=0)
         self.progress_fn = progress
         self.views = views
+        #: skip the periodic ticks in which nothing can change (see _after_quiet); off:
+        #: tick every interval (the reference the skipping run is tested against)
+        self.skip_quiet = skip_quiet
+        self.skipped_ticks = 0
 
         self.sim: dict[str, SimJob] = {}
         self.records: dict[str, JobRecord] = {}
@@ -209,9 +219,31 @@ class Simulation:
                 exc.add_note(f"simulation {self.scenario.name!r} at t={now} s")
                 raise
             next_periodic = (now // interval + 1) * interval
+            if self.skip_quiet:
+                next_periodic = self._after_quiet(now, next_periodic, interval)
             if self.progress_fn is not None:
                 self.progress_fn(now)
         return self._finish()
+
+    def _after_quiet(self, now: int, next_periodic: int, interval: int) -> int:
+        """The next periodic tick that could change anything: the core says until when
+        ticks would decide and change nothing (a fixed point, ``Scheduler.quiet_until``),
+        and those are skipped. Events, timers and woken ticks still come at their instant,
+        so the run is the one that ticks every interval, minus ticks that did nothing."""
+        upto = self._heap[0][0] - 1 if self._heap else self.scenario.until_s
+        deadline = self.sched.next_deadline()
+        if deadline is not None:
+            upto = min(upto, deadline - 1)
+        if self._wake is not None:
+            upto = min(upto, self._wake - 1)
+        if upto < next_periodic:
+            return next_periodic
+        quiet_until = getattr(self.sched, "quiet_until", None)  # the db engine has none
+        quiet = None if quiet_until is None else quiet_until(now, upto)
+        if quiet is None or quiet < next_periodic:
+            return next_periodic
+        self.skipped_ticks += (quiet - next_periodic) // interval + 1
+        return (quiet // interval + 1) * interval
 
     def _tick(self, now: int) -> None:
         self._freezer.grown(len(self.sched.jobs))
@@ -497,6 +529,7 @@ def _explain(detail: dict[str, Any]) -> str:
 
 def simulate(scenario: Scenario, *, policy: str = "full", seed: int = 0,
              progress: ProgressFn | None = None,
-             scheduler_factory: Callable[..., Any] | None = None) -> SimOutcome:
+             scheduler_factory: Callable[..., Any] | None = None,
+             skip_quiet: bool = True) -> SimOutcome:
     return Simulation(scenario, policy=policy, seed=seed, progress=progress,
-                      scheduler_factory=scheduler_factory).run()
+                      scheduler_factory=scheduler_factory, skip_quiet=skip_quiet).run()

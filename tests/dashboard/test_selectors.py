@@ -3,8 +3,6 @@ usage over the day comes from the allocations, the words of the core are readabl
 
 from __future__ import annotations
 
-from datetime import timedelta
-
 import random
 from datetime import UTC, datetime, timedelta
 

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from scheduler_app.sim.engine import Simulation
+from scheduler_app.sim.engine import Simulation, simulate
+from scheduler_app.sim.result import build_result
 from scheduler_app.sim.scenario import validate_scenario
 
 from .helpers import first_at, job, make, run, transitions
@@ -34,8 +35,14 @@ def test_a_job_submitted_at_t_can_start_at_t() -> None:
 def test_the_run_ends_when_the_last_job_ends() -> None:
     r = run(make(jobs=[job("j1", runtime_s=100)]))
     assert r["end_s"] == 100
-    assert r["metrics"]["ticks"] == 100 // 5 + 1  # periodic ticks 0..100, completion at 100
+    # the tick at 0 places it, the next confirms the fixed point, the completion at 100
+    # ends the run; the quiet periodic ticks in between are skipped
+    assert r["metrics"]["ticks"] == 3
     assert r["metrics"]["utilization"] == 0.5  # 8 of 16 GPUs for the whole run
+    every = build_result(simulate(validate_scenario(make(jobs=[job("j1", runtime_s=100)])),
+                                  skip_quiet=False))
+    assert every["metrics"]["ticks"] == 100 // 5 + 1  # periodic ticks 0..100
+    assert every["jobs"] == r["jobs"]
 
 
 def test_jobs_still_running_at_until_stay_running_with_an_open_run() -> None:
@@ -161,13 +168,19 @@ def test_a_job_entitled_when_submitted_counts_in_the_entitled_wait() -> None:
     assert entitled == {"first": True, "second": False, "high": False}
 
 
-def test_periodic_ticks_run_every_interval_even_when_nothing_can_start() -> None:
-    r = run(make(until_s=100, settings={"tick_interval_s": 10},
-                 tenants=[{"name": "team-a", "guaranteed_gpus": 4, "borrow_limit_gpus": 4}],
-                 jobs=[job("j1", gpus=8, submit_at_s=3), job("big", gpus=16)]))
+def test_periodic_ticks_run_every_interval_unless_nothing_can_change() -> None:
+    data = make(until_s=100, settings={"tick_interval_s": 10},
+                tenants=[{"name": "team-a", "guaranteed_gpus": 4, "borrow_limit_gpus": 4}],
+                jobs=[job("j1", gpus=8, submit_at_s=3), job("big", gpus=16)])
+    every = build_result(simulate(validate_scenario(data), skip_quiet=False))
     # 0, 3 (submit), 10, 20, ..., 100 (j1 ends at 103, after until_s)
-    assert r["metrics"]["ticks"] == 1 + 1 + 10
-    assert r["jobs"]["big"]["state"] == "FAILED"  # never fits the team's limit
+    assert every["metrics"]["ticks"] == 1 + 1 + 10
+    assert every["jobs"]["big"]["state"] == "FAILED"  # never fits the team's limit
+    # the tick at 3 places j1 and the one at 10 finds nothing left to change: the ticks at
+    # 20 .. 100 are skipped, and the run is the same
+    r = run(data)
+    assert r["metrics"]["ticks"] == 1 + 1 + 1
+    assert r["jobs"] == every["jobs"] and r["preemptions"] == every["preemptions"]
 
 
 def test_a_job_submitted_after_until_is_never_seen() -> None:
