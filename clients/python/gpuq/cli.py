@@ -283,7 +283,7 @@ QUEUE_COLUMNS = (
     field("STATE", "state", min_width=7),
     Column("POSITION", "position", lambda r: _position(r, "cluster"), right=True),
     Column("REASON", "reason", lambda r: r.get("pending_reason")
-           if r.get("state") == "QUEUED" else None, min_width=6),
+           if r.get("state") == "QUEUED" else None, min_width=10),
     Column("START", "start", _start, lambda r: relative(_start(r)), min_width=6),
 )
 
