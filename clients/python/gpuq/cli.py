@@ -253,14 +253,16 @@ LAUNCHERS = frozenset({"python", "python3", "bash", "sh", "env", "torchrun", "de
 
 def _name_from(command: str) -> str:
     """sbatch names a job after its script: the command's first word that is not a
-    launcher or an option, without its path."""
+    launcher, an option or a number, without its path."""
     try:
         words = shlex.split(command)
     except ValueError:
         words = command.split()
     for word in words:
         name = Path(word).name
-        if name and not word.startswith("-") and "=" not in word and name not in LAUNCHERS:
+        # an option, its number (--nproc 8) or an assignment is not the program
+        if name and not word.startswith("-") and "=" not in word and not word.isdigit() \
+                and name not in LAUNCHERS:
             return name[:200]
     return Path(words[0]).name[:200] if words else "job"
 

@@ -182,7 +182,9 @@ def yaml_scalar(value: Any) -> str:
             return ".nan"
         if math.isinf(value):
             return ".inf" if value > 0 else "-.inf"
-        return repr(value)
+        text = repr(value)
+        # YAML 1.1 (PyYAML) reads 1e+16 as text: a float needs its dot, 1.0e+16
+        return text.replace("e", ".0e", 1) if "e" in text and "." not in text else text
     text = str(value)
     if _PLAIN.match(text) and not text.endswith(" ") and text.lower() not in _SPECIAL:
         return text
