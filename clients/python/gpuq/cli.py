@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import getpass
+import json
 import os
 import shlex
 import sys
@@ -43,7 +44,7 @@ from .errors import (
 from .fields import FIELDS, flag_for, spec_from_file
 from .login import LoginRefused, token_from_password
 from .output import Column, field
-from .timefmt import format_duration, parse_duration, relative, when
+from .timefmt import absolute, format_duration, parse_duration, relative, when
 
 EXIT_OK = 0
 EXIT_ERROR = 1
@@ -140,6 +141,8 @@ def confirm(question: str) -> bool:
     sys.stderr.write(question)
     sys.stderr.flush()
     answer = sys.stdin.readline()
+    if not sys.stdin.isatty():
+        sys.stderr.write(answer if answer.endswith("\n") else answer + "\n")  # no echo
     return answer.strip().lower() in ("y", "yes")
 
 
@@ -397,21 +400,22 @@ def show_value(key: str, value: Any) -> str:
         return "; ".join(f"{node}: GPUs {_ranges(gpus)}" for node, gpus in value.items()) \
             or "-"
     if isinstance(value, (dict, list)):
-        return output.to_json(value).replace("\n", " ").replace("  ", "")
+        return json.dumps(value, ensure_ascii=False)
     return str(value)
 
 
 HISTORY_COLUMNS = (
     field("SEQ", "seq", right=True),
-    Column("AT", "at", lambda r: r.get("at"),
-           lambda r: when(r.get("at")).replace(" UTC", "")[5:], min_width=8),
+    # month, day and time (UTC): the year is rarely news in a job's history
+    Column("AT", "at", lambda r: r.get("at"), lambda r: absolute(r.get("at"))[5:19],
+           min_width=8),
     field("FROM", "from_state", min_width=6),
     field("TO", "to_state", min_width=6),
     field("REASON", "reason", min_width=6),
     Column("BY", "actor_name", lambda r: r.get("actor_name") or r.get("actor"), min_width=4),
     Column("DETAIL", "detail", lambda r: r.get("detail") or None,
-           lambda r: show_value("detail", r.get("detail") or None).replace("-", "")
-           if r.get("detail") else "", min_width=6),
+           lambda r: show_value("detail", r["detail"]) if r.get("detail") else "",
+           min_width=6),
 )
 _SECTIONS = ("history", "preemptions")
 
@@ -556,7 +560,8 @@ def cmd_cancel(args: argparse.Namespace) -> int:
             return EXIT_OK
         if not args.yes:
             sys.stderr.write("\n".join(output.table(targets, CANCEL_COLUMNS)) + "\n")
-            if not confirm(f"Cancel these {len(targets)} jobs? [y/N] "):
+            these = "this job" if len(targets) == 1 else f"these {len(targets)} jobs"
+            if not confirm(f"Cancel {these}? [y/N] "):
                 err("Nothing cancelled.")
                 return EXIT_ERROR
         ids = [int(t["id"]) for t in targets]
