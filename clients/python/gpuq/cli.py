@@ -303,7 +303,7 @@ def queue_records(client: Client, args: argparse.Namespace) -> list[dict[str, An
     if wanted:
         # one request per job (the list does not carry positions): a few at a time
         with ThreadPoolExecutor(max_workers=4) as pool:
-            details = pool.map(lambda r: client._http.get(f"/jobs/{r['id']}/"), wanted)
+            details = pool.map(lambda r: client.job(r["id"]), wanted)
             for r, detail in zip(wanted, details, strict=True):
                 r["queue_position"] = detail.get("queue_position")
     if len(queued) > len(wanted) and args.output == "table" and not args.watch:
