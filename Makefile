@@ -21,12 +21,13 @@ help:
 	@echo "make scenarios   simulate the worked examples in scenarios/examples/"
 	@echo "make migrate / seed / serve / replay"
 
-# The stamp is newer than pyproject.toml once the install succeeded: reinstall only when
-# the dependencies change (or the virtualenv is new).
-$(VENV)/.installed: pyproject.toml
+# The stamp is newer than the pyproject.toml files once the install succeeded: reinstall
+# only when the dependencies change (or the virtualenv is new). clients/python is gpuq,
+# the command line and SDK (its own package, standard library only): .venv/bin/gpuq.
+$(VENV)/.installed: pyproject.toml clients/python/pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e '.[dev,bench]'
+	$(BIN)/python -m pip install --quiet -e '.[dev,bench]' -e ./clients/python
 	@touch $@
 
 venv install: $(VENV)/.installed

@@ -97,11 +97,16 @@ class Stack:
     # ------------------------------------------------------------------ processes
     def setup(self, *, tenants: list[tuple[str, int, int]],
               nodes: list[tuple[str, str, int]]) -> None:
+        self.keys = self.django(SETUP, {"tenants": tenants, "nodes": nodes})
+
+    def django(self, code: str, payload: Any) -> Any:
+        """Run ``code`` (it sets Django up itself) on the stack's database with
+        ``payload`` as JSON in ``sys.argv[1]``; returns its last line of output, as JSON."""
         done = subprocess.run(
-            [PYTHON, "-c", SETUP, json.dumps({"tenants": tenants, "nodes": nodes})],
+            [PYTHON, "-c", code, json.dumps(payload)],
             cwd=REPO, env=self.env, capture_output=True, text=True, timeout=120)
         assert done.returncode == 0, done.stderr
-        self.keys = json.loads(done.stdout.strip().splitlines()[-1])
+        return json.loads(done.stdout.strip().splitlines()[-1])
 
     def start(self, name: str, args: list[str], env: dict[str, str] | None = None) -> Proc:
         proc = Proc(name, args, env or self.env)

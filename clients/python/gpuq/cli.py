@@ -1,0 +1,851 @@
+"""The ``gpuq`` command: Slurm's habits over the scheduler's REST API (docs/cli.md).
+
+    gpuq login                          a token, stored in ~/.config/gpuq/config.toml
+    gpuq submit [flags] [-- CMD...]     sbatch: a flag per job field, or -f job.yaml
+    gpuq queue [--mine] [--watch]       squeue
+    gpuq show ID                        scontrol show job: every field and the history
+    gpuq why ID                         why it waits, and what would start it sooner
+    gpuq cancel ID... | --mine ...      scancel
+    gpuq logs ID [-f]                   the job's output
+    gpuq share                          sshare: fair share per team
+    gpuq wait ID                        until the job is final; the exit status says how
+
+Exit status: 0 done; 1 the API refused (or could not be reached); 2 a usage or
+validation error (the API's message at its field); ``wait``: 3 the job FAILED,
+4 it was CANCELLED, 5 the timeout passed first; 130 interrupted.
+"""
+
+from __future__ import annotations
+
+import argparse
+import getpass
+import json
+import os
+import shlex
+import sys
+import textwrap
+import time
+from collections.abc import Callable, Iterable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from datetime import datetime
+from pathlib import Path
+from typing import Any, TextIO
+
+from . import __version__, config, explain, jobfile, output
+from .client import FINAL_STATES, Client, Job
+from .errors import (
+    ApiError,
+    ConfigError,
+    ConnectionFailed,
+    GpuqError,
+    InvalidRequest,
+    Unauthorized,
+)
+from .fields import FIELDS, flag_for, spec_from_file
+from .login import LoginRefused, token_from_password
+from .output import Column, field
+from .timefmt import absolute, format_duration, parse_duration, relative, when
+
+EXIT_OK = 0
+EXIT_ERROR = 1
+EXIT_USAGE = 2
+EXIT_FAILED = 3
+EXIT_CANCELLED = 4
+EXIT_TIMEOUT = 5
+EXIT_INTERRUPTED = 130
+
+#: ``gpuq wait``'s exit status for each final state.
+WAIT_EXIT = {"COMPLETED": EXIT_OK, "FAILED": EXIT_FAILED, "CANCELLED": EXIT_CANCELLED}
+#: What ``gpuq queue`` (like squeue) and ``gpuq cancel --mine`` look at by default.
+LIVE_STATES = ("SUBMITTED", "QUEUED", "PLACING", "RUNNING", "PREEMPT_REQUESTED",
+               "CHECKPOINTING", "PREEMPTED")
+#: Queue positions are in a job's detail only (a request each; the list has none):
+#: ``gpuq queue`` reads them for this many queued jobs by default.
+DEFAULT_POSITIONS = 100
+#: ANSI sequences for ``--watch``: cursor home, clear to the end of the line / screen,
+#: hide and show the cursor.
+HOME, CLEAR_LINE, CLEAR_DOWN, HIDE, SHOW = "\x1b[H", "\x1b[K", "\x1b[J", "\x1b[?25l", "\x1b[?25h"
+
+#: What each kind of estimate promises (the API's estimate.kind; the scheduler's words).
+ESTIMATE_KINDS = {
+    "reserved": "GPUs are reserved for it; earlier if the running jobs end before their "
+                "limits",
+    "reclaim": "borrowed GPUs are being reclaimed for it",
+    "quota": "it waits for its team's quota, not for GPUs",
+    "projected": "not reserved: jobs that start meanwhile may delay it",
+}
+
+
+class UsageError(GpuqError):
+    """The command line is wrong: exit status 2."""
+
+
+# ============================================================================ helpers
+def out(text: str = "", stream: TextIO | None = None) -> None:
+    stream = stream or sys.stdout
+    stream.write(text if text.endswith("\n") or not text else text + "\n")
+
+
+def err(text: str) -> None:
+    out(text, sys.stderr)
+
+
+def client_for(args: argparse.Namespace) -> Client:
+    return Client(url=args.url)
+
+
+def option_type(parse: Callable[[str], Any]) -> Callable[[str], Any]:
+    """``parse`` for argparse, keeping its message (argparse would print only
+    "invalid value" for a ValueError)."""
+
+    def convert(text: str) -> Any:
+        try:
+            return parse(text)
+        except ValueError as error:
+            raise argparse.ArgumentTypeError(str(error)) from error
+
+    convert.__name__ = getattr(parse, "__name__", "value")
+    return convert
+
+
+def seconds_option(text: str) -> float:
+    """Seconds (``0.5``), or a duration with a unit (``10m``)."""
+    try:
+        return float(text)
+    except ValueError:
+        return float(parse_duration(text))
+
+
+def states(values: Sequence[str] | None) -> list[str]:
+    """``--state queued,running --state PLACING`` -> ``["QUEUED", "RUNNING", "PLACING"]``."""
+    found: list[str] = []
+    for value in values or []:
+        found += [s.strip().upper() for s in value.split(",") if s.strip()]
+    return found
+
+
+def job_filters(args: argparse.Namespace, *, default_states: Sequence[str] | None
+                ) -> dict[str, Any]:
+    filters: dict[str, Any] = {}
+    if args.tenant:
+        filters["tenant"] = args.tenant
+    if getattr(args, "user", None):
+        filters["owner"] = args.user
+    if args.mine:
+        filters["mine"] = True
+    chosen = states(args.state)
+    if chosen:
+        filters["state"] = chosen
+    elif default_states and not getattr(args, "all", False):
+        filters["state"] = list(default_states)
+    return filters
+
+
+def emit(args: argparse.Namespace, data: Any, records: Sequence[dict[str, Any]],
+         columns: Sequence[Column]) -> None:
+    sys.stdout.write(output.render(args.output, data, records, columns, stream=sys.stdout))
+
+
+def confirm(question: str) -> bool:
+    sys.stderr.write(question)
+    sys.stderr.flush()
+    answer = sys.stdin.readline()
+    if not sys.stdin.isatty():
+        sys.stderr.write(answer if answer.endswith("\n") else answer + "\n")  # no echo
+    return answer.strip().lower() in ("y", "yes")
+
+
+def ordinal(n: int | None) -> str:
+    if n is None:
+        return "-"
+    suffix = "th" if 10 <= n % 100 <= 20 else {1: "st", 2: "nd", 3: "rd"}.get(n % 10, "th")
+    return f"{n}{suffix}"
+
+
+def wrap(text: str, width: int, indent: str = "  ") -> list[str]:
+    return textwrap.wrap(text, width=max(20, width), initial_indent=indent,
+                         subsequent_indent=indent, break_long_words=True,
+                         break_on_hyphens=False) or [indent.rstrip()]
+
+
+# ============================================================================ login
+def cmd_login(args: argparse.Namespace) -> int:
+    stored = config.read_file()
+    url = args.url or os.environ.get(config.URL_ENV) or stored.get("url") or \
+        prompt("Scheduler URL: ")
+    if args.with_token:
+        token = sys.stdin.readline().strip()
+        if not token:
+            raise UsageError("--with-token reads the token from standard input: none came")
+    else:
+        username = args.username or prompt("Username: ", default=stored.get("username", ""))
+        if args.password_stdin:
+            password = sys.stdin.readline().rstrip("\r\n")
+        else:
+            password = getpass.getpass("Password: ")
+        token = token_from_password(url, username, password, token_name=args.name)
+    me = Client(url=url, token=token).me()  # the token works, and whose it is
+    path = config.write_file({"url": url, "token": token, "username": me["username"]})
+    out(f"Signed in to {url} as {me['username']}: token {token[:12]}... saved in {path} "
+        "(mode 0600).")
+    return EXIT_OK
+
+
+def prompt(question: str, default: str = "") -> str:
+    shown = f"{question[:-2]} [{default}]: " if default else question
+    sys.stderr.write(shown)
+    sys.stderr.flush()
+    answer = sys.stdin.readline()
+    if not answer:
+        raise UsageError(f"no answer to {question.strip()!r} (standard input is closed): "
+                         "pass it as an option")
+    return answer.strip() or default
+
+
+# ============================================================================ submit
+def cmd_submit(args: argparse.Namespace) -> int:
+    client = client_for(args)
+    spec: dict[str, Any] = {}
+    batch: list[dict[str, Any]] | None = None
+    batch_tenant: str | None = None
+    if args.file:
+        try:
+            data = jobfile.load(args.file)
+            if isinstance(data, dict) and isinstance(data.get("jobs"), list):
+                batch_tenant = data.get("tenant")
+                data = data["jobs"]
+            if isinstance(data, list):
+                batch = [spec_from_file(item, f"{args.file} jobs[{i}]")
+                         for i, item in enumerate(data)]
+            else:
+                spec = spec_from_file(data, args.file)
+        except ValueError as error:  # JobFileError too
+            raise UsageError(str(error)) from error
+    flags = {f.api: getattr(args, f.dest) for f in FIELDS if getattr(args, f.dest) is not None}
+    if args.cmd:
+        if "command" in flags:
+            raise UsageError("give the command once: --command, or after --")
+        flags["command"] = shlex.join(args.cmd)
+    if batch is not None:
+        tenant = flags.pop("tenant", None) or batch_tenant
+        jobs = [{**one, **flags} for one in batch]
+        tenant = tenant or _default_tenant(client, jobs[0] if jobs else {})
+        made = client.submit_batch(jobs, tenant=tenant, idempotency_key=args.idempotency_key)
+        for job in made:
+            out(str(job.id) if args.parsable else f"Submitted job {job.id} ({job.name})")
+        return EXIT_OK
+    spec.update(flags)
+    spec.setdefault("name", _name_from(spec.get("command", "")))
+    if not spec.get("tenant"):
+        spec["tenant"] = _default_tenant(client, spec)
+    job = client.submit(idempotency_key=args.idempotency_key, **spec)
+    if args.parsable:
+        out(str(job.id))
+    else:
+        again = " (a retry: the job this key made before)" if job.replayed else ""
+        out(f"Submitted job {job.id} to {job.tenant} ({job.state}){again}")
+    return EXIT_OK
+
+
+def _default_tenant(client: Client, spec: dict[str, Any]) -> str:
+    if spec.get("tenant"):
+        return str(spec["tenant"])
+    tenant = client.default_tenant()
+    if tenant is None:
+        mine = [m["tenant"] for m in client.me().get("memberships", [])]
+        raise UsageError("--tenant is required: you are a member of "
+                         + (", ".join(mine) if mine else "no team (operators name one)"))
+    return tenant
+
+
+#: Words that launch the program rather than name it (``python train.py`` is train.py).
+LAUNCHERS = frozenset({"python", "python3", "bash", "sh", "env", "torchrun", "deepspeed",
+                       "accelerate", "srun", "mpirun", "uv", "launch", "run"})
+
+
+def _name_from(command: str) -> str:
+    """sbatch names a job after its script: the command's first word that is not a
+    launcher, an option or a number, without its path."""
+    try:
+        words = shlex.split(command)
+    except ValueError:
+        words = command.split()
+    for word in words:
+        name = Path(word).name
+        # an option, its number (--nproc 8) or an assignment is not the program
+        if name and not word.startswith("-") and "=" not in word and not word.isdigit() \
+                and name not in LAUNCHERS:
+            return name[:200]
+    return Path(words[0]).name[:200] if words else "job"
+
+
+# ============================================================================ queue
+def _position(r: dict[str, Any], which: str) -> int | None:
+    return (r.get("queue_position") or {}).get(which)
+
+
+def _start(r: dict[str, Any]) -> str | None:
+    return r.get("estimate_start_at") if r.get("state") == "QUEUED" else r.get("started_at")
+
+
+QUEUE_COLUMNS = (
+    field("ID", "id", right=True),
+    field("NAME", "name", min_width=8),
+    field("TEAM", "tenant", min_width=6),
+    field("OWNER", "owner", min_width=6),
+    field("GPUS", "gpus", right=True),
+    field("STATE", "state", min_width=7),
+    Column("POSITION", "position", lambda r: _position(r, "cluster"), right=True),
+    Column("REASON", "reason", lambda r: r.get("pending_reason")
+           if r.get("state") == "QUEUED" else None, min_width=10),
+    Column("START", "start", _start, lambda r: relative(_start(r)), min_width=6),
+)
+
+
+def queue_records(client: Client, args: argparse.Namespace) -> list[dict[str, Any]]:
+    records = [job.to_dict() for job in
+               client.jobs(**job_filters(args, default_states=LIVE_STATES))]
+    queued = [r for r in records if r.get("state") == "QUEUED"]
+    for r in records:
+        r["queue_position"] = None
+    wanted = queued[: max(0, args.positions)]
+    if wanted:
+        # one request per job (the list does not carry positions): a few at a time
+        with ThreadPoolExecutor(max_workers=4) as pool:
+            details = pool.map(lambda r: client.job(r["id"]), wanted)
+            for r, detail in zip(wanted, details, strict=True):
+                r["queue_position"] = detail.get("queue_position")
+    if len(queued) > len(wanted) and args.output == "table" and not args.watch:
+        err(f"(positions of the first {len(wanted)} queued jobs only: --positions N)")
+    return records
+
+
+def cmd_queue(args: argparse.Namespace) -> int:
+    client = client_for(args)
+    if args.watch:
+        if args.output != "table":
+            raise UsageError("--watch redraws a table: leave -o out")
+        return watch(lambda: queue_lines(client, args), args.interval, "gpuq queue")
+    records = queue_records(client, args)
+    emit(args, records, records, QUEUE_COLUMNS)
+    return EXIT_OK
+
+
+def queue_lines(client: Client, args: argparse.Namespace) -> list[str]:
+    records = queue_records(client, args)
+    return output.table(records, QUEUE_COLUMNS, ellipsis=output.ellipsis_for(sys.stdout))
+
+
+def watch(lines: Callable[[], list[str]], interval: float, title: str) -> int:
+    """Redraw ``lines()`` every ``interval`` seconds, in place on a terminal, until
+    Ctrl-C (exit status 0: stopping is what Ctrl-C asks for here)."""
+    tty = sys.stdout.isatty()
+    stream = sys.stdout
+    try:
+        if tty:
+            stream.write(HIDE + "\x1b[2J")
+        while True:
+            size = os.get_terminal_size(stream.fileno()) if tty else None
+            width = size.columns if size else output.terminal_width()
+            stamp = datetime.now().strftime("%H:%M:%S")
+            head = f"{title}, every {interval:g}s (Ctrl-C stops)"
+            head = output.cut(head, width - len(stamp) - 2).ljust(width - len(stamp)) + stamp
+            try:
+                body = lines()
+            except (ConnectionFailed, ApiError) as error:
+                if isinstance(error, Unauthorized):
+                    raise
+                body = [output.cut(f"(could not read the queue: {error}; trying again)", width)]
+            frame = [head, "", *body]
+            if size:
+                frame = frame[: max(1, size.lines - 1)]
+            if tty:
+                stream.write(HOME + "".join(line + CLEAR_LINE + "\n" for line in frame)
+                             + CLEAR_DOWN)
+            else:
+                stream.write("\n".join(frame) + "\n\n")
+            stream.flush()
+            time.sleep(interval)
+    except KeyboardInterrupt:
+        return EXIT_OK
+    finally:
+        if tty:
+            stream.write(SHOW)
+            stream.flush()
+
+
+# ============================================================================ show
+def _ranges(indices: Iterable[int]) -> str:
+    """``[0, 1, 2, 3, 6]`` -> ``0-3,6``."""
+    out_: list[str] = []
+    items = sorted(indices)
+    i = 0
+    while i < len(items):
+        j = i
+        while j + 1 < len(items) and items[j + 1] == items[j] + 1:
+            j += 1
+        out_.append(str(items[i]) if i == j else f"{items[i]}-{items[j]}")
+        i = j + 1
+    return ",".join(out_)
+
+
+def show_value(key: str, value: Any) -> str:
+    """A detail field as a person reads it."""
+    if value is None or value == "":
+        return "-"
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if key.endswith("_at") and isinstance(value, str):
+        return when(value)
+    if key.endswith("_s") and isinstance(value, (int, float)):
+        return f"{value} ({format_duration(value)})"
+    if key == "queue_position" and isinstance(value, dict):
+        return f"{ordinal(value.get('cluster'))} in the cluster, " \
+               f"{ordinal(value.get('tenant'))} in the team"
+    if key == "estimate" and isinstance(value, dict):
+        start = when(value.get("start_at")) or "none yet"
+        return f"{start}; basis: {value.get('basis') or '-'}"
+    if key == "allocation" and isinstance(value, dict):
+        return "; ".join(f"{node}: GPUs {_ranges(gpus)}" for node, gpus in value.items()) \
+            or "-"
+    if isinstance(value, (dict, list)):
+        return json.dumps(value, ensure_ascii=False)
+    return str(value)
+
+
+HISTORY_COLUMNS = (
+    field("SEQ", "seq", right=True),
+    # month, day and time (UTC): the year is rarely news in a job's history
+    Column("AT", "at", lambda r: r.get("at"), lambda r: absolute(r.get("at"))[5:19],
+           min_width=8),
+    field("FROM", "from_state", min_width=6),
+    field("TO", "to_state", min_width=6),
+    field("REASON", "reason", min_width=6),
+    Column("BY", "actor_name", lambda r: r.get("actor_name") or r.get("actor"), min_width=4),
+    Column("DETAIL", "detail", lambda r: r.get("detail") or None,
+           lambda r: show_value("detail", r["detail"]) if r.get("detail") else "",
+           min_width=6),
+)
+_SECTIONS = ("history", "preemptions")
+
+
+def detail_lines(job: dict[str, Any], width: int, ellipsis: str) -> list[str]:
+    lines = [output.cut(f"Job {job.get('id')}: {job.get('name')}", width, ellipsis)]
+    keys = [k for k in job if k not in _SECTIONS]
+    key_width = min(24, max(len(k) for k in keys)) if keys else 0
+    for key in keys:
+        value = show_value(key, job[key])
+        chunks = textwrap.wrap(value, width=max(10, width - key_width - 3),
+                               break_long_words=True, break_on_hyphens=False) or ["-"]
+        lines.append(f"  {key.ljust(key_width)} {chunks[0]}")
+        lines += [" " * (key_width + 3) + chunk for chunk in chunks[1:]]
+    lines += ["", "History"]
+    lines += ["  " + line for line in
+              output.table(job.get("history") or [], HISTORY_COLUMNS, width=width - 2,
+                           ellipsis=ellipsis)]
+    for p in job.get("preemptions") or []:
+        lines += ["", f"Preempted {when(p.get('at'))} for job {p.get('for_job') or '-'}"]
+        lines += wrap(f"{p.get('why') or ''} (work lost: {format_duration(p.get('cost_s'))}, "
+                      f"{p.get('est_gpu_s_lost') or 0:.0f} GPU-s)", width)
+    return [output.cut(line, width, ellipsis) for line in lines]
+
+
+def cmd_show(args: argparse.Namespace) -> int:
+    job = client_for(args).job(args.id).to_dict()
+    if args.output == "table":
+        ellipsis = output.ellipsis_for(sys.stdout)
+        out("\n".join(detail_lines(job, output.terminal_width(), ellipsis)))
+    else:
+        # csv is a table: the history's rows; json and yaml give the whole detail
+        emit(args, job, job.get("history") or [], HISTORY_COLUMNS)
+    return EXIT_OK
+
+
+# ============================================================================ why
+WHY_COLUMNS = (
+    field("ID", "id"), field("STATE", "state"), field("REASON", "pending_reason"),
+    field("SENTENCE", "pending_sentence"),
+    Column("POSITION", "position", lambda r: _position(r, "cluster")),
+    Column("TEAM_POSITION", "position_in_team", lambda r: _position(r, "tenant")),
+    Column("START", "estimate_start_at", lambda r: (r.get("estimate") or {}).get("start_at")),
+    Column("BASIS", "estimate_basis", lambda r: (r.get("estimate") or {}).get("basis")),
+    Column("HINTS", "hints", lambda r: " | ".join(r.get("hints") or [])),
+)
+
+
+def why_data(client: Client, job: dict[str, Any]) -> dict[str, Any]:
+    data: dict[str, Any] = {"id": job.get("id"), "name": job.get("name"),
+                            "tenant": job.get("tenant"), **explain.explanation_fields(job)}
+    if job.get("state") == "QUEUED":
+        tenant = None
+        if job.get("pending_reason") == "QuotaLimit":
+            tenant = client.tenant(job["tenant"]).to_dict()
+        data["hints"] = explain.hints(job, tenant)
+    else:
+        data["hints"] = []
+    data["preemptions"] = job.get("preemptions") or []
+    return data
+
+
+def why_lines(data: dict[str, Any], job: dict[str, Any], width: int) -> list[str]:
+    state = data.get("state")
+    head = f"Job {data['id']} ({data.get('name')}, team {data.get('tenant')})"
+    lines: list[str] = []
+    if state == "QUEUED":
+        lines += wrap(f"{head} is waiting: {data.get('pending_reason') or 'None'}.", width, "")
+        if data.get("pending_sentence"):
+            lines += wrap(str(data["pending_sentence"]), width)
+        pos = data.get("queue_position") or {}
+        lines += wrap(f"Position: {ordinal(pos.get('cluster'))} in the cluster's order, "
+                      f"{ordinal(pos.get('tenant'))} in team {data.get('tenant')}'s queue.",
+                      width, "")
+        estimate = data.get("estimate") or {}
+        start = estimate.get("start_at")
+        lead = "at the latest " if estimate.get("upper_bound") else ""
+        lines.append(f"Estimated start: {lead}{when(start)}." if start else
+                     "Estimated start: none yet.")
+        if start and estimate.get("kind"):
+            lines += wrap(f"Kind: {estimate['kind']} ({ESTIMATE_KINDS.get(estimate['kind'], '')})"
+                          .replace(" ()", ""), width)
+        if estimate.get("basis"):
+            lines += wrap(f"Basis: {estimate['basis']}", width)
+    elif state in FINAL_STATES:
+        lines += wrap(f"{head} is {state}: it has finished, and will not start again.", width,
+                      "")
+    elif state in ("PLACING", "RUNNING", "PREEMPT_REQUESTED", "CHECKPOINTING"):
+        nodes = ", ".join(job.get("allocation") or {}) or "its nodes"
+        since = f", started {relative(job.get('started_at'))}" if job.get("started_at") else ""
+        lines += wrap(f"{head} is {state} on {nodes}{since}: it is not waiting.", width, "")
+    else:
+        lines += wrap(f"{head} is {state}: it goes back to the queue at the next tick.", width,
+                      "")
+    for key, value in data.items():
+        if key in explain.KNOWN or key in ("id", "name", "tenant", "hints", "preemptions"):
+            continue
+        label = key.replace("_", " ").capitalize()
+        if isinstance(value, (dict, list)):
+            lines.append(f"{label}:")
+            lines += ["  " + line for line in output.to_yaml(value).splitlines()]
+        else:
+            lines += wrap(f"{label}: {show_value(key, value)}", width, indent="")
+    if data.get("preemptions"):
+        last = data["preemptions"][-1]
+        lines += wrap(f"Last preempted {relative(last.get('at'))} for job "
+                      f"{last.get('for_job') or '-'}: {last.get('why') or ''}", width, "")
+    if data.get("hints"):
+        lines.append("To start sooner:")
+        for hint in data["hints"]:
+            chunks = wrap(hint, width, indent="    ")
+            lines += ["  - " + chunks[0].lstrip(), *chunks[1:]]
+    return [output.cut(line, width) for line in lines]
+
+
+def cmd_why(args: argparse.Namespace) -> int:
+    client = client_for(args)
+    job = client.job(args.id).to_dict()
+    data = why_data(client, job)
+    if args.output == "table":
+        out("\n".join(why_lines(data, job, output.terminal_width())))
+    else:
+        emit(args, data, [data], WHY_COLUMNS)
+    return EXIT_OK
+
+
+# ============================================================================ cancel
+CANCEL_COLUMNS = (field("ID", "id", right=True), field("NAME", "name", min_width=8),
+                  field("TEAM", "tenant", min_width=6), field("OWNER", "owner", min_width=6),
+                  field("STATE", "state", min_width=7))
+
+
+def cmd_cancel(args: argparse.Namespace) -> int:
+    client = client_for(args)
+    by_filter = bool(args.mine or args.tenant or args.state)
+    if args.ids and by_filter:
+        raise UsageError("cancel by IDs or by filter (--mine, --tenant, --state), not both")
+    if not args.ids and not by_filter:
+        raise UsageError("say which jobs: IDs, or --mine, --tenant, --state")
+    if by_filter:
+        targets = [job.to_dict() for job in
+                   client.jobs(**job_filters(args, default_states=LIVE_STATES))]
+        targets = [t for t in targets if t.get("state") not in FINAL_STATES]
+        if not targets:
+            out("No job matches: nothing to cancel.")
+            return EXIT_OK
+        if not args.yes:
+            sys.stderr.write("\n".join(output.table(targets, CANCEL_COLUMNS)) + "\n")
+            these = "this job" if len(targets) == 1 else f"these {len(targets)} jobs"
+            if not confirm(f"Cancel {these}? [y/N] "):
+                err("Nothing cancelled.")
+                return EXIT_ERROR
+        ids = [int(t["id"]) for t in targets]
+    else:
+        ids = args.ids
+    failed = 0
+    for job_id in ids:
+        try:
+            job = client.cancel(job_id, why=args.why)
+        except ApiError as error:
+            failed += 1
+            err(f"gpuq cancel: job {job_id}: {error.message}")
+            continue
+        out(f"Cancelled job {job.id} ({job.name})")
+    return EXIT_ERROR if failed else EXIT_OK
+
+
+# ============================================================================ logs
+def new_text(old: str, new: str) -> str:
+    """What ``new`` (a log's latest tail) adds to ``old`` (the tail printed before).
+
+    A tail is the last N characters of a growing file: the new one is the old one slid
+    along. The longest end of ``old`` that begins ``new`` is what was printed already; a
+    tail with no such overlap (the job ran again, elsewhere) is all new."""
+    if not old or new == old:
+        return new if not old else ""
+    if new.startswith(old):
+        return new[len(old):]
+    return new[_overlap(old, new):]
+
+
+def _overlap(old: str, new: str) -> int:
+    """The largest k with ``old.endswith(new[:k])``."""
+    limit = min(len(old), len(new))
+    anchor = old[-min(64, len(old)):]
+    pos = new.rfind(anchor, 0, limit)
+    while pos >= 0:  # candidates ending at an occurrence of old's last characters
+        k = pos + len(anchor)
+        if old.endswith(new[:k]):
+            return k
+        pos = new.rfind(anchor, 0, k - 1)
+    for k in range(min(limit, len(anchor) - 1), 0, -1):  # an overlap shorter than anchor
+        if old.endswith(new[:k]):
+            return k
+    return 0
+
+
+def cmd_logs(args: argparse.Namespace) -> int:
+    client = client_for(args)
+    job = Job(client, {"id": args.id})
+    tail = job.logs()
+    if not args.follow:
+        sys.stdout.write(tail.stdout)
+        sys.stderr.write(tail.stderr)
+        if tail.at is None:
+            err(f"(no log yet for job {args.id}: it has not run, or its node's agent has "
+                "not sent it)")
+        return EXIT_OK
+    seen = {"out": "", "err": ""}
+    last_round = False
+    try:
+        while True:
+            for key, text, stream in (("out", tail.stdout, sys.stdout),
+                                      ("err", tail.stderr, sys.stderr)):
+                stream.write(new_text(seen[key], text))
+                stream.flush()
+                seen[key] = text
+            if last_round:
+                return EXIT_OK
+            # a final job's agent sends the tail once more as it exits: read once more
+            last_round = job.refresh().is_final
+            time.sleep(args.interval)
+            tail = job.logs()
+    except KeyboardInterrupt:
+        return EXIT_OK
+
+
+# ============================================================================ share
+def _fixed(digits: int, key: str) -> Callable[[dict[str, Any]], str]:
+    def text(r: dict[str, Any]) -> str:
+        value = r.get(key)
+        return "-" if value is None else f"{value:.{digits}f}"
+
+    return text
+
+
+SHARE_COLUMNS = (
+    field("TEAM", "name", min_width=6),
+    field("GUARANTEE", "guaranteed_gpus", right=True),
+    field("HELD", "current_gpus", right=True),
+    field("BORROWED", "borrowed_gpus", right=True),
+    field("BORROW_LIMIT", "borrow_limit_gpus", right=True),
+    Column("USAGE_H", "usage_gpu_h", lambda r: r.get("usage_gpu_h"), _fixed(1, "usage_gpu_h"),
+           right=True),
+    Column("SHARE", "share", lambda r: r.get("share"), _fixed(3, "share"), right=True),
+    Column("RANK", "share_rank", lambda r: r.get("share_rank"),
+           lambda r: str(r.get("share_rank") or "-"), right=True),
+)
+
+
+def cmd_share(args: argparse.Namespace) -> int:
+    tenants = [t.to_dict() for t in client_for(args).tenants()]
+    # the fair-share order: who is served first (lowest share) at the top, unranked last
+    tenants.sort(key=lambda t: (t.get("share_rank") is None, t.get("share_rank") or 0,
+                                t.get("name") or ""))
+    emit(args, tenants, tenants, SHARE_COLUMNS)
+    return EXIT_OK
+
+
+# ============================================================================ wait
+def cmd_wait(args: argparse.Namespace) -> int:
+    job = client_for(args).job(args.id)
+    try:
+        job.wait(timeout=args.timeout, poll_s=args.interval)
+    except TimeoutError:
+        err(f"gpuq wait: job {args.id} is still {job.state} after "
+            f"{format_duration(args.timeout)}")
+        return EXIT_TIMEOUT
+    if not args.quiet:
+        out(f"Job {job.id} {job.state}")
+    return WAIT_EXIT.get(job.state, EXIT_ERROR)
+
+
+# ============================================================================ parser
+def add_output(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("-o", "--output", choices=output.FORMATS, default="table",
+                        help="table (default, fits the terminal), or json, yaml, csv "
+                             "(stable, for scripts)")
+
+
+def add_filters(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--mine", action="store_true", help="your own jobs only")
+    parser.add_argument("--tenant", help="one team's jobs")
+    parser.add_argument("--state", action="append", metavar="STATE",
+                        help="only jobs in these states (repeat, or comma-separate)")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="gpuq", description="The GPU scheduler's command line (docs/cli.md).",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog="Configuration: GPUQ_URL and GPUQ_TOKEN, or ~/.config/gpuq/config.toml "
+               "(gpuq login writes it).")
+    parser.add_argument("--version", action="version", version=f"gpuq {__version__}")
+    parser.add_argument("--url", default=None,
+                        help="the scheduler's URL (default: $GPUQ_URL, or the config file)")
+    # --url before or after the command: the command's own copy leaves the value alone
+    # when it is not given there
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("--url", default=argparse.SUPPRESS,
+                        help="the scheduler's URL (default: $GPUQ_URL, or the config file)")
+    subparsers = parser.add_subparsers(dest="gpuq_command", required=True, metavar="COMMAND")
+
+    class Commands:
+        @staticmethod
+        def add_parser(name: str, **kwargs: Any) -> argparse.ArgumentParser:
+            return subparsers.add_parser(name, parents=[common], **kwargs)
+
+    commands = Commands()
+
+    p = commands.add_parser("login", help="sign in and store an API token")
+    p.add_argument("--username", help="default: asked")
+    p.add_argument("--password-stdin", action="store_true",
+                   help="read the password from standard input (scripts)")
+    p.add_argument("--with-token", action="store_true",
+                   help="store a token read from standard input instead of signing in")
+    p.add_argument("--name", help="the token's name (default: 'gpuq on HOST')")
+    p.set_defaults(run=cmd_login)
+
+    p = commands.add_parser("submit", help="submit a job (sbatch)",
+                            description="Submit a job. A flag overrides the job file's "
+                                        "value (for every job of a batch file).")
+    p.add_argument("-f", "--file", help="a job (JSON, or flat 'key: value' YAML), or a "
+                                        "batch (a JSON list)")
+    for f in FIELDS:
+        if f.is_flag_only:
+            p.add_argument(f.flag, dest=f.dest, action=argparse.BooleanOptionalAction,
+                           default=None, help=f.help)
+        else:
+            p.add_argument(f.flag, dest=f.dest, type=option_type(f.parse), default=None,
+                           metavar=f.metavar, help=f.help)
+    p.add_argument("--parsable", action="store_true", help="print the job's id alone")
+    p.add_argument("--idempotency-key", metavar="KEY", default=None,
+                   help="your own key (default: a new one, so the retries never make two "
+                        "jobs); the same key again returns the job it made")
+    p.add_argument("cmd", nargs="*", metavar="-- CMD", help="the command, after --")
+    p.set_defaults(run=cmd_submit, field_label=flag_for)
+
+    p = commands.add_parser("queue", help="list jobs (squeue)")
+    add_filters(p)
+    p.add_argument("--user", help="one user's jobs")
+    p.add_argument("--all", action="store_true", help="finished jobs too")
+    p.add_argument("--positions", type=int, default=DEFAULT_POSITIONS, metavar="N",
+                   help=f"read the queue position of the first N queued jobs (a request "
+                        f"each; default {DEFAULT_POSITIONS}; 0: none)")
+    p.add_argument("--watch", action="store_true", help="redraw in place until Ctrl-C")
+    p.add_argument("--interval", type=option_type(seconds_option), default=2.0,
+                   metavar="SECONDS", help="between two redraws (default 2)")
+    add_output(p)
+    p.set_defaults(run=cmd_queue)
+
+    p = commands.add_parser("show", help="a job: every field and the history")
+    p.add_argument("id", type=int)
+    add_output(p)
+    p.set_defaults(run=cmd_show)
+
+    p = commands.add_parser("why", help="why a job waits, and what would start it sooner")
+    p.add_argument("id", type=int)
+    add_output(p)
+    p.set_defaults(run=cmd_why)
+
+    p = commands.add_parser("cancel", help="cancel jobs (scancel)")
+    p.add_argument("ids", nargs="*", type=int, metavar="ID")
+    add_filters(p)
+    p.add_argument("--why", default=None, help="recorded in the job's log")
+    p.add_argument("-y", "--yes", action="store_true", help="do not ask (filters)")
+    p.set_defaults(run=cmd_cancel)
+
+    p = commands.add_parser("logs", help="a job's output")
+    p.add_argument("id", type=int)
+    p.add_argument("-f", "--follow", action="store_true",
+                   help="follow it until the job is final (or Ctrl-C)")
+    p.add_argument("--interval", type=option_type(seconds_option), default=2.0,
+                   metavar="SECONDS", help="between two reads with -f (default 2)")
+    p.set_defaults(run=cmd_logs)
+
+    p = commands.add_parser("share", help="fair share per team (sshare)")
+    add_output(p)
+    p.set_defaults(run=cmd_share)
+
+    p = commands.add_parser("wait", help="wait until a job is final; the exit status says "
+                                         "how it ended")
+    p.add_argument("id", type=int)
+    p.add_argument("--timeout", type=option_type(seconds_option), default=None,
+                   metavar="DURATION", help="give up after this long (exit status 5)")
+    p.add_argument("--interval", type=option_type(seconds_option), default=5.0,
+                   metavar="SECONDS", help="between two reads (default 5)")
+    p.add_argument("-q", "--quiet", action="store_true", help="print nothing")
+    p.set_defaults(run=cmd_wait)
+    return parser
+
+
+# ============================================================================ main
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    label: Callable[[str | None], str | None] = getattr(args, "field_label", lambda f: f)
+    prog = f"gpuq {args.gpuq_command}"
+    try:
+        return int(args.run(args))
+    except UsageError as error:
+        err(f"{prog}: error: {error}")
+        return EXIT_USAGE
+    except Unauthorized as error:
+        err(f"{prog}: error: {error.message} (run `gpuq login` for a new token)")
+        return EXIT_ERROR
+    except ApiError as error:
+        # each of the API's messages at its field (a flag, for submit): 2 for bad input
+        for e in error.errors:
+            where = label(e.get("field"))
+            err(f"{prog}: error: {where + ': ' if where else ''}{e.get('message', '')}")
+        return EXIT_USAGE if isinstance(error, InvalidRequest) else EXIT_ERROR
+    except (ConfigError, ConnectionFailed, LoginRefused, GpuqError) as error:
+        err(f"{prog}: error: {error}")
+        return EXIT_ERROR
+    except KeyboardInterrupt:
+        return EXIT_INTERRUPTED
+    except BrokenPipeError:
+        # the reader went away (`gpuq queue | head`): not an error of ours
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return EXIT_OK
+
+
+__all__ = ["main", "new_text"]

@@ -1,0 +1,82 @@
+"""``gpuq why``: why a job waits, from its detail, in words.
+
+The API's detail carries the explanation (``pending_reason``, ``pending_sentence``,
+``queue_position``, ``estimate`` with its ``basis``). :func:`explanation_fields` takes
+those and also any other field whose name says it explains a wait (``pending_*``,
+``why*``, ``*explanation*``, ``blocked*``, ``waiting*``): a field the API adds later (a
+"why pending" explanation) is shown without a new version of gpuq.
+
+What would make the job start sooner (:func:`hints`) is the client's own advice, per
+pending reason, from the job's own fields: it changes nothing and promises nothing.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from .fields import BY_API
+
+#: The explanation the API gives today, in the order shown.
+KNOWN = ("state", "pending_reason", "pending_sentence", "queue_position", "estimate")
+_EXPLAINS = re.compile(r"^(pending_|why|blocked|waiting)|explanation")
+
+
+def explanation_fields(job: dict[str, Any]) -> dict[str, Any]:
+    """The fields of ``job`` that explain its wait: the known ones, then the others the
+    API gives whose names say they explain it."""
+    out = {key: job.get(key) for key in KNOWN if key in job}
+    for key, value in job.items():
+        if key not in out and _EXPLAINS.search(key):
+            out[key] = value
+    return out
+
+
+def _flag(api: str) -> str:
+    return BY_API[api].flag
+
+
+def hints(job: dict[str, Any], tenant: dict[str, Any] | None = None) -> list[str]:
+    """What might make ``job`` (a QUEUED job's detail) start sooner."""
+    reason = job.get("pending_reason") or "None"
+    gpus = job.get("gpus") or 0
+    out: list[str] = []
+    if reason == "None":
+        out.append("Nothing yet: the scheduler looks at it at its next tick (seconds).")
+    elif reason == "Priority":
+        out.append(f"A higher {_flag('priority')} moves it ahead of your team's other jobs "
+                   "(not ahead of other teams: fair share orders the teams).")
+        out.append("Your team's fair share improves as its recent usage decays "
+                   "(gpuq share shows the order).")
+    elif reason in ("Resources", "Reservation"):
+        if job.get("max_runtime_s") is None:
+            out.append(f"A time limit ({_flag('max_runtime_s')}) lets it backfill into GPUs "
+                       "that are free until the reservation starts.")
+        if job.get("min_gpus") is None and gpus > 1:
+            out.append(f"Elastic ({_flag('min_gpus')}) lets it start on fewer GPUs.")
+        if gpus > 1:
+            out.append(f"Fewer GPUs ({_flag('gpus')}) fit sooner.")
+    elif reason == "QuotaLimit":
+        if tenant:
+            out.append(f"Team {tenant.get('name')} holds {tenant.get('current_gpus')} of "
+                       f"the {tenant.get('quota_limit_gpus')} GPUs it may hold (guarantee "
+                       "plus borrow limit): it starts when the team's running jobs free "
+                       "enough.")
+        out.append(f"Fewer GPUs ({_flag('gpus')}), or cancelling another of the team's "
+                   "jobs, makes room.")
+    elif reason == "Topology":
+        if job.get("gpus_per_node"):
+            out.append(f"Without {_flag('gpus_per_node')} (or with a smaller one) the gang "
+                       "may be split across more nodes.")
+        out.append("GPUs are free but scattered: a smaller gang fits sooner.")
+    elif reason == "GpuType":
+        out.append(f"Without {_flag('gpu_type')} it may run on any type.")
+    elif reason == "NodeDown":
+        out.append("Nothing on your side: it starts when the nodes it needs are back "
+                   "(operators drain and repair them).")
+    elif reason == "Preempting":
+        out.append("Nothing: borrowed GPUs are being reclaimed for it; it starts when "
+                   "their jobs have checkpointed and stopped.")
+    elif reason == "InteractiveTierFull":
+        out.append(f"Without {_flag('interactive')} it waits in the batch queue instead.")
+    return out

@@ -1,0 +1,94 @@
+"""Durations in and out, and the API's times shown to people.
+
+The API takes durations as integer seconds (``max_runtime_s``). People write ``2h``:
+:func:`parse_duration` reads unit forms (``90s``, ``30m``, ``2h``, ``1d12h``,
+``1h30m``) and Slurm's colon forms (``MM:SS``, ``HH:MM:SS``, ``D-HH``, ``D-HH:MM``,
+``D-HH:MM:SS``). A bare number is refused where it would be a time limit: Slurm reads
+``--time 90`` as minutes and the API reads 90 as seconds, and guessing wrong by 60x is
+the kind of mistake a scheduler should not make quietly.
+"""
+
+from __future__ import annotations
+
+import re
+from datetime import UTC, datetime
+
+_UNITS = re.compile(r"^(?:(\d+)d)?(?:(\d+)h)?(?:(\d+)m)?(?:(\d+)s)?$")
+_SLURM = re.compile(r"^(?:(\d+)-)?(\d+)(?::(\d+))?(?::(\d+))?$")
+_STEPS = (("d", 86400), ("h", 3600), ("m", 60), ("s", 1))
+
+
+def parse_duration(text: str, *, bare_seconds: bool = False) -> int:
+    """Seconds in ``text``. ``bare_seconds``: a plain number is seconds (for options
+    such as ``--timeout``); otherwise it is refused. Raises ValueError saying what is
+    accepted."""
+    raw = text.strip().lower()
+    if raw.isdigit():
+        if bare_seconds:
+            return int(raw)
+        raise ValueError(f"{text!r} has no unit: Slurm reads a bare number as minutes, the "
+                         f"API as seconds; write {raw}m, {raw}s or HH:MM:SS")
+    found = _UNITS.match(raw)
+    if raw and found and any(found.groups()):
+        d, h, m, s = (int(g or 0) for g in found.groups())
+        return d * 86400 + h * 3600 + m * 60 + s
+    found = _SLURM.match(raw)
+    if found and (found.group(1) is not None or found.group(3) is not None):
+        days, first, second, third = found.groups()
+        if days is not None:  # D-HH[:MM[:SS]]
+            h, m, s = int(first), int(second or 0), int(third or 0)
+            return int(days) * 86400 + h * 3600 + m * 60 + s
+        if third is not None:  # HH:MM:SS
+            return int(first) * 3600 + int(second) * 60 + int(third)
+        return int(first) * 60 + int(second)  # MM:SS
+    raise ValueError(f"not a duration: {text!r} (e.g. 90s, 30m, 2h, 1d12h, 1:30:00, "
+                     "2-00:00:00)")
+
+
+def format_duration(seconds: float | None) -> str:
+    """``5400`` -> ``1h30m``: the two largest units, for a table cell."""
+    if seconds is None:
+        return ""
+    left = int(round(abs(seconds)))
+    if left == 0:
+        return "0s"
+    parts = []
+    for unit, size in _STEPS:
+        if left >= size:
+            parts.append(f"{left // size}{unit}")
+            left %= size
+        if len(parts) == 2 or (parts and left == 0):
+            break
+    return ("-" if seconds < 0 else "") + "".join(parts)
+
+
+def parse_time(text: str | None) -> datetime | None:
+    """An API time (ISO 8601, ``Z`` or an offset) as an aware datetime; None stays None."""
+    if not text:
+        return None
+    when = datetime.fromisoformat(text)
+    return when if when.tzinfo else when.replace(tzinfo=UTC)
+
+
+def relative(text: str | None, now: datetime | None = None) -> str:
+    """``in 12m`` or ``5m ago`` (``now`` within a second); empty for no time."""
+    when = parse_time(text)
+    if when is None:
+        return ""
+    delta = (when - (now or datetime.now(UTC))).total_seconds()
+    if abs(delta) < 1:
+        return "now"
+    return f"in {format_duration(delta)}" if delta > 0 else f"{format_duration(-delta)} ago"
+
+
+def absolute(text: str | None) -> str:
+    """``2026-12-01 14:30:05 UTC`` for an API time; empty for none."""
+    when = parse_time(text)
+    return "" if when is None else when.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+
+
+def when(text: str | None, now: datetime | None = None) -> str:
+    """Both: ``2026-12-01 14:30:05 UTC (in 12m)``."""
+    if not text:
+        return ""
+    return f"{absolute(text)} ({relative(text, now)})"

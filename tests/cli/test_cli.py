@@ -1,0 +1,369 @@
+"""The ``gpuq`` command against a live API server over real HTTP (``conftest.Live``): every
+command, its exit status, the API's messages at their flags, the output formats, 80
+columns, ``--watch`` and an interactive ``gpuq login`` on a terminal.
+
+No scheduler runs here, so jobs stay QUEUED ("not looked at yet"); the running, failing
+and waiting jobs are in ``test_cli_e2e.py``.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import stat
+import tomllib
+import urllib.request
+from pathlib import Path
+
+import pytest
+import yaml
+
+from .conftest import GPUQ, PASSWORD, Live, lines_fit
+
+pytestmark = pytest.mark.slow
+
+
+def submit(live: Live, *args: str, who: str = "vision-r1") -> int:
+    done = live.gpuq("submit", "--parsable", *args, who=who)
+    assert done.returncode == 0, done.stderr
+    return int(done.stdout.strip())
+
+
+# ---------------------------------------------------------------------------- login
+def test_login_asks_for_the_username_and_password_and_stores_a_token_mode_0600(
+        live: Live, terminal) -> None:
+    env = live.env(None)
+    term = terminal([str(GPUQ), "login", "--url", live.url], env)
+    term.read_until("Username: ")
+    term.type("vision-r2\n")
+    term.read_until("Password: ")
+    term.type(PASSWORD + "\n")
+    assert term.wait() == 0, term.text
+    assert PASSWORD not in term.text  # getpass: the password is not echoed
+    path = Path(env["HOME"]) / ".config" / "gpuq" / "config.toml"
+    assert stat.S_IMODE(path.stat().st_mode) == 0o600
+    assert stat.S_IMODE(path.parent.stat().st_mode) == 0o700
+    stored = tomllib.loads(path.read_text())
+    assert stored["url"] == live.url and stored["username"] == "vision-r2"
+    assert stored["token"].startswith("gsu_")
+    # the file alone is enough now: no GPUQ_URL or GPUQ_TOKEN
+    env.pop("GPUQ_URL")
+    done = live.gpuq("queue", env=env)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith("ID")
+
+
+def test_login_with_a_wrong_password_is_refused_and_writes_nothing(live: Live) -> None:
+    env = live.env(None)
+    done = live.gpuq("login", "--url", live.url, "--username", "vision-r1",
+                     "--password-stdin", stdin="not-the-password\n", env=env)
+    assert done.returncode == 1
+    assert "username or password was refused" in done.stderr
+    assert not (Path(env["HOME"]) / ".config" / "gpuq" / "config.toml").exists()
+
+
+def test_login_with_a_token_from_standard_input(live: Live) -> None:
+    env = live.env(None)
+    done = live.gpuq("login", "--url", live.url, "--with-token",
+                     stdin=live.keys["nlp-r1"] + "\n", env=env)
+    assert done.returncode == 0, done.stderr
+    assert "as nlp-r1" in done.stdout
+    assert live.keys["nlp-r1"] in (Path(env["HOME"]) / ".config/gpuq/config.toml").read_text()
+
+
+# ---------------------------------------------------------------------------- tokens
+def test_a_bad_token_is_refused_with_a_hint_to_log_in(live: Live) -> None:
+    done = live.gpuq("queue", env=live.env("vision-r1", GPUQ_TOKEN="gsu_not-a-real-token"))
+    assert done.returncode == 1
+    assert "Unknown or revoked token" in done.stderr and "gpuq login" in done.stderr
+
+
+def test_a_revoked_token_is_refused(live: Live) -> None:
+    client = live.client("vision-r1")
+    key = client._http.post("/tokens/", {"name": "to-revoke"}).data["key"]
+    mine = [t for t in client._http.get("/tokens/") if t["prefix"] == key[:12]]
+    env = live.env("vision-r1", GPUQ_TOKEN=key)
+    assert live.gpuq("queue", env=env).returncode == 0
+    request = urllib.request.Request(f"{live.url}/api/v1/tokens/{mine[0]['id']}/",
+                                     method="DELETE",
+                                     headers={"Authorization": f"Bearer {key}"})
+    urllib.request.urlopen(request, timeout=10).close()
+    done = live.gpuq("queue", env=env)
+    assert done.returncode == 1
+    assert "Unknown or revoked token" in done.stderr
+
+
+def test_no_configuration_says_what_to_set(live: Live) -> None:
+    env = live.env(None)
+    env.pop("GPUQ_URL")
+    done = live.gpuq("queue", env=env)
+    assert done.returncode == 1
+    assert "GPUQ_URL" in done.stderr and "gpuq login" in done.stderr
+
+
+# ---------------------------------------------------------------------------- submit
+def test_submit_sends_every_field_of_its_flags(live: Live) -> None:
+    job_id = submit(live, "--tenant", "vision", "--name", "every-flag", "--gpus", "8",
+                    "--gpus-per-node", "4", "--gpu-type", "H100", "--time", "2h",
+                    "--priority", "5", "--checkpointable", "--checkpoint-interval", "30m",
+                    "--checkpoint-time", "2m", "--restart-time", "1:30", "--min-gpus", "4",
+                    "--preemptible", "--interactive", "--command", "python train.py")
+    job = live.client().job(job_id)
+    assert (job.tenant, job.name, job.gpus, job.gpus_per_node, job.gpu_type) == (
+        "vision", "every-flag", 8, 4, "H100")
+    assert (job.max_runtime_s, job.priority, job.checkpoint_interval_s,
+            job.checkpoint_time_s, job.restart_s, job.min_gpus) == (7200, 5, 1800, 120, 90, 4)
+    assert job.checkpointable and job.preemptible and job.interactive
+    assert job.command == "python train.py"
+    assert job.idempotency_key.startswith("gpuq-")  # a generated key, by default
+
+
+def test_submit_prints_the_job_and_names_it_after_the_command(live: Live) -> None:
+    done = live.gpuq("submit", "--gpus", "1", "--time", "10m", "--",
+                     "python", "sweep.py", "--lr", "3e-4")
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith("Submitted job ") and "to vision (QUEUED)" in done.stdout
+    job_id = int(done.stdout.split()[2])
+    job = live.client().job(job_id)
+    assert job.name == "sweep.py" and job.command == "python sweep.py --lr 3e-4"
+
+
+def test_submit_from_a_yaml_file_with_flags_that_override_it(live: Live, tmp_path) -> None:
+    path = tmp_path / "job.yaml"
+    path.write_text("---\n# a training run\nname: from-yaml\ngpus: 2\ntime: 1h30m\n"
+                    "checkpointable: yes\ncommand: |\n  python train.py \\\n"
+                    "    --epochs 3\n")
+    job_id = submit(live, "-f", str(path), "--gpus", "4")
+    job = live.client().job(job_id)
+    assert (job.name, job.gpus, job.max_runtime_s, job.checkpointable) == (
+        "from-yaml", 4, 5400, True)
+    assert job.command == "python train.py \\\n  --epochs 3"  # the API trims the end
+
+
+def test_submit_a_json_batch_file_all_at_once(live: Live, tmp_path) -> None:
+    path = tmp_path / "sweep.json"
+    path.write_text(json.dumps({"tenant": "vision", "jobs": [
+        {"name": f"lr-{i}", "gpus": 1, "max_runtime_s": 600} for i in range(3)]}))
+    done = live.gpuq("submit", "-f", str(path), "--parsable")
+    assert done.returncode == 0, done.stderr
+    ids = [int(line) for line in done.stdout.split()]
+    assert [live.client().job(i).name for i in ids] == ["lr-0", "lr-1", "lr-2"]
+
+
+def test_submit_refusals_print_the_apis_message_at_the_flag_and_exit_2(live: Live) -> None:
+    unknown = live.gpuq("submit", "--tenant", "nope", "--gpus", "1", "--name", "x")
+    assert unknown.returncode == 2
+    assert "gpuq submit: error: --tenant: No tenant named 'nope'" in unknown.stderr
+    huge = live.gpuq("submit", "--gpus", "64", "--name", "huge")
+    assert huge.returncode == 2
+    assert "--gpus: This job can never run" in huge.stderr
+    shape = live.gpuq("submit", "--gpus", "6", "--gpus-per-node", "4", "--name", "odd")
+    assert shape.returncode == 2 and "--gpus-per-node: " in shape.stderr
+    bare = live.gpuq("submit", "--gpus", "1", "--time", "90")
+    assert bare.returncode == 2 and "has no unit" in bare.stderr
+    two_teams = live.gpuq("submit", "--gpus", "1", "--name", "x", who="both-r1")
+    assert two_teams.returncode == 2
+    assert "--tenant is required: you are a member of nlp, vision" in two_teams.stderr \
+        or "--tenant is required: you are a member of vision, nlp" in two_teams.stderr
+    not_mine = live.gpuq("submit", "--tenant", "nlp", "--gpus", "1", "--name", "x")
+    assert not_mine.returncode == 1 and "not a member of tenant 'nlp'" in not_mine.stderr
+
+
+def test_submit_with_the_same_idempotency_key_returns_the_same_job(live: Live) -> None:
+    first = submit(live, "--gpus", "1", "--name", "keyed", "--idempotency-key", "run-77")
+    again = live.gpuq("submit", "--gpus", "1", "--name", "keyed", "--idempotency-key",
+                      "run-77")
+    assert again.returncode == 0 and f"Submitted job {first} " in again.stdout
+    assert "a retry" in again.stdout
+    other = live.gpuq("submit", "--gpus", "2", "--name", "keyed", "--idempotency-key",
+                      "run-77")
+    assert other.returncode == 1 and "with a different spec" in other.stderr
+
+
+# ---------------------------------------------------------------------------- queue
+def test_queue_filters_mine_tenant_and_state(live: Live) -> None:
+    mine = submit(live, "--gpus", "1", "--name", "q-mine", who="vision-r2")
+    theirs = submit(live, "--gpus", "1", "--name", "q-theirs", who="vision-r1")
+    nlp = submit(live, "--gpus", "1", "--name", "q-nlp", who="nlp-r1")
+
+    def ids(*args: str, who: str) -> set[int]:
+        done = live.gpuq("queue", "-o", "json", *args, who=who)
+        assert done.returncode == 0, done.stderr
+        return {r["id"] for r in json.loads(done.stdout)}
+
+    assert mine in ids(who="vision-lead") and theirs in ids(who="vision-lead")
+    assert ids("--mine", who="vision-lead").isdisjoint({mine, theirs})
+    assert mine in ids("--mine", who="vision-r2") and theirs not in ids("--mine",
+                                                                          who="vision-r2")
+    assert nlp in ids("--tenant", "nlp", who="op") and theirs not in ids("--tenant", "nlp",
+                                                                         who="op")
+    assert ids("--state", "RUNNING", who="op") == set()
+    live.gpuq("cancel", str(theirs))
+    assert theirs not in ids(who="vision-r1")  # like squeue: live jobs by default
+    assert theirs in ids("--state", "cancelled", who="vision-r1")
+    assert theirs in ids("--all", who="vision-r1")
+    refused = live.gpuq("queue", "--tenant", "nlp", who="vision-lead")
+    assert refused.returncode == 1 and "not a member of tenant 'nlp'" in refused.stderr
+
+
+def test_queue_follows_every_page_and_shows_positions(live: Live) -> None:
+    client = live.client("nlp-r1")
+    made = client.submit_batch([{"name": f"page-{i}", "gpus": 1} for i in range(230)])
+    done = live.gpuq("queue", "-o", "json", "--mine", "--positions", "300", who="nlp-r1")
+    rows = json.loads(done.stdout)
+    listed = [r["id"] for r in rows]
+    assert set(job.id for job in made) <= set(listed)  # the API's pages are 100 each
+    assert len(listed) == len(set(listed))
+    positions = sorted(r["queue_position"]["tenant"] for r in rows)
+    assert positions == list(range(1, len(rows) + 1))
+    table = live.gpuq("queue", "--mine", "--positions", "5", who="nlp-r1")
+    assert "(positions of the first 5 queued jobs only" in table.stderr
+    header = table.stdout.splitlines()[0].split()
+    assert header == ["ID", "NAME", "TEAM", "OWNER", "GPUS", "STATE", "POSITION", "REASON",
+                      "START"]
+    live.gpuq("cancel", "--mine", "--yes", who="nlp-r1")
+
+
+def test_queue_json_yaml_and_csv_say_the_same(live: Live) -> None:
+    submit(live, "--gpus", "2", "--name", 'quote"and:colon #yes', who="vision-r1")
+    as_json = json.loads(live.gpuq("queue", "-o", "json").stdout)
+    as_yaml = yaml.safe_load(live.gpuq("queue", "-o", "yaml").stdout)
+    as_csv = list(csv.DictReader(io.StringIO(live.gpuq("queue", "-o", "csv").stdout)))
+    assert as_json == as_yaml
+    assert [int(r["id"]) for r in as_csv] == [r["id"] for r in as_json]
+    assert {r["name"] for r in as_csv} == {r["name"] for r in as_json}
+    assert list(as_csv[0]) == ["id", "name", "tenant", "owner", "gpus", "state", "position",
+                               "reason", "start"]
+
+
+def test_every_table_fits_an_80_column_terminal(live: Live) -> None:
+    long = "a-very-long-job-name-that-goes-on-and-on-for-sixty-characters-x"
+    job_id = submit(live, "--gpus", "2", "--name", long, "--time", "3h",
+                    "--command", "python " + "x" * 300, who="vision-r1")
+    for args in (["queue"], ["queue", "--all"], ["share"], ["show", str(job_id)],
+                 ["why", str(job_id)]):
+        done = live.gpuq(*args, who="vision-lead")
+        assert done.returncode == 0, done.stderr
+        assert done.stdout.strip()
+        assert lines_fit(done.stdout) == [], args
+    queue = live.gpuq("queue", who="vision-lead").stdout
+    assert "a-very-long" in queue and long not in queue  # cut, with an ellipsis
+    assert "…" in queue
+    wide = live.gpuq("queue", who="vision-lead", columns=200).stdout
+    assert long in wide
+
+
+def test_watch_redraws_in_place_until_ctrl_c_and_exits_cleanly(live: Live, terminal) -> None:
+    submit(live, "--gpus", "1", "--name", "watched")
+    term = terminal([str(GPUQ), "queue", "--watch", "--interval", "0.3"], live.env())
+    term.read_until("watched")
+    first = len(term.text)
+    term.read_until("\x1b[H", after=first)  # a second frame, drawn over the first
+    term.type("\x03")  # Ctrl-C
+    assert term.wait() == 0, term.text
+    assert "Traceback" not in term.text and "KeyboardInterrupt" not in term.text
+    assert term.text.rstrip().endswith("\x1b[?25h")  # the cursor is shown again
+    refused = live.gpuq("queue", "--watch", "-o", "json")
+    assert refused.returncode == 2
+
+
+# ---------------------------------------------------------------------------- show, why
+def test_show_prints_every_field_and_the_history(live: Live) -> None:
+    job_id = submit(live, "--gpus", "2", "--name", "shown", "--time", "45m")
+    done = live.gpuq("show", str(job_id))
+    assert done.returncode == 0, done.stderr
+    detail = live.client()._http.get(f"/jobs/{job_id}/")
+    for key in detail:
+        if key not in ("history", "preemptions"):
+            assert f"  {key}" in done.stdout, key
+    assert "2700 (45m)" in done.stdout
+    assert "History" in done.stdout and "Submitted" in done.stdout and "Admitted" in done.stdout
+    as_json = json.loads(live.gpuq("show", str(job_id), "-o", "json").stdout)
+    assert as_json["id"] == job_id and as_json["history"]
+    history = list(csv.DictReader(io.StringIO(live.gpuq("show", str(job_id), "-o",
+                                                        "csv").stdout)))
+    assert [r["to_state"] for r in history] == ["SUBMITTED", "QUEUED"]
+    missing = live.gpuq("show", "999999")
+    assert missing.returncode == 1 and "gpuq show: error:" in missing.stderr
+    someone_elses = live.gpuq("show", str(job_id), who="nlp-r1")
+    assert someone_elses.returncode == 1 and "is not yours" in someone_elses.stderr
+
+
+def test_why_of_a_job_the_scheduler_has_not_looked_at(live: Live) -> None:
+    job_id = submit(live, "--gpus", "2", "--name", "why-me")
+    done = live.gpuq("why", str(job_id))
+    assert done.returncode == 0, done.stderr
+    assert f"Job {job_id} (why-me, team vision) is waiting: None." in done.stdout
+    assert "Not looked at by the scheduler yet." in done.stdout
+    assert "Position: " in done.stdout and "in team vision's queue" in done.stdout
+    assert "To start sooner:" in done.stdout
+    data = json.loads(live.gpuq("why", str(job_id), "-o", "json").stdout)
+    assert data["pending_reason"] == "None" and data["queue_position"]["tenant"] >= 1
+    assert data["hints"]
+
+
+# ---------------------------------------------------------------------------- cancel
+def test_cancel_by_id_and_the_refusal_of_a_final_job(live: Live) -> None:
+    job_id = submit(live, "--gpus", "1", "--name", "to-cancel")
+    done = live.gpuq("cancel", str(job_id), "--why", "wrong data")
+    assert done.returncode == 0 and f"Cancelled job {job_id} (to-cancel)" in done.stdout
+    detail = live.client().job(job_id)
+    assert detail.state == "CANCELLED"
+    assert detail.history()[-1]["detail"].get("why") == "wrong data"
+    again = live.gpuq("cancel", str(job_id))
+    assert again.returncode == 1 and "CANCELLED is final" in again.stderr
+    both = live.gpuq("cancel", str(job_id), "--mine")
+    assert both.returncode == 2
+
+
+def test_cancel_by_filter_asks_first_unless_yes(live: Live) -> None:
+    a = submit(live, "--gpus", "1", "--name", "f-a", who="vision-r2")
+    b = submit(live, "--gpus", "1", "--name", "f-b", who="vision-r2")
+    client = live.client("vision-r2")
+    no = live.gpuq("cancel", "--mine", "--state", "QUEUED", who="vision-r2", stdin="n\n")
+    assert no.returncode == 1 and "Nothing cancelled" in no.stderr
+    assert "Cancel these" in no.stderr and "f-a" in no.stderr
+    assert client.job(a).state == "QUEUED"
+    yes = live.gpuq("cancel", "--mine", "--state", "QUEUED", who="vision-r2", stdin="y\n")
+    assert yes.returncode == 0, yes.stderr
+    assert {client.job(a).state, client.job(b).state} == {"CANCELLED"}
+    c = submit(live, "--gpus", "1", "--name", "f-c", who="vision-r2")
+    quiet = live.gpuq("cancel", "--mine", "--yes", who="vision-r2")
+    assert quiet.returncode == 0 and f"Cancelled job {c}" in quiet.stdout
+    none = live.gpuq("cancel", "--mine", "--yes", who="vision-r2")
+    assert none.returncode == 0 and "nothing to cancel" in none.stdout
+    assert live.gpuq("cancel").returncode == 2
+
+
+# ---------------------------------------------------------------------------- share, logs
+def test_share_lists_every_team_in_fair_share_order(live: Live) -> None:
+    done = live.gpuq("share")
+    assert done.returncode == 0, done.stderr
+    header, *rows = done.stdout.splitlines()
+    assert header.split() == ["TEAM", "GUARANTEE", "HELD", "BORROWED", "BORROW_LIMIT",
+                              "USAGE_H", "SHARE", "RANK"]
+    assert sorted(r.split()[0] for r in rows) == ["nlp", "vision"]
+    vision = next(r.split() for r in rows if r.startswith("vision"))
+    assert vision[1:3] == ["8", "0"] and vision[4] == "8"
+    data = json.loads(live.gpuq("share", "-o", "json").stdout)
+    assert {t["name"] for t in data} == {"nlp", "vision"}
+    assert {"guaranteed_gpus", "current_gpus", "borrowed_gpus", "borrow_limit_gpus",
+            "usage_gpu_s", "share", "share_rank"} <= set(data[0])
+
+
+def test_logs_of_a_job_that_has_not_run_says_so(live: Live) -> None:
+    job_id = submit(live, "--gpus", "1", "--name", "no-log")
+    done = live.gpuq("logs", str(job_id))
+    assert done.returncode == 0 and done.stdout == ""
+    assert "no log yet" in done.stderr
+
+
+# ---------------------------------------------------------------------------- wait
+def test_wait_exit_status_cancelled_and_timeout(live: Live) -> None:
+    job_id = submit(live, "--gpus", "1", "--name", "waited")
+    late = live.gpuq("wait", str(job_id), "--timeout", "1", "--interval", "0.2")
+    assert late.returncode == 5 and "still QUEUED" in late.stderr
+    live.gpuq("cancel", str(job_id))
+    done = live.gpuq("wait", str(job_id), "--interval", "0.2")
+    assert done.returncode == 4 and f"Job {job_id} CANCELLED" in done.stdout

@@ -1,0 +1,199 @@
+"""gpuq's pieces that need no server: the YAML emitter (read back by PyYAML), the table
+that fits its width, durations, job files, the submit flags' table, following a log's
+sliding tail, and the explanation of a wait."""
+
+from __future__ import annotations
+
+import math
+import sys
+
+import pytest
+import yaml
+from gpuq import explain, jobfile, output
+from gpuq.cli import _name_from, build_parser, new_text
+from gpuq.fields import BY_API, FIELDS, flag_for, spec_from_file
+from gpuq.timefmt import format_duration, parse_duration
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+# ---------------------------------------------------------------------------- yaml
+json_data = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.text()
+    | st.floats(allow_nan=False, allow_infinity=False),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(), inner, max_size=4),
+    max_leaves=20,
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(json_data)
+def test_yaml_output_reads_back_as_the_same_data(data) -> None:
+    assert yaml.safe_load(output.to_yaml(data)) == data
+
+
+@pytest.mark.parametrize("text", ["yes", "No", "on", "null", "~", "", " lead", "trail ",
+                                  "1.5", "0x1f", "2026-12-01", "a: b", "a #b", "- x", "=",
+                                  "@x", "line\nbreak", "\u2028", "\ufeffbom", "'q'", "%x"])
+def test_yaml_quotes_the_strings_a_reader_would_take_for_something_else(text: str) -> None:
+    assert yaml.safe_load(output.to_yaml({"k": text})) == {"k": text}
+    assert output.yaml_scalar(text).startswith('"')
+
+
+def test_yaml_writes_plain_what_is_plainly_text() -> None:
+    assert output.to_yaml({"state": "QUEUED", "name": "llm-1b run", "none": None,
+                           "count": 3, "ok": True, "tags": [], "m": {}, "n": 1}) == (
+        "state: QUEUED\nname: llm-1b run\nnone: null\ncount: 3\nok: true\ntags: []\nm: {}\n"
+        '"n": 1\n')  # n is YAML 1.1's "no"
+    assert output.to_yaml([{"a": 1, "b": [1, {"c": 2}]}]) == (
+        "- a: 1\n  b:\n    - 1\n    - c: 2\n")
+    assert output.yaml_scalar(math.inf) == ".inf" and output.yaml_scalar(1e16) == "1.0e+16"
+
+
+# ---------------------------------------------------------------------------- table
+COLUMNS = (output.field("ID", "id", right=True), output.field("NAME", "name", min_width=8),
+           output.field("STATE", "state", min_width=7))
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.fixed_dictionaries({"id": st.integers(0, 10**6), "name": st.text(),
+                                       "state": st.text(max_size=20)}), max_size=6),
+       st.integers(20, 120))
+def test_a_table_never_exceeds_its_width(rows, width) -> None:
+    for line in output.table(rows, COLUMNS, width=width):
+        assert output.cell_width(line) <= width
+
+
+def test_a_table_cuts_the_longest_column_first_and_marks_the_cut() -> None:
+    rows = [{"id": 7, "name": "n" * 100, "state": "QUEUED"}]
+    header, row = output.table(rows, COLUMNS, width=40)
+    assert row.startswith(" 7  nnnn") and "…" in row and row.endswith("QUEUED")
+    assert len(row) <= 40 and header.split() == ["ID", "NAME", "STATE"]
+    assert output.cut("漢字漢字", 5) == "漢字…" and output.cell_width("漢字…") == 5
+
+
+def test_csv_gives_raw_values_and_json_for_nested_ones() -> None:
+    cols = (output.field("A", "a"), output.field("B", "b"), output.field("C", "c"))
+    text = output.to_csv([{"a": None, "b": True, "c": {"x": [1]}}], cols)
+    assert text == 'a,b,c\n,true,"{""x"":[1]}"\n'
+
+
+# ---------------------------------------------------------------------------- durations
+@pytest.mark.parametrize(("text", "seconds"), [
+    ("90s", 90), ("30m", 1800), ("2h", 7200), ("1d12h", 129600), ("1h30m", 5400),
+    ("1:30", 90), ("1:30:00", 5400), ("2-00", 172800), ("1-02:03", 93780),
+    ("1-02:03:04", 93784), (" 2H ", 7200),
+])
+def test_durations_in_units_and_slurms_colons(text: str, seconds: int) -> None:
+    assert parse_duration(text) == seconds
+
+
+def test_a_bare_number_is_refused_as_a_time_limit_but_is_seconds_for_a_timeout() -> None:
+    with pytest.raises(ValueError, match="Slurm reads a bare number as minutes"):
+        parse_duration("90")
+    assert parse_duration("90", bare_seconds=True) == 90
+    for bad in ("", "2x", "h", "1:2:3:4", "-5m"):
+        with pytest.raises(ValueError):
+            parse_duration(bad)
+
+
+def test_durations_print_their_two_largest_units() -> None:
+    assert [format_duration(s) for s in (0, 59, 61, 3600, 5400, 90061, -120)] == [
+        "0s", "59s", "1m1s", "1h", "1h30m", "1d1h", "-2m"]
+
+
+# ---------------------------------------------------------------------------- job files
+def test_the_flat_yaml_subset() -> None:
+    text = ("---\n# comment\nname: 'it''s'\ngpus: 8   # all of a node\ngpu_type: \"H\\u0031\"\n"
+            "time: 2h\nmin_gpus: ~\ncommand: |\n  python a.py \\\n    --x 1\n\n  echo done\n"
+            "priority: -3\n")
+    assert jobfile.parse_flat_yaml(text) == {
+        "name": "it's", "gpus": "8", "gpu_type": "H1", "time": "2h", "min_gpus": None,
+        "command": "python a.py \\\n  --x 1\n\necho done\n", "priority": "-3"}
+    assert spec_from_file(jobfile.parse_flat_yaml(text), "f") == {
+        "name": "it's", "gpus": 8, "gpu_type": "H1", "max_runtime_s": 7200,
+        "command": "python a.py \\\n  --x 1\n\necho done\n", "priority": -3}
+
+
+def test_a_job_file_beyond_the_subset_names_its_line_without_pyyaml(monkeypatch) -> None:
+    nested = "name: x\nresources:\n  gpus: 8\n"
+    assert jobfile.loads(nested) == {"name": "x", "resources": {"gpus": 8}}  # PyYAML's
+    monkeypatch.setitem(sys.modules, "yaml", None)  # as if PyYAML were not installed
+    with pytest.raises(jobfile.JobFileError, match=r"job.yaml:3: indented line"):
+        jobfile.loads(nested, name="job.yaml")
+    with pytest.raises(jobfile.JobFileError, match=r":1: .*beyond the flat subset"):
+        jobfile.loads("gpus: [1, 2]\n")
+    assert jobfile.loads('{"name": "j", "gpus": 1}') == {"name": "j", "gpus": 1}
+    assert jobfile.loads('[{"name": "j"}]') == [{"name": "j"}]
+
+
+def test_a_job_files_keys_are_the_apis_or_the_flags_names() -> None:
+    assert spec_from_file({"max_runtime_s": 600, "gpus-per-node": "4", "checkpoint_time": "2m",
+                           "checkpointable": "yes", "restart_s": "1m"}, "f") == {
+        "max_runtime_s": 600, "gpus_per_node": 4, "checkpoint_time_s": 120,
+        "checkpointable": True, "restart_s": 60}
+    with pytest.raises(ValueError, match="unknown field 'gpu'"):
+        spec_from_file({"gpu": 1}, "f")
+    with pytest.raises(ValueError, match="time: 90 has no unit"):
+        spec_from_file({"time": 90}, "f")
+    with pytest.raises(ValueError, match="given twice"):
+        spec_from_file({"time": "1h", "max_runtime_s": 60}, "f")
+
+
+# ---------------------------------------------------------------------------- flags
+def test_every_job_field_is_a_submit_flag_from_one_table() -> None:
+    parser = build_parser()
+    options = {o for a in parser._subparsers._group_actions[0].choices["submit"]._actions
+               for o in a.option_strings}
+    assert {f.flag for f in FIELDS} <= options
+    assert {"--tenant", "--name", "--gpus", "--gpus-per-node", "--gpu-type", "--time",
+            "--priority", "--checkpointable", "--checkpoint-interval", "--checkpoint-time",
+            "--restart-time", "--min-gpus", "--preemptible", "--interactive",
+            "--command"} == {f.flag for f in FIELDS}
+    assert flag_for("max_runtime_s") == "--time" and flag_for("jobs[3].gpus") == "jobs[3] --gpus"
+    assert flag_for("idempotency_key") == "idempotency_key" and flag_for(None) is None
+    assert BY_API["restart_s"].flag == "--restart-time"
+
+
+def test_a_job_is_named_after_its_script() -> None:
+    assert _name_from("python train.py --lr 3") == "train.py"
+    assert _name_from("torchrun --nproc 8 /opt/run/pretrain.py") == "pretrain.py"
+    assert _name_from("") == "job"
+
+
+# ---------------------------------------------------------------------------- logs -f
+def test_following_a_sliding_tail_prints_each_line_once() -> None:
+    log = "".join(f"step {i} loss {1 / (i + 1):.4f}\n" for i in range(3000))
+    window, printed, old = 4096, "", ""
+    for end in range(0, len(log) + 1, 997):  # reads at arbitrary moments
+        new = log[:end][-window:]
+        printed += new_text(old, new)
+        old = new
+    printed += new_text(old, log[-window:])
+    assert printed == log
+
+
+def test_a_tail_that_starts_over_is_printed_whole() -> None:
+    assert new_text("a\nb\n", "a\nb\nc\n") == "c\n"
+    assert new_text("a\nb\n", "a\nb\n") == ""
+    assert new_text("", "x\n") == "x\n"
+    assert new_text("old run\n", "new run\n") == "new run\n"
+
+
+# ---------------------------------------------------------------------------- why
+def test_why_shows_any_explanation_field_the_api_adds() -> None:
+    job = {"id": 1, "state": "QUEUED", "pending_reason": "Resources", "gpus": 8,
+           "pending_sentence": "s", "queue_position": {"tenant": 1, "cluster": 2},
+           "estimate": None, "why_pending": {"blocked_by": [3]}, "depends_on": [3],
+           "name": "x"}
+    fields = explain.explanation_fields(job)
+    assert list(fields) == ["state", "pending_reason", "pending_sentence", "queue_position",
+                            "estimate", "why_pending"]
+
+
+@pytest.mark.parametrize("reason", ["None", "Priority", "Resources", "QuotaLimit",
+                                    "Reservation", "Topology", "NodeDown", "GpuType",
+                                    "Preempting", "InteractiveTierFull"])
+def test_every_pending_reason_has_advice(reason: str) -> None:
+    job = {"pending_reason": reason, "gpus": 8, "gpus_per_node": 8, "max_runtime_s": None}
+    hints = explain.hints(job, {"name": "t", "current_gpus": 16, "quota_limit_gpus": 16})
+    assert hints and all(isinstance(h, str) and h for h in hints)
