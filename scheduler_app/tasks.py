@@ -95,6 +95,12 @@ def request_early_tick() -> bool:
     return True
 
 
+def on_early_tick_wanted(sender: object = None, **kwargs: object) -> None:
+    """Receiver of ``services.signals.early_tick_wanted`` (connected in
+    ``SchedulerAppConfig.ready``)."""
+    request_early_tick()
+
+
 @worker_process_shutdown.connect
 @worker_shutdown.connect
 def release_on_shutdown(**kwargs: object) -> None:
