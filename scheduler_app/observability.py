@@ -120,7 +120,7 @@ LEASE_TOKEN = Gauge(
 EARLY_TICKS = Counter(
     "scheduler_early_tick_requests_total",
     "Early-tick requests after a submit, cancel or exit, by outcome "
-    "(enqueued, debounced, no_broker, broker_error).",
+    "(enqueued, debounced, no_broker, broker_error, breaker_open).",
     ["outcome"],
 )
 

@@ -1,0 +1,186 @@
+"""Fault injection at the doors around the core: what an operator or an attacker tries.
+
+Each section is a fault of issue 16, tried the way it was found (docs/operations.md,
+"Faults at the edges", says what happens in each):
+
+- a broker that is dead, and one that is frozen (SIGSTOP): a private redis-server of the
+  test's own, never the shared one;
+"""
+
+from __future__ import annotations
+
+import time
+from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import TimeoutError as FutureTimeout
+from typing import Any
+
+import pytest
+from django.core.cache import cache
+from django.db import connections
+from prometheus_client import REGISTRY
+
+from scheduler_app import tasks
+from scheduler_app.core.states import JobState
+from scheduler_app.models import Job
+from tests.api import conftest as api_fixtures
+from tests.api.conftest import job_body
+
+from .procs import PrivateRedis, assert_consistent, poll
+
+# the API tests' cluster, users and tokens (tests/api/conftest.py), and their clean caches
+world = api_fixtures.world
+_fresh_throttle_counters = api_fixtures._fresh_throttle_counters
+
+S = JobState
+
+#: What a request may cost when the broker is down or frozen (the issue's bound).
+REQUEST_BUDGET_S = 0.2
+
+
+# ------------------------------------------------------------------ the broker
+def early_ticks(outcome: str) -> int:
+    value = REGISTRY.get_sample_value("scheduler_early_tick_requests_total",
+                                      {"outcome": outcome})
+    return int(value or 0)
+
+
+@pytest.fixture
+def broker(procs, settings, monkeypatch) -> PrivateRedis:
+    """A redis-server of this test's own as the broker of this process's early ticks,
+    with a breaker of half a second (ten in production) so the test sees it close."""
+    redis = procs.private_redis()
+    settings.CELERY_BROKER_URL = redis.url
+    # the test settings had no broker: Celery ran tasks in this process (eager)
+    conf = tasks.scheduler_tick.app.conf
+    eager, conf.task_always_eager = conf.task_always_eager, False
+    monkeypatch.setattr(tasks, "early_tick_breaker", tasks.CircuitBreaker(0.5))
+    cache.delete(tasks.EARLY_TICK_KEY)
+    yield redis
+    conf.task_always_eager = eager
+    cache.delete(tasks.EARLY_TICK_KEY)
+
+
+def timed(call: Any, *, limit_s: float = 10.0) -> tuple[float, Any]:
+    """(seconds, result) of ``call()``, run in a thread: a request that hangs on a frozen
+    broker fails the test after ``limit_s`` instead of hanging it."""
+    def run() -> Any:
+        try:
+            return call()
+        finally:
+            connections.close_all()  # this thread's own connections (Django's are per thread)
+
+    pool = ThreadPoolExecutor(max_workers=1)
+    started = time.monotonic()
+    future = pool.submit(run)
+    try:
+        result = future.result(timeout=limit_s)
+    except FutureTimeout:
+        pytest.fail(f"the request was still waiting after {limit_s} s")
+    finally:
+        pool.shutdown(wait=False)
+    return time.monotonic() - started, result
+
+
+def submit_timed(client: Any, i: int) -> float:
+    """Seconds one API submit took; the job is committed whatever the broker does."""
+    seconds, response = timed(lambda: client.post(
+        "/api/v1/jobs/", job_body(name=f"j{i}", gpus=1), format="json"))
+    assert response.status_code == 201, response.json()
+    assert Job.objects.filter(pk=response.json()["id"], state=S.QUEUED).exists()
+    return seconds
+
+
+def cancel_timed(client: Any, job_id: int) -> float:
+    seconds, response = timed(lambda: client.post(f"/api/v1/jobs/{job_id}/cancel/", {},
+                                                  format="json"))
+    assert response.status_code == 200, response.json()
+    return seconds
+
+
+@pytest.mark.django_db(transaction=True)  # the early tick is asked for after commit
+def test_a_dead_broker_costs_a_submit_or_a_cancel_no_time(world, broker):
+    client = world.client("researcher")
+    submit_timed(client, 0)  # warm: the first publish imports the transport
+    assert broker.queued() == 1
+    cache.delete(tasks.EARLY_TICK_KEY)  # as if that tick had run: the next submit asks
+    broker.stop()
+    errors = early_ticks("broker_error")
+    took = [submit_timed(client, i) for i in range(1, 6)]
+    job = Job.objects.filter(state=S.QUEUED).order_by("-pk").first()
+    cache.delete(tasks.EARLY_TICK_KEY)
+    took.append(cancel_timed(client, job.pk))
+    assert max(took) < REQUEST_BUDGET_S, took
+    # one request found the broker down and opened the breaker; the others skipped it
+    assert early_ticks("broker_error") == errors + 1
+    assert early_ticks("breaker_open") >= 1
+
+    broker.start()
+    time.sleep(0.6)  # the breaker's cooldown: the next request tries the broker again
+    cache.delete(tasks.EARLY_TICK_KEY)
+    assert submit_timed(client, 9) < REQUEST_BUDGET_S
+    assert broker.queued() == 1  # the fresh server holds the tick asked for
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_frozen_broker_costs_a_submit_at_most_its_timeout(world, broker):
+    client = world.client("researcher")
+    submit_timed(client, 0)
+    cache.delete(tasks.EARLY_TICK_KEY)
+    broker.freeze()  # accepts connections, answers nothing
+    try:
+        errors = early_ticks("broker_error")
+        took = [submit_timed(client, i) for i in range(1, 6)]
+        assert max(took) < REQUEST_BUDGET_S, took
+        assert early_ticks("broker_error") == errors + 1
+        time.sleep(0.6)  # half open: one request tries again, and pays the timeout only
+        cache.delete(tasks.EARLY_TICK_KEY)
+        assert submit_timed(client, 7) < REQUEST_BUDGET_S
+        assert early_ticks("broker_error") == errors + 2
+    finally:
+        broker.thaw()
+
+
+def test_the_breaker_opens_on_a_failure_and_lets_one_trial_through_after_its_cooldown():
+    now = [0.0]
+    breaker = tasks.CircuitBreaker(10, clock=lambda: now[0])
+    assert breaker.allow() and breaker.allow()  # closed
+    breaker.record(ok=False)
+    assert not breaker.allow()
+    now[0] = 10.0
+    assert breaker.allow()  # the trial
+    assert not breaker.allow()  # one at a time
+    breaker.record(ok=False)
+    now[0] = 15.0
+    assert not breaker.allow()  # open again for a whole cooldown
+    now[0] = 20.0
+    assert breaker.allow()
+    breaker.record(ok=True)
+    assert breaker.allow() and breaker.allow() and not breaker.is_open
+
+
+@pytest.mark.postgres
+@pytest.mark.slow
+@pytest.mark.django_db(transaction=True)
+def test_jobs_submitted_while_the_broker_is_dead_or_frozen_are_placed_once_it_returns(
+    world, broker, procs
+):
+    """The worker and beat on the private broker, the web's submits in this process."""
+    worker = procs.worker(broker.url, SCHEDULER_LEASE_TTL_S="3")
+    procs.beat(broker.url, interval_s=1)
+    client = world.client("researcher")
+    submit_timed(client, 0)
+    poll(lambda: Job.objects.filter(state=S.PLACING).exists(), 60, every=0.2,
+         what="a first tick through the broker")
+    broker.stop()
+    took = [submit_timed(client, i) for i in range(1, 4)]
+    broker.start()
+    broker.freeze()
+    try:
+        took += [submit_timed(client, i) for i in range(4, 7)]
+    finally:
+        broker.thaw()
+    assert max(took) < REQUEST_BUDGET_S, took
+    poll(lambda: Job.objects.filter(state=S.PLACING).count() == 7, 60, every=0.2,
+         what="every job placed once the broker is back")
+    worker.stop()
+    assert_consistent()
