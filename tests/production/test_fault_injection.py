@@ -5,26 +5,36 @@ Each section is a fault of issue 16, tried the way it was found (docs/operations
 
 - a broker that is dead, and one that is frozen (SIGSTOP): a private redis-server of the
   test's own, never the shared one;
+- admin edits of what the log owns (a node's GPUs and health, a quota, the lease);
 """
 
 from __future__ import annotations
 
+import logging
 import time
 from concurrent.futures import ThreadPoolExecutor
 from concurrent.futures import TimeoutError as FutureTimeout
+from datetime import UTC, datetime
+from io import StringIO
 from typing import Any
 
 import pytest
 from django.core.cache import cache
+from django.core.management import call_command
 from django.db import connections
+from django.forms.models import model_to_dict
 from prometheus_client import REGISTRY
 
 from scheduler_app import tasks
 from scheduler_app.core.states import JobState
-from scheduler_app.models import Job
+from scheduler_app.core.types import Actor
+from scheduler_app.models import Job, Lease, Node, Tenant, Transition
+from scheduler_app.services.lease import LEADER_LEASE
 from tests.api import conftest as api_fixtures
 from tests.api.conftest import job_body
+from tests.foundation.test_replay import replay_verify
 
+from .conftest import at, leader, state_of, submit
 from .procs import PrivateRedis, assert_consistent, poll
 
 # the API tests' cluster, users and tokens (tests/api/conftest.py), and their clean caches
@@ -184,3 +194,128 @@ def test_jobs_submitted_while_the_broker_is_dead_or_frozen_are_placed_once_it_re
          what="every job placed once the broker is back")
     worker.stop()
     assert_consistent()
+
+
+# ------------------------------------------------------------------ admin edits
+def admin_post(client: Any, url: str, data: dict[str, Any]) -> Any:
+    return client.post(url, {k: "" if v is None else v for k, v in data.items()})
+
+
+@pytest.mark.django_db
+def test_the_admin_cannot_edit_what_the_log_owns(admin_client, cluster):
+    """What an operator tried: a node's GPUs and health, a quota, the lease, each saved
+    through its admin change form. Each is refused; the log and the tables still agree."""
+    leader().step(now=at(0))  # a lease row to edit
+    node = cluster["nodes"][0]
+    edits = {
+        f"/admin/scheduler_app/node/{node.pk}/change/":
+            {**model_to_dict(node), "gpu_count": 2, "free_gpus": 2, "health": "down"},
+        f"/admin/scheduler_app/tenant/{cluster['vision'].pk}/change/":
+            {**model_to_dict(cluster["vision"]), "guaranteed_gpus": 999,
+             "memberships-TOTAL_FORMS": 0, "memberships-INITIAL_FORMS": 0},
+        f"/admin/scheduler_app/lease/{Lease.objects.get().pk}/change/":
+            {"name": LEADER_LEASE, "holder": "x", "expires_at_0": "2099-01-01",
+             "expires_at_1": "00:00:00"},
+    }
+    for url, data in edits.items():
+        assert admin_client.get(url).status_code == 200, url  # shown, read-only
+        assert admin_post(admin_client, url, data).status_code == 403, url
+    for model in ("node", "pod", "lease", "job", "allocation"):
+        assert admin_client.get(f"/admin/scheduler_app/{model}/add/").status_code == 403
+    node.refresh_from_db()
+    assert (node.gpu_count, node.health) == (8, "healthy")
+    assert Tenant.objects.get(name="vision").guaranteed_gpus == 16
+    assert Lease.objects.get().holder == "leader-a"
+    ok, output = replay_verify()
+    assert ok, output
+
+
+def admin_action(client: Any, model: str, action: str, pks: list[int]) -> Any:
+    return client.post(f"/admin/scheduler_app/{model}/",
+                       {"action": action, "_selected_action": pks}, follow=True)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_node_health_changes_in_the_admin_are_rows_of_the_log(admin_client, cluster):
+    node = cluster["nodes"][0]
+    for action, health in (("drain", "draining"), ("undrain", "healthy"),
+                           ("mark_down", "down"), ("mark_up", "healthy")):
+        response = admin_action(admin_client, "node", action, [node.pk])
+        assert response.status_code == 200
+        assert state_of_node(node) == health, action
+    refused = admin_action(admin_client, "node", "undrain", [node.pk])  # healthy already
+    assert "cannot undrain" in refused.content.decode()
+    rows = Transition.objects.filter(kind="node", node=node).order_by("id")
+    assert [r.detail["action"] for r in rows] == ["drain", "undrain", "down", "up"]
+    assert {r.actor for r in rows} == {Actor.OPERATOR} and rows[0].actor_name == "admin"
+    ok, output = replay_verify()
+    assert ok, output
+
+
+def state_of_node(node: Node) -> str:
+    node.refresh_from_db()
+    return node.health
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_quota_changed_in_the_admin_goes_through_the_quota_service(admin_client, cluster):
+    vision = cluster["vision"]
+    url = f"/admin/scheduler_app/tenant/{vision.pk}/quota/"
+    assert admin_client.get(url).status_code == 200
+    refused = admin_client.post(url, {"guaranteed_gpus": -1, "borrow_limit_gpus": 0})
+    assert refused.status_code == 400
+    assert not Transition.objects.filter(kind="tenant", detail__action="set_quota").exists()
+    response = admin_client.post(url, {"guaranteed_gpus": 8, "borrow_limit_gpus": 4})
+    assert response.status_code == 302
+    row = Transition.objects.get(kind="tenant", detail__action="set_quota")
+    assert row.detail["after"] == {"guaranteed_gpus": 8, "borrow_limit_gpus": 4}
+    assert row.actor_name == "admin"
+    created = admin_client.post("/admin/scheduler_app/tenant/add/",
+                                {"name": "audio", "guaranteed_gpus": 0, "borrow_limit_gpus": 8})
+    assert created.status_code == 302
+    assert Transition.objects.filter(kind="tenant", tenant__name="audio",
+                                     detail__action="register").exists()
+    ok, output = replay_verify()
+    assert ok, output
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_lease_stuck_until_2099_keeps_no_scheduler_on_standby(cluster, caplog):
+    """The lease edited by hand (holder x, expiry 2099): a scheduler takes it over at its
+    next step, and logs it."""
+    leader("leader-a").step(now=at(0))
+    Lease.objects.update(holder="x", expires_at=datetime(2099, 1, 1, tzinfo=UTC))
+    standby = leader("leader-b")
+    job = submit(cluster["vision"], gpus=8, at_s=1)
+    with caplog.at_level(logging.WARNING, logger="scheduler_app.leader"):
+        report = standby.step(now=at(2))
+    assert report.leader and not report.error, report
+    assert state_of(job) == S.PLACING
+    assert "further ahead than any holder" in caplog.text
+
+
+@pytest.mark.django_db(transaction=True)
+def test_lease_release_frees_the_lease_for_the_next_tick_and_is_logged(cluster, caplog):
+    holder = leader("leader-a")
+    assert holder.step(now=at(0)).leader
+    token = Lease.objects.get().fencing_token
+    out = StringIO()
+    with caplog.at_level(logging.WARNING, logger="scheduler_app.leader"):
+        call_command("lease", "--release", "--by", "ops-alice", "--why", "stuck", stdout=out)
+    assert "released lease scheduler-leader (was held by leader-a" in out.getvalue()
+    assert "released by ops-alice" in caplog.text and "stuck" in caplog.text
+    taker = leader("leader-b")
+    report = taker.step(now=at(1))  # at once, not after the lease's 15 s
+    assert report.leader and report.token == token + 1
+    assert not holder.step(now=at(2)).leader  # the old holder stands by
+    out = StringIO()
+    call_command("lease", stdout=out)
+    assert "held by leader-b" in out.getvalue()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_lease_is_released_from_the_admin_too(admin_client, cluster):
+    leader("leader-a").step(now=at(0))
+    admin_action(admin_client, "lease", "release", [Lease.objects.get().pk])
+    lease = Lease.objects.get()
+    assert (lease.holder, lease.expires_at) == ("", None)
