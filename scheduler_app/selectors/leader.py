@@ -279,8 +279,8 @@ class BuildSnapshot:
 
     #: the highest seq committed when it was read: the catch-up follows from there
     watermark: int
-    #: (name, pod name, GPUs, GPU type, rail, health) of every node, by name
-    nodes: list[tuple[str, str, int, str, str, str]]
+    #: (name, pod name, GPUs, GPU type, rail, health, free GPUs) of every node, by name
+    nodes: list[tuple[str, str, int, str, int, str, int]]
     tenants: list[Tenant]  # by name
     #: every job not final, by id: :data:`SPEC_COLUMNS` then :data:`RESTORE_COLUMNS`
     jobs: list[tuple]
@@ -302,7 +302,7 @@ def build_snapshot() -> BuildSnapshot:
                 cursor.execute("SELECT pg_advisory_xact_lock(%s)", [LOG_APPEND_LOCK_KEY])
         watermark = Transition.objects.aggregate(m=Max("id"))["m"] or 0
         nodes = list(Node.objects.order_by("name").values_list(
-            "name", "pod__name", "gpu_count", "gpu_type", "rail", "health"))
+            "name", "pod__name", "gpu_count", "gpu_type", "rail", "health", "free_gpus"))
         tenants = list(Tenant.objects.order_by("name"))
         jobs = live_job_rows()
         allocations = open_allocations()
@@ -321,3 +321,8 @@ def node_names(ids: Collection[int]) -> dict[int, str]:
 def tenant_names(ids: Collection[int]) -> dict[int, str]:
     """tenant id -> name, for the tenants ``ids`` (the catch-up's tenant rows)."""
     return dict(Tenant.objects.filter(pk__in=ids).values_list("pk", "name")) if ids else {}
+
+
+def nodes_named(names: Collection[str]) -> dict[str, Node]:
+    """name -> Node, for the nodes ``names`` (the few a build takes out of scheduling)."""
+    return {n.name: n for n in Node.objects.filter(name__in=names)} if names else {}

@@ -73,7 +73,8 @@ from scheduler_app.selectors import leader as reads
 from scheduler_app.selectors.leader import SPEC_COLUMNS, LogRow
 
 from .bulk import update_from_values
-from .cluster import nodes_mark_silent_down
+from .cluster import node_move, nodes_mark_silent_down
+from .errors import ServiceError
 from .lease import LEADER_LEASE, LeaseLost, lease_acquire, lease_check, lease_release
 from .transitions import (
     Move,
@@ -112,6 +113,8 @@ class StepReport:
     duration_ms: float = 0.0
     error: str = ""
     stats: dict[str, Any] = field(default_factory=dict)
+    #: nodes and jobs the state was built without (LeaderLoop.quarantined)
+    quarantined: int = 0
 
     def line(self) -> str:
         parts = [
@@ -124,6 +127,8 @@ class StepReport:
             f"decisions={self.decisions}",
             f"duration_ms={self.duration_ms:.1f}",
         ]
+        if self.quarantined:
+            parts.append(f"quarantined={self.quarantined}")
         if self.error:
             parts.append(f"error={self.error!r}")
         return " ".join(parts)
@@ -236,6 +241,8 @@ class LeaderLoop:
         self.published_shares: dict[str, tuple[float | None, int]] = {}
         # the Reservation rows last written (None: unknown, write them at the next persist)
         self.published_reservations: list[dict[str, Any]] | None = None
+        #: what the last build left out of the core ("node <name>" / "job <id>" -> why)
+        self.quarantined: dict[str, str] = {}
 
     # ------------------------------------------------------------------ the step
     def step(self, now: datetime | None = None, *, tick: bool = True) -> StepReport:
@@ -262,6 +269,7 @@ class LeaderLoop:
             with log_context(tick_id=report.tick_id):
                 self.mark_silent_nodes(now)
                 pending, report.rebuilt, report.caught_up = self.sync(now)
+                report.quarantined = len(self.quarantined)
                 sched = self.scheduler
                 assert sched is not None
                 # a burst of submits grows the state by thousands of jobs a tick
@@ -342,35 +350,43 @@ class LeaderLoop:
         now_i = epoch(now)
         keys = self.keys
         snap = reads.build_snapshot()
+        jobs, asked, watermark = snap.jobs, snap.asked, snap.watermark
+        # open allocations belong to holding jobs only (replay --verify checks it)
+        allocs: dict[int, dict[str, tuple[int, ...]]] = {}
+        for job_id, node, indices in snap.allocations:
+            allocs.setdefault(job_id, {})[node] = tuple(sorted(indices))
+        # One bad row never stops the cluster: a node or a job the core cannot hold (a
+        # node edited to fewer GPUs than its jobs hold, a GPU given twice) would make
+        # every build, so every tick, fail. They are left out of the core, and their
+        # nodes taken out of scheduling (drained, with the reason, in the log).
+        bad_nodes, bad_jobs = screen_build(snap.nodes, jobs, allocs)
         nodes = [
             NodeSpec(name=name, pod=pod, gpus=gpus, gpu_type=gpu_type or None, rail=rail,
-                     health=NodeHealth(health))
-            for name, pod, gpus, gpu_type, rail, health in snap.nodes
+                     health=_core_health(health, quarantined=name in bad_nodes))
+            for name, pod, gpus, gpu_type, rail, health, _free in snap.nodes
+            if gpus > 0  # the core cannot hold a node without GPUs (screen_build says why)
         ]
+        to_drain = sorted(node[0] for node in snap.nodes
+                          if node[0] in bad_nodes and node[5] == NodeHealth.HEALTHY)
         tenants = [
             # usage accrued to now with the GPUs held since usage_at
             TenantSpec(t.name, t.guaranteed_gpus, t.borrow_limit_gpus, usage_at(t, now), now_i)
             for t in snap.tenants
         ]
         sched = Scheduler(nodes, tenants, self.config, now=now_i)
-        jobs, asked, watermark = snap.jobs, snap.asked, snap.watermark
-        # open allocations belong to holding jobs only (replay --verify checks it)
-        allocs: dict[int, dict[str, tuple[int, ...]]] = {}
-        for job_id, node, indices in snap.allocations:
-            allocs.setdefault(job_id, {})[node] = tuple(sorted(indices))
         placed = {pk: epoch(at) for pk, at in snap.placed.items()}
         del snap
         restore = sched.restore_job
         for row in jobs:
             pk = row[0]
+            if pk in bad_jobs:
+                continue
             state = _STATES[row[_STATE]]
             started_at, last_checkpoint_at, resume_pointer, preemption_times, retries = (
                 row[_STATE + 1:]
             )
             held = state in HOLDING_STATES
             alloc = allocs.get(pk)
-            if held and not alloc:
-                raise NeedRebuild(f"job {pk} is {state} without an open allocation")
             request = asked.get(pk)
             restore(
                 spec_of(row[:_STATE], keys),
@@ -388,7 +404,7 @@ class LeaderLoop:
         restore_claims(sched, asked)
         made: list[Decision] = []
         for row in jobs:
-            if row[_STATE] == S.PREEMPTED:
+            if row[_STATE] == S.PREEMPTED and row[0] not in bad_jobs:
                 # the core always requeues a preempted job at once; finish what was cut off
                 made += sched.requeue_preempted(keys.core_id(row[0]), now_i)
         for name in sorted(sched.unhealthy):
@@ -402,7 +418,34 @@ class LeaderLoop:
         self.scheduler = sched
         self.watermark = watermark
         self.own_seqs.clear()
+        self._quarantine(bad_nodes, bad_jobs, to_drain, now)
         return made + sched.flush()
+
+    def _quarantine(self, bad_nodes: dict[str, str], bad_jobs: dict[int, str],
+                    to_drain: list[str], now: datetime) -> None:
+        """Log what the build left out, and drain the healthy nodes among them through
+        the service (a node row, actor ``scheduler``, the reason in its ``why``: the API's
+        node events, the dashboard's feed). The core has them draining already; the row
+        is this leader's own, so the catch-up does not apply it again. Not fenced by the
+        token, as the silent nodes are not: any leader would drain the same nodes."""
+        self.quarantined = {**{f"node {n}": why for n, why in bad_nodes.items()},
+                            **{f"job {pk}": why for pk, why in bad_jobs.items()}}
+        for what, why in sorted(self.quarantined.items()):
+            log.warning("left out of scheduling: %s: %s", what, why,
+                        extra={"quarantined": what, "why": why})
+        named = reads.nodes_named(to_drain)
+        for name in to_drain:
+            try:
+                row = node_move(
+                    node=named[name], action="drain", actor=Actor.SCHEDULER,
+                    actor_name=self.holder, at=now,
+                    why=f"taken out of scheduling by the scheduler: {bad_nodes[name]}; fix "
+                        "it (re-register the node's agent), then undrain it",
+                )
+            except (ServiceError, KeyError):  # changed meanwhile: the catch-up follows it
+                log.info("node %s: not drained, its health changed since the build", name)
+                continue
+            self.own_seqs.add(row.pk)
 
     # ------------------------------------------------------------------ catch up
     def catch_up(self, now: datetime) -> tuple[list[Decision], int]:
@@ -503,6 +546,9 @@ class LeaderLoop:
                      ) -> list[Decision]:
         if row.detail.get("action") == "register" or name not in sched.cap.nodes:
             raise NeedRebuild(f"log row #{row.pk}: node {name} registered or changed shape")
+        if f"node {name}" in self.quarantined and row.to_state != NodeHealth.DOWN:
+            # back in scheduling: the build checks again what made the node unusable
+            raise NeedRebuild(f"log row #{row.pk}: node {name} was left out of scheduling")
         at = self._at(sched, row, now)
         to = NodeHealth(row.to_state)
         if to == NodeHealth.DOWN:
@@ -706,6 +752,90 @@ class LeaderLoop:
 
 
 
+def screen_build(
+    nodes: list[tuple[str, str, int, str, int, str, int]],
+    jobs: list[tuple],
+    allocs: dict[int, dict[str, tuple[int, ...]]],
+) -> tuple[dict[str, str], dict[int, str]]:
+    """What the core cannot be built with, and why: (node name -> why, job id -> why).
+
+    A node the core cannot hold (no GPUs; a health it does not know). A holding job whose
+    open allocation is missing, names a node left out, a GPU index the node does not
+    have, the same GPU twice, or a GPU an earlier job (by id) holds already: the core's
+    ``restore_job`` would refuse it half way, so it is left out, and every node it holds
+    GPUs on is taken out of scheduling (its GPUs are not known to be free). Last, a node
+    whose free GPUs (``Node.free_gpus``, what the writes check) are not its GPUs less
+    those its jobs hold: the core would place on GPUs the tables say are taken, and every
+    tick's writes would be refused. ``nodes`` and ``jobs`` are the build snapshot's rows.
+    """
+    bad_nodes: dict[str, str] = {}
+    size: dict[str, int] = {}
+    for name, _pod, gpus, _type, _rail, health, _free in nodes:
+        if gpus <= 0:
+            bad_nodes[name] = f"it has {gpus} GPUs"
+        elif health not in _HEALTHS:
+            bad_nodes[name] = f"its health {health!r} is none of {', '.join(sorted(_HEALTHS))}"
+        if gpus > 0:
+            size[name] = gpus
+    bad_jobs: dict[int, str] = {}
+    used: dict[str, int] = {}
+    for row in jobs:
+        pk, state = row[0], row[_STATE]
+        if state not in _HOLDING:
+            continue
+        alloc = allocs.get(pk)
+        if not alloc:
+            bad_jobs[pk] = f"it is {state} without an open allocation"
+            continue
+        why = _allocation_problem(pk, alloc, size, used)
+        if why is None:
+            for node, indices in alloc.items():
+                used[node] = used.get(node, 0) | sum(1 << i for i in indices)
+            continue
+        bad_jobs[pk] = why
+        for node in alloc:
+            bad_nodes.setdefault(node, why)
+    for name, _pod, gpus, _type, _rail, _health, free in nodes:
+        held = used.get(name, 0).bit_count()
+        if name not in bad_nodes and gpus - held != free:
+            bad_nodes[name] = (f"the tables give it {free} free GPUs, but of its {gpus} GPUs "
+                               f"its jobs hold {held}")
+    return bad_nodes, bad_jobs
+
+
+def _allocation_problem(pk: int, alloc: dict[str, tuple[int, ...]], size: dict[str, int],
+                        used: dict[str, int]) -> str | None:
+    for node, indices in sorted(alloc.items()):
+        gpus = size.get(node)
+        if gpus is None:
+            return f"job {pk} holds GPUs on node {node}, which the scheduler cannot use"
+        wrong = [i for i in indices if not 0 <= i < gpus]
+        if wrong:
+            return (f"job {pk} holds GPU {', '.join(map(str, wrong))} on node {node}, but the "
+                    f"node has {gpus} GPUs (0-{gpus - 1})")
+        if len(set(indices)) != len(indices):
+            return f"job {pk} holds the same GPU twice on node {node}: {list(indices)}"
+        taken = [i for i in indices if used.get(node, 0) >> i & 1]
+        if taken:
+            return (f"job {pk} holds GPU {', '.join(map(str, taken))} on node {node}, which "
+                    "another job holds already")
+    return None
+
+
+_HEALTHS = frozenset(h.value for h in NodeHealth)
+_HOLDING = frozenset(state.value for state in HOLDING_STATES)
+
+
+def _core_health(health: str, *, quarantined: bool) -> NodeHealth:
+    """The health the core builds a node with: a node left out of scheduling is draining
+    (keeps what runs there, takes nothing new) unless it is down."""
+    if health == NodeHealth.DOWN:
+        return NodeHealth.DOWN
+    if quarantined or health not in _HEALTHS:
+        return NodeHealth.DRAINING
+    return NodeHealth(health)
+
+
 def with_claim(sched: Scheduler | None, d: Decision) -> dict[str, Any]:
     """The row's detail. A preemption request also records the reclaim claim it serves
     (the nodes promised to the head, its GPUs, all its victims): the core keeps claims
@@ -738,17 +868,23 @@ def restore_claims(sched: Scheduler, asked: dict[int, Transition]) -> None:
         head_rec = sched.jobs.get(str(head))
         if not saved or head_rec is None or head_rec.state != S.QUEUED or head in claims:
             continue
-        claims[head] = ReclaimClaim(
-            head_id=head,
-            tenant=head_rec.spec.tenant,
-            gpus=int(saved["gpus"]),
-            nodes=frozenset(saved["nodes"]),
-            victims=set(saved["victims"]),
-            at_s=int(saved["at_s"]),
-            why=str(row.detail.get("why", "")),
-        )
+        try:
+            claims[head] = ReclaimClaim(
+                head_id=head,
+                tenant=head_rec.spec.tenant,
+                gpus=int(saved["gpus"]),
+                nodes=frozenset(saved["nodes"]),
+                victims=set(saved["victims"]),
+                at_s=int(saved["at_s"]),
+                why=str(row.detail.get("why", "")),
+            )
+        except (KeyError, TypeError, ValueError):  # an unreadable claim: it searches again
+            log.warning("log row #%s: unreadable reclaim claim, not restored", row.pk)
     for head in sorted(claims, key=lambda h: sched.jobs[h].spec.seq):
-        sched.add_claim(claims[head])
+        try:
+            sched.add_claim(claims[head])
+        except (KeyError, ValueError):  # (a node left out, say): the head searches again
+            log.warning("job %s: reclaim claim not restored", head, exc_info=True)
 
 
 __all__ = [

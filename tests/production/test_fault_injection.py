@@ -5,7 +5,8 @@ Each section is a fault of issue 16, tried the way it was found (docs/operations
 
 - a broker that is dead, and one that is frozen (SIGSTOP): a private redis-server of the
   test's own, never the shared one;
-- admin edits of what the log owns (a node's GPUs and health, a quota, the lease);
+- admin edits of what the log owns (a node's GPUs and health, a quota, the lease), and a
+  row that no longer adds up (the leader leaves it out and schedules the rest);
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ from prometheus_client import REGISTRY
 from scheduler_app import tasks
 from scheduler_app.core.states import JobState
 from scheduler_app.core.types import Actor
-from scheduler_app.models import Job, Lease, Node, Tenant, Transition
+from scheduler_app.models import Allocation, Job, Lease, Node, Tenant, Transition
 from scheduler_app.services.lease import LEADER_LEASE
 from tests.api import conftest as api_fixtures
 from tests.api.conftest import job_body
@@ -319,3 +320,76 @@ def test_the_lease_is_released_from_the_admin_too(admin_client, cluster):
     admin_action(admin_client, "lease", "release", [Lease.objects.get().pk])
     lease = Lease.objects.get()
     assert (lease.holder, lease.expires_at) == ("", None)
+
+
+# ------------------------------------------------------------------ a bad row
+@pytest.mark.django_db(transaction=True)
+def test_a_node_cut_below_its_jobs_gpus_is_drained_and_the_rest_keeps_scheduling(cluster):
+    """``gpu_count`` cut to 2 under a job holding GPUs 0-7 there (as the admin allowed):
+    every build failed (``ValueError: node n0: no GPU 2 (it has 2)``), so every tick."""
+    loop = leader()
+    big = submit(cluster["vision"], gpus=8, at_s=0)
+    loop.step(now=at(1))
+    (node_name,) = Allocation.objects.filter(job=big, end__isnull=True).values_list(
+        "node__name", flat=True)
+    Node.objects.filter(name=node_name).update(gpu_count=2, free_gpus=0)
+    loop.drop()  # the next step rebuilds from the database, as a restarted leader does
+    report = loop.step(now=at(2))
+    assert not report.error and report.rebuilt and report.quarantined == 2, report
+    assert "quarantined=2" in report.line()
+    node = Node.objects.get(name=node_name)
+    assert node.health == "draining"
+    row = Transition.objects.filter(kind="node", node=node).latest("id")
+    assert row.actor == Actor.SCHEDULER and row.detail["action"] == "drain"
+    assert "holds GPU 2, 3, 4, 5, 6, 7 on node" in row.detail["why"]
+    assert f"job {big.pk}" in loop.quarantined and f"node {node_name}" in loop.quarantined
+    assert state_of(big) == S.PLACING  # left as it is: the operator decides
+    others = [submit(cluster["nlp"], gpus=4, at_s=3) for _ in range(2)]
+    for t in (4, 5):
+        assert not loop.step(now=at(t)).error
+    for job in others:
+        assert state_of(job) == S.PLACING
+        assert not Allocation.objects.filter(job=job, node=node).exists()
+    # the same node undrained unrepaired: the leader rebuilds, finds it bad, drains it again
+    from scheduler_app.services.cluster import node_undrain
+
+    node_undrain(node=node, actor_name="ops", at=at(6))
+    report = loop.step(now=at(7))
+    assert report.rebuilt and not report.error
+    assert Node.objects.get(name=node_name).health == "draining"
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_holding_job_without_its_allocation_is_left_out_and_the_rest_scheduled(cluster):
+    """Its allocation closed behind the log's back: the build refused (NeedRebuild) at
+    every tick; now the job is left out, logged, and the queue moves."""
+    loop = leader()
+    stuck = submit(cluster["vision"], gpus=8, at_s=0)
+    loop.step(now=at(1))
+    Allocation.objects.filter(job=stuck).update(end=at(1))
+    loop.drop()
+    waiting = submit(cluster["nlp"], gpus=8, at_s=2)
+    report = loop.step(now=at(3))
+    assert not report.error, report
+    assert loop.quarantined[f"job {stuck.pk}"] == "it is PLACING without an open allocation"
+    # the node it held: its free GPUs (none) no longer add up; the queue moves elsewhere
+    (node,) = [k for k in loop.quarantined if k.startswith("node ")]
+    assert Node.objects.get(name=node.split()[1]).health == "draining"
+    assert state_of(waiting) == S.PLACING
+
+
+def test_the_build_screen_names_a_gpu_given_twice_and_a_node_without_gpus():
+    from scheduler_app.services.leader import screen_build
+
+    nodes = [("a", "p", 8, "H100", 0, "healthy", 6), ("b", "p", 0, "H100", 0, "healthy", 0),
+             ("c", "p", 8, "H100", 0, "healthy", 8)]
+    spec = (None,) * 14  # the columns screen_build does not read
+    jobs = [(1, *spec, "RUNNING"), (2, *spec, "RUNNING"), (3, *spec, "QUEUED")]
+    allocs = {1: {"a": (0, 1)}, 2: {"a": (1, 2)}, 3: {"c": (5,)}}
+    bad_nodes, bad_jobs = screen_build(nodes, jobs, allocs)
+    assert bad_jobs == {2: "job 2 holds GPU 1 on node a, which another job holds already"}
+    assert bad_nodes == {"a": bad_jobs[2], "b": "it has 0 GPUs"}
+    # a queued job's allocation is not held; a node whose free count is off is left out
+    nodes[2] = ("c", "p", 8, "H100", 0, "healthy", 7)
+    assert screen_build(nodes, jobs, allocs)[0]["c"] == (
+        "the tables give it 7 free GPUs, but of its 8 GPUs its jobs hold 0")
