@@ -75,9 +75,17 @@ MIDDLEWARE = [
     "scheduler_app.api.middleware.CsrfViewMiddleware",
     "scheduler_app.api.middleware.AuthenticationMiddleware",
     "scheduler_app.api.middleware.MessageMiddleware",
+    # malformed requests (too large, NUL in the query) refused in the site's error shapes,
+    # before any view reads the body (CSRF's process_view reads a form's): after the
+    # session, user and messages the 400 page shows
+    "scheduler_app.guard.RequestGuardMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
 ]
+
+#: Only the backstop: each route has its own, smaller limit (scheduler_app/guard.py), the
+#: largest a batch of 1,000 jobs with the longest commands needs (about 96 MiB).
+DATA_UPLOAD_MAX_MEMORY_SIZE = 128 * 1024 * 1024
 
 ROOT_URLCONF = "scheduler_app.urls"
 WSGI_APPLICATION = "scheduler_app.wsgi.application"

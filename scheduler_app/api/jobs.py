@@ -34,6 +34,7 @@ from .fastvalid import validated
 from .fields import (
     INT_MAX,
     SMALL_MAX,
+    KnownFieldsOnly,
     StrictBooleanField,
     StrictCharField,
     StrictIntegerField,
@@ -61,7 +62,7 @@ IDEMPOTENCY_PARAMETER = OpenApiParameter(
 
 
 # ---------------------------------------------------------------- input
-class JobSpecIn(serializers.Serializer):
+class JobSpecIn(KnownFieldsOnly):
     """What a job asks for. The services check the rules (docs/api.md, "Bad input")."""
 
     name = StrictCharField(max_length=200, help_text="1 to 200 characters.")
@@ -114,7 +115,7 @@ class SubmitIn(JobSpecIn):
     )
 
 
-class BatchIn(serializers.Serializer):
+class BatchIn(KnownFieldsOnly):
     tenant = StrictSlugField(max_length=64)
     idempotency_key = StrictCharField(
         required=False, allow_blank=True, max_length=123, default="",
@@ -562,7 +563,7 @@ class JobDetail(APIView):
         return Response(JobDetailOut(job_for(request, pk)).data)
 
 
-class CancelIn(serializers.Serializer):
+class CancelIn(KnownFieldsOnly):
     why = StrictCharField(required=False, allow_blank=True, max_length=500, default="",
                                 help_text="Recorded in the log.")
 

@@ -7,10 +7,15 @@ Each section is a fault of issue 16, tried the way it was found (docs/operations
   test's own, never the shared one;
 - admin edits of what the log owns (a node's GPUs and health, a quota, the lease), and a
   row that no longer adds up (the leader leaves it out and schedules the rest);
+- malformed input: JSON nested a thousand levels deep, NUL bytes in query parameters
+  (PostgreSQL refuses them in text: a DataError, a 500), unknown fields (a typo of
+  ``max_runtime_s`` made a job with no time limit), duplicate keys, oversized bodies:
+  each a 4xx in the one error shape, nothing written.
 """
 
 from __future__ import annotations
 
+import json
 import logging
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -393,3 +398,175 @@ def test_the_build_screen_names_a_gpu_given_twice_and_a_node_without_gpus():
     nodes[2] = ("c", "p", 8, "H100", 0, "healthy", 7)
     assert screen_build(nodes, jobs, allocs)[0]["c"] == (
         "the tables give it 7 free GPUs, but of its 8 GPUs its jobs hold 0")
+
+
+# ------------------------------------------------------------------ malformed input
+def errors_of(response: Any) -> list[dict[str, Any]]:
+    assert response["Content-Type"].startswith("application/json"), response.content[:200]
+    body = response.json()
+    assert set(body) == {"errors"} and body["errors"], body
+    for error in body["errors"]:
+        assert set(error) == {"field", "code", "message"}, error
+    return body["errors"]
+
+
+def raw_post(client: Any, url: str, body: str | bytes, **extra: Any) -> Any:
+    client.raise_request_exception = False  # a 500 is an answer to assert on, not a crash
+    return client.generic("POST", url, body, content_type="application/json", **extra)
+
+
+NESTED = {
+    "a value 1,000 levels deep": '{"tenant": "vision", "name": "x", "gpus": 1, "command": '
+                                 + "[" * 1000 + "]" * 1000 + "}",
+    "100,000 open brackets": "[" * 100_000,
+    "objects 2,000 deep": '{"a":' * 2000 + "1" + "}" * 2000,
+}
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("url", ["/api/v1/jobs/", "/api/v1/jobs/batch/"])
+@pytest.mark.parametrize("body", list(NESTED.values()), ids=list(NESTED))
+def test_deeply_nested_json_is_a_400_not_a_recursion_error(world, url, body):
+    response = raw_post(world.client("researcher"), url, body)
+    assert response.status_code == 400
+    assert errors_of(response)[0]["code"] == "parse_error"
+    assert not Job.objects.exists()
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("url", [
+    "/api/v1/jobs/?tenant=vi%00sion",
+    "/api/v1/jobs/?owner=%00",
+    "/api/v1/jobs/?state=QUEUED&tenant=x%00",
+    "/api/v1/nodes/?gpu_type=H%00100",
+    "/api/v1/cluster/transitions/?tenant=%00",
+    "/api/v1/tenants/?x%00=1",
+])
+def test_a_nul_byte_in_an_api_query_is_a_400_naming_the_parameter(world, url):
+    client = world.client("lead")
+    client.raise_request_exception = False
+    response = client.get(url)
+    assert response.status_code == 400
+    (error,) = errors_of(response)
+    assert error["code"] == "null_characters_not_allowed"
+    assert error["field"] in url
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("url", ["/jobs/?team=vi%00sion", "/jobs/new/?team=%00",
+                                 "/teams/?x=%00"])
+def test_a_nul_byte_in_a_dashboard_query_is_the_400_page(world, client, url):
+    client.force_login(world.users["lead"])
+    client.raise_request_exception = False
+    response = client.get(url)
+    assert response.status_code == 400
+    assert b"Null characters are not allowed." in response.content
+
+
+def single(**extra: Any) -> dict[str, Any]:
+    return {**job_body(gpus=1), **extra}
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize(("url", "body", "field", "suggestion"), [
+    ("/api/v1/jobs/", single(max_runtime=60), "max_runtime", "did you mean max_runtime_s?"),
+    ("/api/v1/jobs/", single(gpu=8), "gpu", "did you mean gpus?"),
+    ("/api/v1/jobs/", single(zzz=1), "zzz", "the fields are checkpoint_interval_s, "),
+    ("/api/v1/jobs/batch/", {"tenant": "vision", "jobs": [
+        {"name": "a", "gpus": 1}, {"name": "b", "gpus": 1, "max_runtime": 60}]},
+     "jobs[1].max_runtime", "did you mean max_runtime_s?"),
+    ("/api/v1/jobs/batch/", {"tenant": "vision", "job": [{"name": "a", "gpus": 1}],
+                             "jobs": [{"name": "a", "gpus": 1}]},
+     "job", "did you mean jobs?"),
+])
+def test_an_unknown_field_is_refused_with_the_close_match(world, url, body, field, suggestion):
+    response = world.client("researcher").post(url, body, format="json")
+    assert response.status_code == 400
+    errors = errors_of(response)
+    assert [e["field"] for e in errors] == [field], errors
+    assert errors[0]["code"] == "unknown_field" and suggestion in errors[0]["message"]
+    assert not Job.objects.exists()
+
+
+@pytest.mark.django_db
+def test_an_unknown_field_is_reported_with_the_others(world):
+    response = world.client("researcher").post(
+        "/api/v1/jobs/", single(gpus="8", max_runtime=60), format="json")
+    assert response.status_code == 400
+    assert {e["field"] for e in errors_of(response)} == {"gpus", "max_runtime"}
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize(("url", "body", "key"), [
+    ("/api/v1/jobs/", '{"tenant": "vision", "name": "a", "gpus": 1, "gpus": 8}', "gpus"),
+    ("/api/v1/jobs/batch/", '{"tenant": "vision", "jobs": [{"name": "a", "gpus": 1, '
+                            '"max_runtime_s": 60, "max_runtime_s": null}]}', "max_runtime_s"),
+    ("/api/v1/jobs/batch/", '{"tenant": "vision", "tenant": "nlp", "jobs": []}', "tenant"),
+])
+def test_a_key_given_twice_is_refused(world, url, body, key):
+    response = raw_post(world.client("researcher"), url, body)
+    assert response.status_code == 400
+    (error,) = errors_of(response)
+    assert (error["field"], error["code"]) == (key, "duplicate_key")
+    assert not Job.objects.exists()
+
+
+def largest_spec(escaped: bool = False) -> dict[str, Any]:
+    """A job spec with every text field at its longest (``escaped``: the command written
+    as JSON ``\\uXXXX`` escapes, six bytes a character)."""
+    from scheduler_app.api.jobs import JobSpecIn
+
+    fields = JobSpecIn().fields
+    return {"name": "n" * fields["name"].max_length,
+            "command": ("\u00e9" if escaped else "c") * fields["command"].max_length,
+            "gpus": 1, "gpu_type": "", "max_runtime_s": 366 * 86400}
+
+
+def test_the_largest_batch_the_schema_allows_fits_the_limit():
+    from django.conf import settings
+
+    from scheduler_app.api.jobs import MAX_BATCH, BatchIn
+    from scheduler_app.api.limits import largest_json
+    from scheduler_app.guard import API_BODY_LIMIT, BATCH_PATH, body_limit_for
+
+    largest = largest_json(BatchIn())
+    assert largest >= MAX_BATCH * 100_000  # a thousand commands of 100,000 characters
+    assert body_limit_for(BATCH_PATH) >= largest
+    assert body_limit_for(BATCH_PATH) < 2 * largest  # and not much more
+    assert body_limit_for(BATCH_PATH) <= settings.DATA_UPLOAD_MAX_MEMORY_SIZE  # the backstop
+    body = json.dumps({"tenant": "t" * 64, **single(**largest_spec(escaped=True))})
+    assert len(body.replace("\\\\", "\\")) <= API_BODY_LIMIT
+
+
+@pytest.mark.django_db
+def test_a_batch_larger_than_djangos_default_is_accepted(world):
+    """3 MB: Django's 2.5 MB default answered it with its HTML 400 page."""
+    jobs = [{"name": f"j{i}", "gpus": 1, "command": "x" * 3000} for i in range(1000)]
+    body = json.dumps({"tenant": "vision", "jobs": jobs})
+    assert len(body) > 2_621_440
+    response = raw_post(world.client("researcher"), "/api/v1/jobs/batch/", body)
+    assert response.status_code == 201, response.content[:300]
+    assert Job.objects.count() == 1000
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize(("url", "limit"), [("/api/v1/jobs/batch/", "batch"),
+                                            ("/api/v1/jobs/", 1024 * 1024)])
+def test_an_oversized_body_gets_the_json_error_shape(world, url, limit):
+    from scheduler_app.guard import batch_body_limit
+
+    size = (batch_body_limit() if limit == "batch" else limit) + 1
+    # the guard reads Content-Length only: the body itself need not be that large
+    response = raw_post(world.client("researcher"), url, "{}", CONTENT_LENGTH=str(size))
+    assert response.status_code == 413
+    (error,) = errors_of(response)
+    assert error["code"] == "request_too_large" and f"{size:,} bytes" in error["message"]
+
+
+@pytest.mark.django_db
+def test_an_oversized_form_gets_the_400_page(world, client):
+    client.force_login(world.users["lead"])
+    response = client.generic("POST", "/jobs/new/", "a=1", CONTENT_LENGTH=str(3 * 2**20),
+                              content_type="application/x-www-form-urlencoded")
+    assert response.status_code == 413
+    assert b"this endpoint takes at most" in response.content
