@@ -1,0 +1,27 @@
+"""The Content-Security-Policy header (Django 5.2 has none of its own; 6.0 adds one).
+
+Set on every answer when ``settings.CONTENT_SECURITY_POLICY`` is not empty (the
+production default, settings.py), unless a view set its own. Static files served by
+WhiteNoise come before this middleware answers, and need none: they are not documents.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from django.conf import settings
+from django.http import HttpRequest, HttpResponseBase
+
+HEADER = "Content-Security-Policy"
+
+
+class ContentSecurityPolicyMiddleware:
+    def __init__(self, get_response: Callable[[HttpRequest], HttpResponseBase]) -> None:
+        self.get_response = get_response
+        self.policy = getattr(settings, "CONTENT_SECURITY_POLICY", "")
+
+    def __call__(self, request: HttpRequest) -> HttpResponseBase:
+        response = self.get_response(request)
+        if self.policy and HEADER not in response:
+            response[HEADER] = self.policy
+        return response
