@@ -16,14 +16,16 @@ from django.utils.safestring import SafeString, mark_safe
 
 from scheduler_app.core.states import Reason
 from scheduler_app.models import Transition
+from scheduler_app.selectors.redaction import JOB_ID, JOB_ID_LISTS
 
 R = Reason
 
 _EPOCH = re.compile(r"\bt=(\d{9,11})\b")
 #: the job ids of core sentences: "when 42 reaches", "when 42 and 7 reach", "to start 42
-#: (", "evicted 17, 18 and 19,", "kept 20:" (not "when 42 and 3 other jobs")
-_JOB_IDS = re.compile(r"\b(when|start|evicted|kept|best:) (\d+(?:, \d+)*(?: and \d+(?! other))?)\b")
-_NUMBER = re.compile(r"\d+")
+#: (", "evicted 17, 18 and 19,", "kept 20:" (not "when 42 and 3 other jobs", nor the 0 of
+#: "evicted 17, 0.7 GPU-h lost"): the redaction's own pattern, so both read the same ids
+_JOB_IDS = JOB_ID_LISTS
+_NUMBER = JOB_ID
 
 
 def clock(at: datetime, now: datetime | None = None) -> str:

@@ -135,12 +135,18 @@ def test_a_preempted_job_says_why_it_was_chosen_and_what_it_lost(world: World):
     assert first.preemption_times, "the fixture's story preempts vit-huge"
     wanted = world.jobs["wanted"]
     listing = world.client("researcher").get("/jobs/").content.decode()
-    assert f"to make room for job #{wanted.pk}" in listing and "GPU-h of work" in listing
+    assert "to make room for a job of team nlp" in listing and "GPU-h of work" in listing
     page = world.client("researcher").get(f"/jobs/{first.pk}/").content.decode()
     assert "Preempted" in page and "Why this job:" in page and "What it lost:" in page
     assert "cheapest of 2 candidates" in page
-    # the job it made room for is another team's: named by number only
-    assert "bert-large" not in page
+    # the job it made room for is another team's: named by its team, never its id or name
+    assert "\n          a job of team nlp,\n" in page
+    assert "to start a job of team nlp (" in page  # the plan
+    for seen in (listing, page):
+        assert "bert-large" not in seen and f"job #{wanted.pk}" not in seen
+    # its lead, who may see both, reads the id
+    lead_page = world.client("operator").get(f"/jobs/{first.pk}/").content.decode()
+    assert f"job #{wanted.pk} bert-large</a> of nlp" in lead_page
 
 
 def test_the_job_page_shows_the_timeline_and_polls_itself(world: World):
