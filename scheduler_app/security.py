@@ -1,8 +1,11 @@
-"""The Content-Security-Policy header (Django 5.2 has none of its own; 6.0 adds one).
+"""Security headers and the client's address.
 
-Set on every answer when ``settings.CONTENT_SECURITY_POLICY`` is not empty (the
-production default, settings.py), unless a view set its own. Static files served by
-WhiteNoise come before this middleware answers, and need none: they are not documents.
+The Content-Security-Policy header (Django 5.2 has none of its own; 6.0 adds one): set
+on every answer when ``settings.CONTENT_SECURITY_POLICY`` is not empty (the production
+default, settings.py), unless a view set its own. Static files served by WhiteNoise come
+before this middleware answers, and need none: they are not documents.
+
+:func:`client_ip`: the address sign-in throttling counts (django-axes).
 """
 
 from __future__ import annotations
@@ -25,3 +28,17 @@ class ContentSecurityPolicyMiddleware:
         if self.policy and HEADER not in response:
             response[HEADER] = self.policy
         return response
+
+
+def client_ip(request: HttpRequest) -> str:
+    """The client's address: ``REMOTE_ADDR``, or with ``LOGIN_CLIENT_IP_HEADER`` set (a
+    proxy in front, which appends the address it saw), that header's last address: the
+    one our proxy wrote, where the earlier ones are the client's to choose."""
+    header = getattr(settings, "LOGIN_CLIENT_IP_HEADER", "")
+    if header:
+        meta = "HTTP_" + header.upper().replace("-", "_")
+        forwarded = request.META.get(meta, "")
+        last = forwarded.rsplit(",", 1)[-1].strip()
+        if last:
+            return last
+    return request.META.get("REMOTE_ADDR", "")

@@ -8,6 +8,7 @@ production into a refusal to start (see :func:`refuse_unsafe_production`).
 
 from __future__ import annotations
 
+from datetime import timedelta
 from pathlib import Path
 
 import environ
@@ -87,6 +88,7 @@ INSTALLED_APPS = [
     "drf_spectacular",
     "drf_spectacular_sidecar",
     "django_htmx",
+    "axes",
     "scheduler_app.apps.SchedulerAppConfig",
     "scheduler_app.api.apps.ApiConfig",
     "dashboard.apps.DashboardConfig",
@@ -109,6 +111,8 @@ MIDDLEWARE = [
     "scheduler_app.guard.RequestGuardMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
+    # sign-in throttling: answers a locked-out attempt (last, as django-axes asks)
+    "axes.middleware.AxesMiddleware",
 ]
 
 #: Only the backstop: each route has its own, smaller limit (scheduler_app/guard.py), the
@@ -211,6 +215,29 @@ if IS_PRODUCTION:
 #: that class, stepping over token-authenticated API requests only (api/middleware.py;
 #: tests/api/test_middleware.py checks that a session still needs the CSRF token).
 SILENCED_SYSTEM_CHECKS = ["security.W003"]
+
+# --- Sign-in throttling (django-axes) ----------------------------------------------------
+# Every password sign-in (the dashboard's /login/ and the admin's) goes through Django's
+# authenticate(); axes' backend refuses it, before the password is checked, for a user
+# name or an address with LOGIN_FAILURE_LIMIT failures in the last LOGIN_LOCKOUT_S
+# seconds: 429 and the "locked out" page. Counted in the database (every web process
+# shares them, and a broker or cache outage changes nothing); a success resets the count
+# of its user and address. Tokens are not passwords: the API is throttled apart.
+AUTHENTICATION_BACKENDS = [
+    "axes.backends.AxesStandaloneBackend",
+    "django.contrib.auth.backends.ModelBackend",
+]
+AXES_FAILURE_LIMIT = env.int("LOGIN_FAILURE_LIMIT", default=10)
+AXES_COOLOFF_TIME = timedelta(seconds=env.int("LOGIN_LOCKOUT_S", default=900))
+AXES_LOCKOUT_PARAMETERS = ["username", "ip_address"]  # each on its own
+AXES_RESET_ON_SUCCESS = True
+AXES_DISABLE_ACCESS_LOG = True  # failures only: no table row per successful sign-in
+AXES_LOCKOUT_TEMPLATE = "registration/locked_out.html"
+#: The client's address (scheduler_app/security.py): REMOTE_ADDR, or behind a proxy the
+#: address the proxy appended to this header (e.g. X-Forwarded-For; set it only behind a
+#: proxy that appends it, else a client chooses its own address).
+LOGIN_CLIENT_IP_HEADER = env.str("LOGIN_CLIENT_IP_HEADER", default="")
+AXES_CLIENT_IP_CALLABLE = "scheduler_app.security.client_ip"
 
 #: The Content-Security-Policy header (scheduler_app/security.py), production only by
 #: default. Scripts only from this site (htmx, Chart.js and Swagger UI are served from

@@ -11,6 +11,7 @@ from django.core.management import call_command
 
 from scheduler_app.core.states import JobState
 from scheduler_app.models import Job, Node, Tenant, Transition
+from tests.foundation.factories import sign_in
 
 from .conftest import ROLES, World
 
@@ -377,7 +378,7 @@ def test_the_cluster_page_shows_reservations_with_their_basis(world: World):
 def test_the_seeded_demo_renders_for_every_demo_role(client):
     call_command("seed_demo", "--password", "pw-for-tests-1", stdout=StringIO())
     for username in ("operator", "pretrain-lead", "pretrain-r1"):
-        assert client.login(username=username, password="pw-for-tests-1")
+        assert sign_in(client, username, "pw-for-tests-1")
         for url in ("/", "/jobs/", "/teams/", "/cluster/"):
             assert client.get(url).status_code == 200, (username, url)
         client.logout()
