@@ -126,7 +126,7 @@ QUARANTINED = Gauge(
 EARLY_TICKS = Counter(
     "scheduler_early_tick_requests_total",
     "Early-tick requests after a submit, cancel or exit, by outcome "
-    "(enqueued, debounced, no_broker, broker_error, breaker_open).",
+    "(enqueued, debounced, no_broker, broker_error, cache_error, breaker_open).",
     ["outcome"],
 )
 

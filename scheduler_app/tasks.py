@@ -17,14 +17,13 @@ import logging
 import os
 import socket
 import threading
-import time
-from collections.abc import Callable
 
 from celery import shared_task
 from celery.signals import worker_process_shutdown, worker_shutdown
 from django.conf import settings
 from django.core.cache import cache
 
+from scheduler_app.breaker import CircuitBreaker, cache_breaker
 from scheduler_app.observability import (
     early_tick_counted,
     process_dead,
@@ -48,40 +47,6 @@ EARLY_TICK_PUBLISH_TIMEOUT_S = 0.1
 #: timeout, the others skip the broker (the beat tick still comes every
 #: SCHEDULER_TICK_INTERVAL_S once the broker is back).
 EARLY_TICK_BREAKER_S = 10.0
-
-
-class CircuitBreaker:
-    """Skips a call that keeps failing. Closed, every call goes through; a failure opens
-    it for ``cooldown_s``, when calls are refused at once; then one call at a time tries
-    (half open): its success closes the breaker, its failure opens it again.
-
-    Per process (each web process finds out about the broker on its own); thread-safe.
-    """
-
-    def __init__(self, cooldown_s: float, clock: Callable[[], float] = time.monotonic) -> None:
-        self.cooldown_s = cooldown_s
-        self.clock = clock
-        self._lock = threading.Lock()
-        self._open_until: float | None = None
-        self._trying = False
-
-    def allow(self) -> bool:
-        with self._lock:
-            if self._open_until is None:
-                return True
-            if self._trying or self.clock() < self._open_until:
-                return False
-            self._trying = True  # the one trial of the half-open breaker
-            return True
-
-    def record(self, *, ok: bool) -> None:
-        with self._lock:
-            self._trying = False
-            self._open_until = None if ok else self.clock() + self.cooldown_s
-
-    @property
-    def is_open(self) -> bool:
-        return self._open_until is not None
 
 
 #: This process's breaker for the early-tick publish.
@@ -124,19 +89,27 @@ def request_early_tick() -> bool:
     pending. Without a broker it does nothing: the embedded loop (``run_scheduler``)
     ticks on its own. Never blocks for long: the publish times out after
     :data:`EARLY_TICK_PUBLISH_TIMEOUT_S` and, after a failure, the breaker skips it for
-    :data:`EARLY_TICK_BREAKER_S`. Returns whether a tick was enqueued.
+    :data:`EARLY_TICK_BREAKER_S` (the cache's, after a failure of the cache: the
+    debounce key lives there). Returns whether a tick was enqueued.
     """
     if not settings.CELERY_BROKER_URL:
         early_tick_counted("no_broker")
         return False
-    if not early_tick_breaker.allow():
+    if not early_tick_breaker.allow() or not cache_breaker.allow():
         early_tick_counted("breaker_open")
         return False
     try:
-        if not cache.add(EARLY_TICK_KEY, 1, timeout=EARLY_TICK_DEBOUNCE_S):
-            early_tick_breaker.record(ok=True)
-            early_tick_counted("debounced")
-            return False
+        added = cache.add(EARLY_TICK_KEY, 1, timeout=EARLY_TICK_DEBOUNCE_S)
+    except Exception:  # noqa: BLE001 - the cache is down: no debounce, so no early tick
+        cache_breaker.record(ok=False)
+        early_tick_counted("cache_error")
+        log.warning("early tick not asked for (cache unreachable)", exc_info=True)
+        return False
+    cache_breaker.record(ok=True)
+    if not added:
+        early_tick_counted("debounced")
+        return False
+    try:
         publish_early_tick()
     except Exception:  # noqa: BLE001 - broker down: the beat tick will come anyway
         early_tick_breaker.record(ok=False)
@@ -177,6 +150,7 @@ def _forget_pending() -> None:
     try:
         cache.delete(EARLY_TICK_KEY)
     except Exception:  # noqa: BLE001 - the key expires by itself in a second
+        cache_breaker.record(ok=False)
         log.debug("could not clear the early-tick key", exc_info=True)
 
 

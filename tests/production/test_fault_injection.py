@@ -32,6 +32,7 @@ from django.forms.models import model_to_dict
 from prometheus_client import REGISTRY
 
 from scheduler_app import tasks
+from scheduler_app.breaker import CircuitBreaker, cache_breaker
 from scheduler_app.core.states import JobState
 from scheduler_app.core.types import Actor
 from scheduler_app.models import Allocation, Job, Lease, Node, Tenant, Transition
@@ -69,10 +70,13 @@ def broker(procs, settings, monkeypatch) -> PrivateRedis:
     # the test settings had no broker: Celery ran tasks in this process (eager)
     conf = tasks.scheduler_tick.app.conf
     eager, conf.task_always_eager = conf.task_always_eager, False
-    monkeypatch.setattr(tasks, "early_tick_breaker", tasks.CircuitBreaker(0.5))
+    monkeypatch.setattr(tasks, "early_tick_breaker", CircuitBreaker(0.5))
+    monkeypatch.setattr(cache_breaker, "cooldown_s", 0.5)
+    cache_breaker.record(ok=True)
     cache.delete(tasks.EARLY_TICK_KEY)
     yield redis
     conf.task_always_eager = eager
+    cache_breaker.record(ok=True)
     cache.delete(tasks.EARLY_TICK_KEY)
 
 
@@ -156,22 +160,49 @@ def test_a_frozen_broker_costs_a_submit_at_most_its_timeout(world, broker):
         broker.thaw()
 
 
-def test_the_breaker_opens_on_a_failure_and_lets_one_trial_through_after_its_cooldown():
+def test_the_breaker_skips_calls_for_a_cooldown_after_a_failure():
     now = [0.0]
-    breaker = tasks.CircuitBreaker(10, clock=lambda: now[0])
+    breaker = CircuitBreaker(10, clock=lambda: now[0])
     assert breaker.allow() and breaker.allow()  # closed
     breaker.record(ok=False)
-    assert not breaker.allow()
+    assert not breaker.allow() and breaker.is_open
     now[0] = 10.0
-    assert breaker.allow()  # the trial
-    assert not breaker.allow()  # one at a time
+    assert breaker.allow()  # the cooldown is over: try again
     breaker.record(ok=False)
     now[0] = 15.0
     assert not breaker.allow()  # open again for a whole cooldown
     now[0] = 20.0
     assert breaker.allow()
     breaker.record(ok=True)
-    assert breaker.allow() and breaker.allow() and not breaker.is_open
+    assert breaker.allow() and not breaker.is_open
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_frozen_redis_that_is_also_the_cache_costs_a_request_at_most_its_timeout(
+    world, broker, settings
+):
+    """docker/compose.yaml's deployment: one Redis for the broker and the cache (the
+    API's throttles, the early-tick debounce), the cache with 100 ms timeouts. Frozen, it
+    hung every request at the throttle; now the first request pays one timeout and
+    the others skip the cache and the broker for the breaker's cooldown."""
+    settings.CACHES = {"default": {
+        "BACKEND": "django.core.cache.backends.redis.RedisCache",
+        "LOCATION": broker.url.replace("/0", "/1"),
+        "OPTIONS": {"socket_timeout": 0.1, "socket_connect_timeout": 0.1},
+    }}
+    client = world.client("researcher")
+    submit_timed(client, 0)
+    broker.freeze()
+    try:
+        took = [submit_timed(client, i) for i in range(1, 6)]
+        assert max(took) < REQUEST_BUDGET_S, took
+        assert cache_breaker.is_open
+    finally:
+        broker.thaw()
+    time.sleep(0.6)
+    cache.delete(tasks.EARLY_TICK_KEY)
+    assert submit_timed(client, 9) < REQUEST_BUDGET_S
+    assert not cache_breaker.is_open  # closed again by the first call that worked
 
 
 @pytest.mark.postgres
