@@ -22,8 +22,9 @@ R = Reason
 
 _EPOCH = re.compile(r"\bt=(\d{9,11})\b")
 #: the job ids of core sentences: "when 42 reaches", "when 42 and 7 reach", "to start 42
-#: (", "evicted 17, 18 and 19,", "kept 20:" (not "when 42 and 3 other jobs", nor the 0 of
-#: "evicted 17, 0.7 GPU-h lost"): the redaction's own pattern, so both read the same ids
+#: (", "evicted 17, 18 and 19,", "kept 20:", "job 6: protected" (not "when 42 and 3 other
+#: jobs", nor the 0 of "evicted 17, 0.7 GPU-h lost"): the redaction's own pattern, so
+#: both read the same ids
 _JOB_IDS = JOB_ID_LISTS
 _NUMBER = JOB_ID
 
@@ -82,8 +83,10 @@ def core_sentence(text: str) -> SafeString:
 def _ids(text: str) -> str:
     def hashed(m: re.Match[str]) -> str:
         ids = _NUMBER.sub(lambda n: f"#{n.group(0)}", m.group(2))
-        return f"{m.group(1)} job {ids}" if "," not in ids and " and " not in ids \
-            else f"{m.group(1)} jobs {ids}"
+        one = "," not in ids and " and " not in ids
+        if m.group(1) == "job":
+            return f"job {ids}" if one else f"jobs {ids}"
+        return f"{m.group(1)} job {ids}" if one else f"{m.group(1)} jobs {ids}"
 
     return _JOB_IDS.sub(hashed, text)
 

@@ -25,20 +25,22 @@ from scheduler_app.models import Job
 Sees = Callable[[int, int | None], bool]
 
 #: Job ids in the core's sentences: after these words ("when 42 reaches", "when 42 and 7
-#: reach", "to start 42 (", "evicted 17, 18 and 19,", "kept 20:", "next best: 21 and 22")
-#: but not "when 42 and 3 other jobs" (a count); and a weighed candidate's "17: ..." at
-#: the start of its sentence.
-_ID = r"\d+(?![\d.])"  # not the "0" of "0.7 GPU-h"
-JOB_ID_LISTS = re.compile(rf"\b(when|start|evicted|killed|kept|best:) ({_ID}(?:, {_ID})*"
-                    rf"(?: and {_ID}(?! other))?)")
+#: reach", "to start 42 (", "evicted 17, 18 and 19,", "kept 20:", "next best: 21 and 22",
+#: "job 6: protected") but not "when 42 and 3 other jobs" (a count) nor the "0" of
+#: "0.7 GPU-hours"; and a weighed candidate's "17: ..." at the start of its sentence.
+_ID = r"\d+(?![\d.])"
+JOB_ID_LISTS = re.compile(rf"\b(when|start|evicted|killed|kept|best:|job) ({_ID}(?:, {_ID})*"
+                          rf"(?: and {_ID}(?! other))?)")
 _LEADING = re.compile(r"^(\d+)(?=: )")
 JOB_ID = re.compile(_ID)
 
-#: Detail keys whose value is a job id, and those whose value is a list of them.
-_ID_KEYS = ("for", "around", "entitled_past")
-_ID_LIST_KEYS = ("reclaimed_from", "victims")
+#: Detail keys whose value is a job id or a list of them, at any depth (``for``,
+#: ``around``, ``reclaimed_from``, a claim's ``victims``, a backfill's ``entitled_past``,
+#: ``uses_none_of`` and the ``job`` of each of its ``ends_before``, ``quota_of``).
+_ID_KEYS = frozenset({"for", "around", "entitled_past", "reclaimed_from", "victims",
+                      "uses_none_of", "job"})
 #: Detail keys whose value is a core sentence (or a list of them).
-_TEXT_KEYS = ("why", "words", "weighed")
+_TEXT_KEYS = frozenset({"why", "words", "weighed"})
 
 
 class OtherJobs:
@@ -84,31 +86,31 @@ class OtherJobs:
             return text
 
         def rewrite_list(m: re.Match[str]) -> str:
-            return f"{m.group(1)} " + JOB_ID.sub(lambda n: self._say(n.group(0)), m.group(2))
+            word, ids = m.group(1), m.group(2)
+            said = JOB_ID.sub(lambda n: str(self._say(n.group(0))), ids)
+            if word == "job" and said != ids and JOB_ID.fullmatch(ids):
+                return said  # "job 17" -> "a job of team X", not "job a job of ..."
+            return f"{word} {said}"
 
         text = JOB_ID_LISTS.sub(rewrite_list, text)
-        return _LEADING.sub(lambda m: self._say(m.group(1)), text)
+        return _LEADING.sub(lambda m: str(self._say(m.group(1))), text)
 
     def detail(self, detail: dict[str, Any] | None) -> dict[str, Any]:
         """A copy of a row's detail with the hidden ids and sentences rewritten."""
         if not detail:
             return detail or {}
-        out = dict(detail)
-        for key in _ID_KEYS:
-            if key in out and self._hidden(_as_id(out[key])) is not None:
-                out[key] = self._hidden(_as_id(out[key]))
-        for key in _ID_LIST_KEYS:
-            if isinstance(out.get(key), list):
-                out[key] = [self._say(v) for v in out[key]]
-        for key in _TEXT_KEYS:
-            value = out.get(key)
-            if isinstance(value, str):
-                out[key] = self.text(value)
-            elif isinstance(value, list):
-                out[key] = [self.text(v) if isinstance(v, str) else v for v in value]
-        if isinstance(out.get("claim"), dict):
-            out["claim"] = self.detail(out["claim"])
-        return out
+        return self._value(detail, key=None)
+
+    def _value(self, value: Any, *, key: str | None) -> Any:
+        if isinstance(value, dict):
+            return {k: self._value(v, key=k) for k, v in value.items()}
+        if isinstance(value, list):
+            return [self._value(v, key=key) for v in value]
+        if key in _ID_KEYS:
+            return self._say(value)
+        if key in _TEXT_KEYS and isinstance(value, str):
+            return self.text(value)
+        return value
 
     def _hidden(self, pk: int | None) -> str | None:
         if pk is None or self.sees is None:
@@ -139,21 +141,17 @@ def _ids_in_text(text: str) -> set[int]:
     return ids
 
 
-def _ids_in_detail(detail: dict[str, Any] | None) -> set[int]:
-    if not detail:
-        return set()
-    ids = {pk for key in _ID_KEYS if (pk := _as_id(detail.get(key))) is not None}
-    for key in _ID_LIST_KEYS:
-        if isinstance(detail.get(key), list):
-            ids.update(pk for v in detail[key] if (pk := _as_id(v)) is not None)
-    for key in _TEXT_KEYS:
-        value = detail.get(key)
-        for text in value if isinstance(value, list) else [value]:
-            if isinstance(text, str):
-                ids.update(_ids_in_text(text))
-    if isinstance(detail.get("claim"), dict):
-        ids.update(_ids_in_detail(detail["claim"]))
-    return ids
+def _ids_in_detail(value: Any, key: str | None = None) -> set[int]:
+    if isinstance(value, dict):
+        return {pk for k, v in value.items() for pk in _ids_in_detail(v, k)}
+    if isinstance(value, list):
+        return {pk for v in value for pk in _ids_in_detail(v, key)}
+    if key in _ID_KEYS:
+        pk = _as_id(value)
+        return set() if pk is None else {pk}
+    if key in _TEXT_KEYS and isinstance(value, str):
+        return _ids_in_text(value)
+    return set()
 
 
 __all__ = ["JOB_ID", "JOB_ID_LISTS", "OtherJobs", "Sees"]

@@ -136,7 +136,37 @@ def test_only_the_job_ids_of_a_sentence_are_rewritten(world):
         "other jobs reach their declared limits",
         f"{hidden}: interactive": "a job of team nlp: interactive",
         f"kept {mine}: last checkpoint 5 min ago": f"kept {mine}: last checkpoint 5 min ago",
+        # the weighed candidates as "job N" (the sentences' other form)
+        f"evicted job {hidden}: no checkpoint": "evicted a job of team nlp: no checkpoint",
+        f"job {hidden}: protected, job {mine}: kept":
+        f"a job of team nlp: protected, job {mine}: kept",
     }
     others = other_jobs(world.users["researcher"]).learn(texts=list(sentences))
     assert {others.text(s): s for s in sentences} == {v: k for k, v in sentences.items()}
     assert others.job_id(str(hidden)) is None and others.job_id(mine) == mine
+
+
+def test_every_job_id_of_a_rows_detail_is_rewritten_at_any_depth(world):
+    from scheduler_app.api.access import other_jobs
+
+    mine = submit(world, gpus=1)["id"]
+    hidden = submit(world, who="other_team", tenant="nlp", gpus=1)["id"]
+    detail = {
+        "for": str(hidden), "around": hidden, "reclaimed_from": [str(mine), str(hidden)],
+        "claim": {"victims": [str(hidden)], "gpus": 8, "nodes": ["n0"]},
+        "ends_before": [{"job": hidden, "start_s": 100}, {"job": mine, "start_s": 200}],
+        "quota_of": {"job": hidden, "start_s": 300}, "uses_none_of": [hidden],
+        "entitled_past": [hidden], "weighed": [f"kept {hidden}: 1 GPU"],
+        "gpus": hidden, "alloc": {"n0": [hidden]},  # numbers that are no job ids stay
+    }
+    shown = other_jobs(world.users["researcher"]).learn(details=[detail]).detail(detail)
+    nlp = "a job of team nlp"
+    assert shown == {
+        "for": nlp, "around": nlp, "reclaimed_from": [str(mine), nlp],
+        "claim": {"victims": [nlp], "gpus": 8, "nodes": ["n0"]},
+        "ends_before": [{"job": nlp, "start_s": 100}, {"job": mine, "start_s": 200}],
+        "quota_of": {"job": nlp, "start_s": 300}, "uses_none_of": [nlp],
+        "entitled_past": [nlp], "weighed": [f"kept {nlp}: 1 GPU"],
+        "gpus": hidden, "alloc": {"n0": [hidden]},
+    }
+    assert detail["for"] == str(hidden)  # the row itself is left as it is
