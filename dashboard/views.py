@@ -257,19 +257,19 @@ def home(request: HttpRequest) -> HttpResponse:
     elif v.is_lead:
         role = "lead"
         ctx.update(sections(request, "map", "feed", "fairshare", "team-queue"))
-        ctx["team_jobs"] = _rows(sel.jobs_visible(viewer=v, group="active")[:10])
+        ctx["team_jobs"] = _rows(sel.jobs_visible(viewer=v, group="active")[:10], v)
     else:
         role = "researcher" if v.member_of else "visitor"
         ctx.update(sections(request, "map", "feed"))
-        ctx["my_jobs"] = _rows(sel.jobs_visible(viewer=v, group="active", mine=True)[:10])
+        ctx["my_jobs"] = _rows(sel.jobs_visible(viewer=v, group="active", mine=True)[:10], v)
         ctx["recent_done"] = _rows(
-            sel.jobs_visible(viewer=v, group="finished", mine=True)[:5])
+            sel.jobs_visible(viewer=v, group="finished", mine=True)[:5], v)
     ctx["role"] = role
     return page(request, "dashboard/home.html", ctx)
 
 
-def _rows(jobs: Any) -> list[sel.JobRow]:
-    return sel.job_rows(list(jobs))
+def _rows(jobs: Any, viewer: sel.Viewer) -> list[sel.JobRow]:
+    return sel.job_rows(list(jobs), viewer=viewer)
 
 
 def _totals() -> dict[str, int]:
@@ -303,7 +303,7 @@ def jobs(request: HttpRequest) -> HttpResponse:
     teams = (Tenant.objects.order_by("name") if v.operator
              else Tenant.objects.filter(pk__in=sorted(v.member_of)).order_by("name"))
     ctx = {
-        "rows": sel.job_rows(list(page_obj.object_list)),
+        "rows": sel.job_rows(list(page_obj.object_list), viewer=v),
         "page_obj": page_obj,
         "group": group,
         "team": tenant_name,

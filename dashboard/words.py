@@ -16,17 +16,17 @@ from django.utils.safestring import SafeString, mark_safe
 
 from scheduler_app.core.states import Reason
 from scheduler_app.models import Transition
+from scheduler_app.selectors.redaction import JOB_ID, JOB_ID_LISTS
 
 R = Reason
 
 _EPOCH = re.compile(r"\bt=(\d{9,11})\b")
 #: the job ids of core sentences: "when 42 reaches", "when 42 and 7 reach", "to start 42
-#: (", "evicted 17, 18 and 19,", "kept 20:" (not "when 42 and 3 other jobs")
-#: ("job 6: protected", "evicted job 17:"); a number followed by a decimal point is not an
-#: id ("evicted 17, 0.07 GPU-hours lost")
-_JOB_IDS = re.compile(r"\b(when|start|evicted|kept|best:|job) "
-                      r"(\d+(?:, \d+)*(?: and \d+(?! other))?)\b(?![.\d])")
-_NUMBER = re.compile(r"\d+")
+#: (", "evicted 17, 18 and 19,", "kept 20:", "job 6: protected" (not "when 42 and 3 other
+#: jobs", nor the 0 of "evicted 17, 0.7 GPU-h lost"): the redaction's own pattern, so
+#: both read the same ids
+_JOB_IDS = JOB_ID_LISTS
+_NUMBER = JOB_ID
 
 
 def clock(at: datetime, now: datetime | None = None) -> str:
@@ -126,22 +126,27 @@ def backfill_words(d: dict[str, Any]) -> str:
     parts = []
     ends = d.get("ends_by_s")
     for held in d.get("ends_before", []):
-        parts.append(f"it ends by its limit ({_at(ends)}) before job #{held['job']}'s "
+        parts.append(f"it ends by its limit ({_at(ends)}) before {_job(held['job'])}'s "
                      f"reserved start ({_at(held['start_s'])})")
     if d.get("uses_none_of"):
-        ids = ", ".join(f"#{i}" for i in d["uses_none_of"])
-        which = "job" if len(d["uses_none_of"]) == 1 else "jobs"
-        parts.append(f"it uses none of the GPUs reserved for {which} {ids}")
+        ids = ", ".join(_job(i) for i in d["uses_none_of"])
+        parts.append(f"it uses none of the GPUs reserved for {ids}")
     quota = d.get("quota_of")
     if quota:
-        parts.append(f"it uses its team's quota only until {_at(ends)}, before job "
-                     f"#{quota['job']}'s planned start ({_at(quota['start_s'])})")
+        parts.append(f"it uses its team's quota only until {_at(ends)}, before "
+                     f"{_job(quota['job'])}'s planned start ({_at(quota['start_s'])})")
     if d.get("entitled_past"):
-        ids = ", ".join(f"#{i}" for i in d["entitled_past"])
+        ids = ", ".join(_job(i) for i in d["entitled_past"])
         parts.append(f"its team is within its guarantee, so borrowers' reservations ({ids}) "
                      "do not hold it back")
     why = "; ".join(parts) or "around the reservations of higher-ranked jobs"
     return f"Backfilled on {alloc_words(d.get('alloc'))}: {why}."
+
+
+def _job(job_id: Any) -> str:
+    """"job #17", or the words a redacted detail already holds ("a job of team X")."""
+    text = str(job_id)
+    return f"job #{text}" if text.isdigit() else text
 
 
 def _at(epoch_s: Any) -> str:

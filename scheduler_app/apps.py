@@ -12,3 +12,10 @@ class SchedulerAppConfig(AppConfig):
         from .celery import app
 
         app.set_default()
+        # The early-tick request goes to the broker from the Celery edge: the services
+        # only send a signal (services/signals.py), so they never import the tasks.
+        from . import tasks
+        from .services.signals import early_tick_wanted
+
+        early_tick_wanted.connect(tasks.on_early_tick_wanted,
+                                  dispatch_uid="scheduler_app.tasks.early_tick")

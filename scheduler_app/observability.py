@@ -117,10 +117,16 @@ LEASE_TOKEN = Gauge(
     "Fencing token of the current leader's lease (grows at every change of leader).",
     multiprocess_mode="livemostrecent",
 )
+QUARANTINED = Gauge(
+    "scheduler_quarantined",
+    "Nodes and jobs the leader's last build could not apply and left out of scheduling "
+    "(their nodes drained, the reason in the log).",
+    multiprocess_mode="livemostrecent",
+)
 EARLY_TICKS = Counter(
     "scheduler_early_tick_requests_total",
     "Early-tick requests after a submit, cancel or exit, by outcome "
-    "(enqueued, debounced, no_broker, broker_error).",
+    "(enqueued, debounced, no_broker, broker_error, cache_error, breaker_open).",
     ["outcome"],
 )
 
@@ -167,6 +173,8 @@ def step_fields(report: StepReport) -> dict[str, Any]:
     }
     if report.error:
         fields["error"] = report.error
+    if report.quarantined:
+        fields["quarantined"] = report.quarantined
     for key in ("placed", "backfilled", "preempt_requests", "examined", "budget_exhausted"):
         if key in report.stats:
             fields[key] = report.stats[key]
@@ -193,6 +201,7 @@ def step_record(*, loop: LeaderLoop, report: StepReport, since_seq: int | None) 
         LEASE_TOKEN.set(report.token)
     if report.error:
         return
+    QUARANTINED.set(report.quarantined)
     TICK_DECISIONS.observe(report.decisions)
     if report.rebuilt:
         REBUILDS.inc()

@@ -9,6 +9,7 @@ production into a refusal to start (see :func:`refuse_unsafe_production`).
 from __future__ import annotations
 
 import os
+from datetime import timedelta
 from pathlib import Path
 
 import environ
@@ -24,12 +25,32 @@ DEFAULT_SECRET_KEY = "django-insecure-dev-only-gpu-scheduler-do-not-use-in-produ
 env = environ.Env()
 environ.Env.read_env(BASE_DIR / ".env")  # optional; absent in CI and containers
 
-DJANGO_ENV = env.str("DJANGO_ENV", default="development")
+#: The only two values: anything else ("Production", "prod", "production " with a space)
+#: is refused at start, where it used to run silently with DEBUG on and the public key.
+DJANGO_ENVS = ("production", "development")
+#: Django's own rule for a secret (``check --deploy``, security.W009): production refuses
+#: a shorter one, or one of fewer distinct characters.
+SECRET_KEY_MIN_LENGTH = 50
+SECRET_KEY_MIN_UNIQUE = 5
+
+
+def django_env_from(value: str) -> str:
+    """``DJANGO_ENV`` as given, if it is exactly one of :data:`DJANGO_ENVS`."""
+    if value not in DJANGO_ENVS:
+        raise ImproperlyConfigured(
+            f"DJANGO_ENV must be exactly 'production' or 'development', not {value!r}: "
+            "refusing to start."
+        )
+    return value
+
+
+DJANGO_ENV = django_env_from(env.str("DJANGO_ENV", default="development"))
 IS_PRODUCTION = DJANGO_ENV == "production"
 
 
 def refuse_unsafe_production(*, django_env: str, debug: bool, secret_key: str) -> None:
-    """Raise ImproperlyConfigured when production runs with DEBUG or the public secret."""
+    """Raise ImproperlyConfigured when production runs with DEBUG, the public secret or a
+    weak one (shorter than 50 characters, or of fewer than 5 distinct characters)."""
     if django_env != "production":
         return
     problems = []
@@ -37,6 +58,13 @@ def refuse_unsafe_production(*, django_env: str, debug: bool, secret_key: str) -
         problems.append("DEBUG is on (set DEBUG=false)")
     if not secret_key or secret_key == DEFAULT_SECRET_KEY:
         problems.append("SECRET_KEY is the public development default (set SECRET_KEY)")
+    elif len(secret_key) < SECRET_KEY_MIN_LENGTH or \
+            len(set(secret_key)) < SECRET_KEY_MIN_UNIQUE:
+        problems.append(
+            f"SECRET_KEY is too weak: {len(secret_key)} characters, {len(set(secret_key))} "
+            f"distinct (at least {SECRET_KEY_MIN_LENGTH} and {SECRET_KEY_MIN_UNIQUE}; e.g. "
+            "python3 -c 'import secrets; print(secrets.token_urlsafe(50))')"
+        )
     if problems:
         raise ImproperlyConfigured(
             "Refusing to start with DJANGO_ENV=production: " + "; ".join(problems) + "."
@@ -63,6 +91,7 @@ INSTALLED_APPS = [
     "drf_spectacular",
     "drf_spectacular_sidecar",
     "django_htmx",
+    "axes",
     "scheduler_app.apps.SchedulerAppConfig",
     "scheduler_app.api.apps.ApiConfig",
     "dashboard.apps.DashboardConfig",
@@ -72,15 +101,26 @@ INSTALLED_APPS = [
 # authenticated requests to /api/v1/, which use none of them (scheduler_app/api/middleware.py).
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
+    "scheduler_app.security.ContentSecurityPolicyMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "scheduler_app.api.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
     "scheduler_app.api.middleware.CsrfViewMiddleware",
     "scheduler_app.api.middleware.AuthenticationMiddleware",
     "scheduler_app.api.middleware.MessageMiddleware",
+    # malformed requests (too large, NUL in the query) refused in the site's error shapes,
+    # before any view reads the body (CSRF's process_view reads a form's): after the
+    # session, user and messages the 400 page shows
+    "scheduler_app.guard.RequestGuardMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
+    # sign-in throttling: answers a locked-out attempt (last, as django-axes asks)
+    "axes.middleware.AxesMiddleware",
 ]
+
+#: Only the backstop: each route has its own, smaller limit (scheduler_app/guard.py), the
+#: largest a batch of 1,000 jobs with the longest commands needs (about 96 MiB).
+DATA_UPLOAD_MAX_MEMORY_SIZE = 128 * 1024 * 1024
 
 ROOT_URLCONF = "scheduler_app.urls"
 WSGI_APPLICATION = "scheduler_app.wsgi.application"
@@ -162,6 +202,58 @@ STORAGES = {
 if IS_PRODUCTION:
     SESSION_COOKIE_SECURE = env.bool("SECURE_COOKIES", default=True)
     CSRF_COOKIE_SECURE = env.bool("SECURE_COOKIES", default=True)
+    # HSTS: browsers keep to HTTPS for a year (a header they ignore over plain HTTP, so
+    # the compose file's http://localhost still works). Preloading is a commitment for
+    # the whole domain: opt in (check --deploy's W021 remains until then, docs).
+    SECURE_HSTS_SECONDS = env.int("SECURE_HSTS_SECONDS", default=31_536_000)
+    SECURE_HSTS_INCLUDE_SUBDOMAINS = env.bool("SECURE_HSTS_INCLUDE_SUBDOMAINS", default=True)
+    SECURE_HSTS_PRELOAD = env.bool("SECURE_HSTS_PRELOAD", default=False)
+    # TLS usually ends at the proxy in front: redirect here only if asked (W008 otherwise),
+    # and trust the proxy's X-Forwarded-Proto only if told to.
+    SECURE_SSL_REDIRECT = env.bool("SECURE_SSL_REDIRECT", default=False)
+    if env.bool("SECURE_PROXY_SSL_HEADER", default=False):
+        SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
+
+#: check --deploy's W003 looks for Django's CsrfViewMiddleware by its exact path; ours is
+#: that class, stepping over token-authenticated API requests only (api/middleware.py;
+#: tests/api/test_middleware.py checks that a session still needs the CSRF token).
+SILENCED_SYSTEM_CHECKS = ["security.W003"]
+
+# --- Sign-in throttling (django-axes) ----------------------------------------------------
+# Every password sign-in (the dashboard's /login/ and the admin's) goes through Django's
+# authenticate(); axes' backend refuses it, before the password is checked, for a user
+# name or an address with LOGIN_FAILURE_LIMIT failures in the last LOGIN_LOCKOUT_S
+# seconds: 429 and the "locked out" page. Counted in the database (every web process
+# shares them, and a broker or cache outage changes nothing); a success resets the count
+# of its user and address. Tokens are not passwords: the API is throttled apart.
+AUTHENTICATION_BACKENDS = [
+    "axes.backends.AxesStandaloneBackend",
+    "django.contrib.auth.backends.ModelBackend",
+]
+AXES_FAILURE_LIMIT = env.int("LOGIN_FAILURE_LIMIT", default=10)
+AXES_COOLOFF_TIME = timedelta(seconds=env.int("LOGIN_LOCKOUT_S", default=900))
+AXES_LOCKOUT_PARAMETERS = ["username", "ip_address"]  # each on its own
+AXES_RESET_ON_SUCCESS = True
+AXES_DISABLE_ACCESS_LOG = True  # failures only: no table row per successful sign-in
+AXES_LOCKOUT_TEMPLATE = "registration/locked_out.html"
+#: The client's address (scheduler_app/security.py): REMOTE_ADDR, or behind a proxy the
+#: address the proxy appended to this header (e.g. X-Forwarded-For; set it only behind a
+#: proxy that appends it, else a client chooses its own address).
+LOGIN_CLIENT_IP_HEADER = env.str("LOGIN_CLIENT_IP_HEADER", default="")
+AXES_CLIENT_IP_CALLABLE = "scheduler_app.security.client_ip"
+
+#: The Content-Security-Policy header (scheduler_app/security.py), production only by
+#: default. Scripts only from this site (htmx, Chart.js and Swagger UI are served from
+#: it; the Swagger page's own script comes as a file); inline styles are allowed, for the
+#: style attributes of the dashboard's bars and timelines. Empty: no header.
+CONTENT_SECURITY_POLICY = env.str(
+    "CONTENT_SECURITY_POLICY",
+    default=(
+        "default-src 'self'; script-src 'self'; style-src 'self' 'unsafe-inline'; "
+        "img-src 'self' data:; font-src 'self'; connect-src 'self'; object-src 'none'; "
+        "base-uri 'self'; form-action 'self'; frame-ancestors 'none'"
+    ) if IS_PRODUCTION else "",
+)
 
 # --- REST API -------------------------------------------------------------------------
 # docs/api.md. Tokens (pipelines, node agents) first: its WWW-Authenticate header makes

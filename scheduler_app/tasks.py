@@ -23,6 +23,7 @@ from celery.signals import worker_process_shutdown, worker_shutdown
 from django.conf import settings
 from django.core.cache import cache
 
+from scheduler_app.breaker import CircuitBreaker, cache_breaker
 from scheduler_app.observability import (
     early_tick_counted,
     process_dead,
@@ -37,6 +38,19 @@ EARLY_TICK_KEY = "scheduler:early-tick-pending"
 #: At most one early tick pending: later requests within this window are dropped.
 EARLY_TICK_DEBOUNCE_S = 1
 EARLY_TICK_EXPIRES_S = 30
+#: The early tick's publish gives the broker this long (seconds) to accept the connection,
+#: and as long for each command after it. A web request that committed must not wait
+#: for a broker that is down (connection refused: at once) or frozen (accepts, never
+#: answers: this long), docs/operations.md.
+EARLY_TICK_PUBLISH_TIMEOUT_S = 0.1
+#: After a failed publish, early ticks are not asked for this long: one request pays the
+#: timeout, the others skip the broker (the beat tick still comes every
+#: SCHEDULER_TICK_INTERVAL_S once the broker is back).
+EARLY_TICK_BREAKER_S = 10.0
+
+
+#: This process's breaker for the early-tick publish.
+early_tick_breaker = CircuitBreaker(EARLY_TICK_BREAKER_S)
 
 _loop: LeaderLoop | None = None
 _loop_lock = threading.Lock()
@@ -73,26 +87,77 @@ def request_early_tick() -> bool:
 
     Debounced: the cache key is added only if absent, so at most one early tick is
     pending. Without a broker it does nothing: the embedded loop (``run_scheduler``)
-    ticks on its own. Returns whether a tick was enqueued.
+    ticks on its own. Never blocks for long: the publish times out after
+    :data:`EARLY_TICK_PUBLISH_TIMEOUT_S` and, after a failure, the breaker skips it for
+    :data:`EARLY_TICK_BREAKER_S` (the cache's, after a failure of the cache: the
+    debounce key lives there). Returns whether a tick was enqueued.
     """
     if not settings.CELERY_BROKER_URL:
         early_tick_counted("no_broker")
         return False
-    if not cache.add(EARLY_TICK_KEY, 1, timeout=EARLY_TICK_DEBOUNCE_S):
+    if not early_tick_breaker.allow() or not cache_breaker.allow():
+        early_tick_counted("breaker_open")
+        return False
+    try:
+        added = cache.add(EARLY_TICK_KEY, 1, timeout=EARLY_TICK_DEBOUNCE_S)
+    except Exception:  # noqa: BLE001 - the cache is down: no debounce, so no early tick
+        cache_breaker.record(ok=False)
+        early_tick_counted("cache_error")
+        log.warning("early tick not asked for (cache unreachable)", exc_info=True)
+        return False
+    cache_breaker.record(ok=True)
+    if not added:
         early_tick_counted("debounced")
         return False
     try:
-        # No publish retries: with the broker down the caller (a web request that has
-        # committed already) must not wait; beat ticks once the broker is back. A tick
-        # still queued after a few intervals is stale: the beat ticks cover it.
-        scheduler_tick.apply_async(retry=False, expires=EARLY_TICK_EXPIRES_S)
+        publish_early_tick()
     except Exception:  # noqa: BLE001 - broker down: the beat tick will come anyway
-        cache.delete(EARLY_TICK_KEY)
+        early_tick_breaker.record(ok=False)
+        _forget_pending()
         early_tick_counted("broker_error")
-        log.warning("early tick not enqueued (broker unreachable)", exc_info=True)
+        log.warning("early tick not enqueued (broker unreachable); not asking again for "
+                    "%.0f s", EARLY_TICK_BREAKER_S, exc_info=True)
         return False
+    early_tick_breaker.record(ok=True)
     early_tick_counted("enqueued")
     return True
+
+
+def publish_early_tick() -> None:
+    """Send one tick message, on a connection of its own with short timeouts and no
+    retries: neither kombu's (it retries a connection for ``broker_connection_timeout``,
+    4 s, even with ``retry=False``, which governs the publish only) nor redis-py's. The
+    worker's and beat's connections keep Celery's defaults, which must wait for a
+    broker to come back. A tick still queued after a few intervals is stale: the beat
+    ticks cover it."""
+    timeout = EARLY_TICK_PUBLISH_TIMEOUT_S
+    with scheduler_tick.app.connection_for_write(
+        settings.CELERY_BROKER_URL,
+        connect_timeout=timeout,
+        transport_options={
+            "max_retries": 0,  # kombu: one connection attempt
+            "socket_connect_timeout": timeout,  # redis-py: the TCP connect
+            "socket_timeout": timeout,  # redis-py: each command (a frozen broker)
+            "retry_on_timeout": False,
+        },
+    ) as connection:
+        scheduler_tick.apply_async(retry=False, expires=EARLY_TICK_EXPIRES_S,
+                                   connection=connection)
+
+
+def _forget_pending() -> None:
+    """The tick was not enqueued: let the next request ask again (if the cache answers)."""
+    try:
+        cache.delete(EARLY_TICK_KEY)
+    except Exception:  # noqa: BLE001 - the key expires by itself in a second
+        cache_breaker.record(ok=False)
+        log.debug("could not clear the early-tick key", exc_info=True)
+
+
+def on_early_tick_wanted(sender: object = None, **kwargs: object) -> None:
+    """Receiver of ``services.signals.early_tick_wanted`` (connected in
+    ``SchedulerAppConfig.ready``)."""
+    request_early_tick()
 
 
 @worker_process_shutdown.connect

@@ -22,6 +22,7 @@ from rest_framework.permissions import BasePermission
 from rest_framework.request import Request
 
 from scheduler_app.models import Job, Membership, Tenant
+from scheduler_app.selectors.redaction import OtherJobs
 
 from .authentication import AgentPrincipal
 
@@ -55,10 +56,22 @@ def visible_jobs(user: Any) -> Q:
 
 
 def can_see_job(user: Any, job: Job) -> bool:
+    return sees(user, job.tenant_id, job.owner_id)
+
+
+def sees(user: Any, tenant_id: int, owner_id: int | None) -> bool:
+    """May ``user`` see a job of this tenant and owner? (``can_see_job`` without the job.)"""
     if is_operator(user):
         return True
-    role = roles(user).get(job.tenant_id)
-    return role == LEAD or (role is not None and job.owner_id == user.pk)
+    role = roles(user).get(tenant_id)
+    return role == LEAD or (role is not None and owner_id == user.pk)
+
+
+def other_jobs(user: Any) -> OtherJobs:
+    """Names the jobs ``user`` may not see as "a job of team X" (selectors.redaction)."""
+    if is_operator(user):
+        return OtherJobs(None)
+    return OtherJobs(lambda tenant_id, owner_id: sees(user, tenant_id, owner_id))
 
 
 # Whoever sees a job may cancel it: the owner, the tenant's leads, operators.

@@ -13,7 +13,7 @@ from rest_framework.views import APIView
 from scheduler_app.models import Membership
 
 from . import access
-from .fields import StrictCharField
+from .fields import KnownFieldsOnly, StrictCharField
 from .models import ApiToken
 from .tokens import token_issue, token_revoke
 
@@ -56,7 +56,7 @@ class TokenCreatedOut(TokenOut):
         fields = [*TokenOut.Meta.fields, "key"]
 
 
-class TokenIn(serializers.Serializer):
+class TokenIn(KnownFieldsOnly):
     name = StrictCharField(max_length=100, required=False, allow_blank=True, default="",
                                  help_text="What it is for, e.g. the pipeline's name.")
 

@@ -45,7 +45,8 @@ class ReservationOut(serializers.Serializer):
     nodes = serializers.ListField(child=serializers.CharField(),
                                   help_text="The nodes held for it.")
     victims = VictimOut(many=True, help_text="reclaim: the jobs being preempted for it.")
-    basis = serializers.CharField(help_text="The plan's arithmetic, in words.")
+    basis = serializers.CharField(help_text="The plan's arithmetic, in words; a job you may "
+                                            "not see is \"a job of team X\".")
     pending_reason = serializers.CharField()
     published_at = serializers.DateTimeField(help_text="The tick that planned it.")
 
@@ -68,6 +69,8 @@ def reservation_rows(user: Any, reservations: list[Reservation]) -> list[dict[st
             pk__in={pk for r in reservations for pk in r.victims}
         ).select_related("tenant")
     }
+    # the basis names the jobs the plan waits on: "a job of team X" for the others'
+    others = access.other_jobs(user).learn(texts=[r.basis for r in reservations])
 
     def shown(job: Job) -> dict[str, Any]:
         return {"job": job.pk if access.can_see_job(user, job) else None,
@@ -81,7 +84,7 @@ def reservation_rows(user: Any, reservations: list[Reservation]) -> list[dict[st
             "start_at": r.start_at,
             "nodes": r.nodes,
             "victims": [shown(victims[pk]) for pk in r.victims if pk in victims],
-            "basis": r.basis,
+            "basis": others.text(r.basis),
             "pending_reason": r.job.pending_reason,
             "published_at": r.published_at,
         }
@@ -178,5 +181,14 @@ class TransitionFeed(generics.ListAPIView):
 
     @extend_schema(operation_id="cluster_transitions", summary="The transitions feed")
     def get(self, request: Request, *args: Any, **kwargs: Any) -> Response:
-        return super().get(request, *args, **kwargs)
+        response = super().get(request, *args, **kwargs)
+        if not access.is_operator(request.user):
+            # your jobs' rows name other jobs (the one a preemption made room for, the
+            # victims of a reclaim): "a job of team X" for those you may not see
+            rows = response.data["results"]
+            others = access.other_jobs(request.user).learn(
+                details=[row["detail"] for row in rows if row["detail"]])
+            for row in rows:
+                row["detail"] = others.detail(row["detail"])
+        return response
 

@@ -15,7 +15,7 @@ from typing import Any
 
 from django.core.exceptions import PermissionDenied as DjangoPermissionDenied
 from django.core.exceptions import ValidationError as DjangoValidationError
-from django.http import Http404
+from django.http import Http404, JsonResponse
 from rest_framework import exceptions, status
 from rest_framework.response import Response
 from rest_framework.views import exception_handler as drf_exception_handler
@@ -96,6 +96,11 @@ def from_service_error(error: ServiceError) -> list[dict[str, Any]]:
 
 def error_response(status_code: int, errors: list[dict], headers: dict | None = None) -> Response:
     return Response({"errors": errors}, status=status_code, headers=headers)
+
+
+def json_error(status_code: int, errors: list[dict]) -> JsonResponse:
+    """The error shape outside DRF (a middleware, a plain Django view)."""
+    return JsonResponse({"errors": errors}, status=status_code)
 
 
 def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | None:

@@ -159,6 +159,8 @@ def plan(serializer_class: type[serializers.Serializer]) -> Plan | None:
 def _validate(fields: Plan, data: Any) -> dict[str, Any]:
     if not isinstance(data, Mapping):
         raise _Doubt
+    if len(data) > len(fields) or not data.keys() <= _names(fields):
+        raise _Doubt  # a key that is no field: refused (KnownFieldsOnly) or dropped by DRF
     out: dict[str, Any] = {}
     for name, required, default, allow_null, check in fields:
         value = data.get(name, empty)
@@ -175,6 +177,17 @@ def _validate(fields: Plan, data: Any) -> dict[str, Any]:
         else:
             out[name] = check(value)
     return out
+
+
+_NAMES: dict[int, frozenset[str]] = {}
+
+
+def _names(fields: Plan) -> frozenset[str]:
+    """The field names of a plan (plans live as long as the process: keyed by identity)."""
+    names = _NAMES.get(id(fields))
+    if names is None:
+        names = _NAMES[id(fields)] = frozenset(name for name, *_rest in fields)
+    return names
 
 
 def fast_validated(

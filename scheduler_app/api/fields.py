@@ -4,7 +4,12 @@ GPUs, it fits the cluster) is the services' rule, checked there."""
 
 from __future__ import annotations
 
+import difflib
+from collections.abc import Mapping
+from typing import Any
+
 from rest_framework import serializers
+from rest_framework.exceptions import ErrorDetail
 
 from scheduler_app.services.jobs import MAX_DURATION_S
 
@@ -77,3 +82,38 @@ class StrictChoiceField(serializers.ChoiceField):
         if not isinstance(data, str):
             self.fail("invalid_choice", input=data)
         return super().to_internal_value(data)
+
+
+class KnownFieldsOnly(serializers.Serializer):
+    """Refuses a key that is none of its fields, naming it and the field it was probably
+    meant to be: ``{"max_runtime": 60}`` (for ``max_runtime_s``) made a job with no time
+    limit at all, where DRF drops unknown keys silently. Reported with the other errors
+    of the same object (code ``unknown_field``); in a list serializer, as
+    ``jobs[3].max_runtime``."""
+
+    def to_internal_value(self, data: Any) -> Any:
+        unknown = self.unknown_fields(data)
+        try:
+            value = super().to_internal_value(data)
+        except serializers.ValidationError as error:
+            if unknown and isinstance(error.detail, dict):
+                error.detail.update(unknown)
+            raise
+        if unknown:
+            raise serializers.ValidationError(unknown)
+        return value
+
+    def unknown_fields(self, data: Any) -> dict[str, list[ErrorDetail]]:
+        if not isinstance(data, Mapping):
+            return {}  # DRF's own "Invalid data. Expected a dictionary"
+        known = [name for name, field in self.fields.items() if not field.read_only]
+        return {key: [ErrorDetail(unknown_field_message(str(key), known), code="unknown_field")]
+                for key in data if key not in known}
+
+
+def unknown_field_message(key: str, known: list[str]) -> str:
+    """"Unknown field 'max_runtime': did you mean max_runtime_s?" (or the fields there are)."""
+    close = difflib.get_close_matches(key, known, n=1, cutoff=0.6)
+    if close:
+        return f"Unknown field {key!r}: did you mean {close[0]}?"
+    return f"Unknown field {key!r}: the fields are {', '.join(sorted(known))}."

@@ -26,6 +26,7 @@ from scheduler_app.core.states import PENDING_SENTENCES, JobState, PendingReason
 from scheduler_app.core.types import SIZE_CLASS_LABELS, Actor, size_class
 from scheduler_app.models import Allocation, Job, Membership, Tenant, Transition
 from scheduler_app.selectors.jobs import job_history, job_queue_position
+from scheduler_app.selectors.redaction import OtherJobs
 from scheduler_app.services import job_cancel, job_submit
 from scheduler_app.services.jobs import batch_jobs_with_key, jobs_submit_batch, submit_replayed
 
@@ -35,6 +36,7 @@ from .fastvalid import validated
 from .fields import (
     INT_MAX,
     SMALL_MAX,
+    KnownFieldsOnly,
     StrictBooleanField,
     StrictCharField,
     StrictIntegerField,
@@ -54,15 +56,16 @@ IDEMPOTENCY_PARAMETER = OpenApiParameter(
     required=False,
     type=str,
     description=(
-        "A key you choose (at most 128 characters), unique per tenant: a retried request "
-        "with the same key returns the job(s) it made the first time (200) instead of "
-        "making new ones. The same as the body's idempotency_key."
+        "A key you choose (at most 128 characters), yours in each tenant: your retried "
+        "request with the same key returns the job(s) it made the first time (200) instead "
+        "of making new ones; a teammate's key of the same name is theirs. The same as the "
+        "body's idempotency_key."
     ),
 )
 
 
 # ---------------------------------------------------------------- input
-class JobSpecIn(serializers.Serializer):
+class JobSpecIn(KnownFieldsOnly):
     """What a job asks for. The services check the rules (docs/api.md, "Bad input")."""
 
     name = StrictCharField(max_length=200, help_text="1 to 200 characters.")
@@ -115,7 +118,7 @@ class SubmitIn(JobSpecIn):
     )
 
 
-class BatchIn(serializers.Serializer):
+class BatchIn(KnownFieldsOnly):
     tenant = StrictSlugField(max_length=64)
     idempotency_key = StrictCharField(
         required=False, allow_blank=True, max_length=123, default="",
@@ -159,7 +162,9 @@ class EstimateOut(serializers.Serializer):
 class PreemptionOut(serializers.Serializer):
     seq = serializers.IntegerField()
     at = serializers.DateTimeField()
-    for_job = serializers.IntegerField(allow_null=True, help_text="The job it made room for.")
+    for_job = serializers.IntegerField(
+        allow_null=True, help_text="The job it made room for, if you may see it (else null; "
+                                   "the sentences say \"a job of team X\").")
     why = serializers.CharField(help_text="Why this job was chosen, in words.")
     cost_s = serializers.FloatField(allow_null=True,
                                     help_text="Seconds of work it loses (since checkpoint "
@@ -256,7 +261,8 @@ class JobDetailOut(JobOut):
         if job.state != JobState.QUEUED:
             return None
         kind = job.estimate_kind or ""
-        return {"start_at": job.estimate_start_at, "basis": job.estimate_basis or "",
+        basis = self._others(job).text(job.estimate_basis or "")
+        return {"start_at": job.estimate_start_at, "basis": basis,
                 "kind": kind, "upper_bound": kind in UPPER_BOUND_KINDS}
 
     @extend_schema_field(
@@ -269,19 +275,24 @@ class JobDetailOut(JobOut):
 
     @extend_schema_field(TransitionOut(many=True))
     def get_history(self, job: Job) -> list[dict]:
-        return TransitionOut(self._history(job), many=True).data
+        rows = self._history(job)
+        others = self._others(job)
+        out = TransitionOut(rows, many=True).data
+        for item, row in zip(out, rows, strict=True):
+            item["detail"] = others.detail(row.detail)
+        return out
 
     @extend_schema_field(PreemptionOut(many=True))
     def get_preemptions(self, job: Job) -> list[dict]:
+        others = self._others(job)
         out = []
         for row in self._history(job):
             if row.reason != Reason.PREEMPT_REQUESTED or row.from_state == row.to_state:
                 continue
-            d = row.detail or {}
-            head = d.get("for")
+            d = others.detail(row.detail)
             out.append({
                 "seq": row.pk, "at": row.at,
-                "for_job": int(head) if str(head or "").isdigit() else None,
+                "for_job": others.job_id((row.detail or {}).get("for")),
                 "why": str(d.get("words") or d.get("why") or ""),
                 "cost_s": d.get("cost_s"), "est_gpu_s_lost": d.get("est_gpu_s_lost"),
                 "detail": d,
@@ -293,6 +304,17 @@ class JobDetailOut(JobOut):
         if cached is None:
             cached = list(job_history(job=job))
             job._api_history = cached
+        return cached
+
+    def _others(self, job: Job) -> OtherJobs:
+        """The other jobs this job's rows and estimate name, as the caller may see them
+        (``context["user"]``): "a job of team X" for the others' (one query)."""
+        cached = getattr(job, "_api_others", None)
+        if cached is None:
+            cached = access.other_jobs(self.context["user"]).learn(
+                texts=[job.estimate_basis or ""],
+                details=[row.detail for row in self._history(job) if row.detail])
+            job._api_others = cached
         return cached
 
 
@@ -383,8 +405,9 @@ def job_for(request: Request, pk: int) -> Job:
     """The job, or 404 if there is none; 403 (not 404) if it is someone else's."""
     job = get_object_or_404(Job.objects.select_related("tenant", "owner"), pk=pk)
     if not access.can_see_job(request.user, job):
-        raise PermissionDenied(f"Job {pk} belongs to tenant {job.tenant.name!r} and is not "
-                               "yours: researchers see their own jobs, leads their tenant's.")
+        # whose it is stays unsaid: the id alone must not tell a job's team
+        raise PermissionDenied(f"Job {pk} is not yours to see: researchers see their own "
+                               "jobs, leads every job of the teams they lead.")
     return job
 
 
@@ -446,7 +469,7 @@ class JobListCreate(generics.GenericAPIView):
         refusals = Refusals(tenant)
         errors = spec_errors(spec, refusals)
         if errors:
-            replay = _replayed(tenant, spec)  # a retry of a job admitted before: still 200
+            replay = _replayed(tenant, request.user, spec)  # a retry of one admitted: 200
             if replay is not None:
                 return _replay_response(replay)
             raise ValidationError({field: [message] for field, message in errors.items()})
@@ -455,7 +478,7 @@ class JobListCreate(generics.GenericAPIView):
         job = job_submit(tenant=tenant, owner=request.user, actor=Actor.USER,
                          capacity=refusals.shape, **spec)
         if submit_replayed(job):
-            replay = _replayed(tenant, spec)  # 409 if that job asked for something else
+            replay = _replayed(tenant, request.user, spec)  # 409 if it asked for another
             assert replay is not None
             return _replay_response(replay)
         job.tenant, job.owner = tenant, request.user
@@ -471,14 +494,15 @@ def _replay_response(job: Job) -> Response:
                              "Location": f"/api/v1/jobs/{job.pk}/"})
 
 
-def _replayed(tenant: Tenant, spec: dict[str, Any]) -> Job | None:
-    """The job an earlier request with this key made (None: no key, or none yet). A key
-    reused for a different spec is a client bug: 409, not a silent wrong answer."""
+def _replayed(tenant: Tenant, owner: Any, spec: dict[str, Any]) -> Job | None:
+    """The job an earlier request of ``owner`` with this key made (None: no key, or none
+    yet; keys are per owner). A key reused for a different spec is a client bug: 409,
+    not a silent wrong answer."""
     key = spec["idempotency_key"]
     if not key:
         return None
     job = Job.objects.select_related("tenant", "owner").filter(
-        tenant=tenant, idempotency_key=key).first()
+        tenant=tenant, owner=owner, idempotency_key=key).first()
     if job is not None and not same_spec(job, spec):
         raise ApiConflict(
             f"Idempotency key {key!r} was used for job {job.pk} with a different spec: "
@@ -514,7 +538,7 @@ class JobBatchSubmit(APIView):
             for field, message in spec_errors(spec, refusals).items():
                 errors[f"jobs[{i}].{field}"] = [message]
         if errors:
-            replay = _batch_replayed(tenant, key, specs)  # a retry of an admitted batch
+            replay = _batch_replayed(tenant, request.user, key, specs)  # a retry of one
             if replay is not None:
                 return _batch_replay_response(tenant, replay)
             raise ValidationError(errors)
@@ -524,7 +548,7 @@ class JobBatchSubmit(APIView):
                                         for spec in specs],
                                  idempotency_key=key, capacity=refusals.shape)
         if jobs and submit_replayed(jobs[0]):
-            replay = _batch_replayed(tenant, key, specs)  # 409 if it asked for other jobs
+            replay = _batch_replayed(tenant, request.user, key, specs)  # 409: other jobs
             assert replay is not None
             return _batch_replay_response(tenant, replay)
         for job in jobs:  # the response names them without a query per job
@@ -539,12 +563,14 @@ def _batch_replay_response(tenant: Tenant, jobs: list[Job]) -> Response:
     return Response(out, status=status.HTTP_200_OK, headers={"Idempotent-Replayed": "true"})
 
 
-def _batch_replayed(tenant: Tenant, key: str, specs: list[dict[str, Any]]) -> list[Job] | None:
-    """The jobs an earlier batch with this key made (jobs_submit_batch keys job i
-    "<key>#<i>"), or None. 409 if that batch asked for something else."""
+def _batch_replayed(tenant: Tenant, owner: Any, key: str, specs: list[dict[str, Any]]
+                    ) -> list[Job] | None:
+    """The jobs an earlier batch of ``owner`` with this key made (jobs_submit_batch keys
+    job i "<key>#<i>"), or None. 409 if that batch asked for something else."""
     if not key:
         return None
-    jobs = batch_jobs_with_key(tenant, key, Job.objects.select_related("tenant", "owner"))
+    jobs = batch_jobs_with_key(tenant, key, Job.objects.select_related("tenant", "owner"),
+                               owner=owner)
     if jobs is None:
         return None
     mine = [{**spec, "idempotency_key": f"{key}#{i}"} for i, spec in enumerate(specs)]
@@ -569,10 +595,11 @@ class JobDetail(APIView):
         responses={200: JobDetailOut},
     )
     def get(self, request: Request, pk: int) -> Response:
-        return Response(JobDetailOut(job_for(request, pk)).data)
+        job = job_for(request, pk)
+        return Response(JobDetailOut(job, context={"user": request.user}).data)
 
 
-class CancelIn(serializers.Serializer):
+class CancelIn(KnownFieldsOnly):
     why = StrictCharField(required=False, allow_blank=True, max_length=500, default="",
                                 help_text="Recorded in the log.")
 
@@ -599,5 +626,5 @@ class JobCancel(APIView):
             why=data.validated_data["why"],
         )
         job.refresh_from_db()
-        return Response(JobDetailOut(job).data)
+        return Response(JobDetailOut(job, context={"user": request.user}).data)
 

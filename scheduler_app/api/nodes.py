@@ -19,7 +19,7 @@ from scheduler_app.models import Allocation, Node, Transition
 from scheduler_app.services.cluster import node_drain, node_mark_down, node_mark_up, node_undrain
 
 from . import access
-from .fields import StrictCharField
+from .fields import KnownFieldsOnly, StrictCharField
 from .filters import StrictFilterSet
 from .pagination import IdCursorPagination
 
@@ -136,7 +136,7 @@ class NodeDetail(APIView):
         return Response(NodeDetailOut(_node(name), context={"user": request.user}).data)
 
 
-class WhyIn(serializers.Serializer):
+class WhyIn(KnownFieldsOnly):
     why = StrictCharField(required=False, allow_blank=True, max_length=500, default="",
                                 help_text="Recorded in the log.")
 

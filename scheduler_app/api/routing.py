@@ -6,6 +6,8 @@ from __future__ import annotations
 from django.http import HttpRequest, JsonResponse
 from django.views.decorators.csrf import csrf_exempt
 
+from .errors import json_error
+
 
 class IdConverter:
     """A job or token id. Signed (a negative id is a 404 like any missing one, not a path
@@ -36,8 +38,5 @@ class NameConverter:
 
 @csrf_exempt  # it writes nothing; a CSRF refusal here would answer in HTML
 def not_found(request: HttpRequest, *args: object, **kwargs: object) -> JsonResponse:
-    return JsonResponse(
-        {"errors": [{"field": None, "code": "not_found",
-                     "message": f"No endpoint {request.path}: see /api/docs/."}]},
-        status=404,
-    )
+    return json_error(404, [{"field": None, "code": "not_found",
+                             "message": f"No endpoint {request.path}: see /api/docs/."}])

@@ -16,7 +16,7 @@ from scheduler_app.models import Tenant
 from scheduler_app.services.cluster import MAX_GPUS_QUOTA, tenant_set_quota
 
 from . import access
-from .fields import StrictIntegerField
+from .fields import KnownFieldsOnly, StrictIntegerField
 from .jobs import TransitionOut
 from .reads import TenantFigures, tenant_figures
 
@@ -99,7 +99,7 @@ class TenantDetail(APIView):
         return Response(TenantOut(row, context={"user": request.user}).data)
 
 
-class QuotaIn(serializers.Serializer):
+class QuotaIn(KnownFieldsOnly):
     guaranteed_gpus = StrictIntegerField(min_value=0, max_value=MAX_GPUS_QUOTA)
     borrow_limit_gpus = StrictIntegerField(min_value=0, max_value=MAX_GPUS_QUOTA)
 

@@ -56,7 +56,7 @@ class Job(models.Model):
     #: Opted into preemptible pricing: may be preempted even if it cannot checkpoint.
     preemptible = models.BooleanField(default=False)
     interactive = models.BooleanField(default=False)
-    #: Client-chosen key: submitting twice with the same key returns the first job.
+    #: Client-chosen key: the same owner submitting twice with it gets the first job.
     idempotency_key = models.CharField(max_length=128, blank=True, default="")
 
     # --- projection of the Transition log -------------------------------------------
@@ -98,10 +98,18 @@ class Job(models.Model):
                 condition=Q(min_gpus__isnull=True) | Q(min_gpus__lte=F("gpus")),
                 name="job_min_gpus_lte_gpus",
             ),
+            # A key is its owner's: a teammate reusing your key makes a job of their own
+            # (and a retry of theirs returns theirs). Jobs submitted by no one (scripts,
+            # the simulator) share one namespace per tenant.
+            models.UniqueConstraint(
+                fields=["tenant", "owner", "idempotency_key"],
+                condition=~Q(idempotency_key="") & Q(owner__isnull=False),
+                name="job_idempotency_key_per_owner",
+            ),
             models.UniqueConstraint(
                 fields=["tenant", "idempotency_key"],
-                condition=~Q(idempotency_key=""),
-                name="job_idempotency_key_unique",
+                condition=~Q(idempotency_key="") & Q(owner__isnull=True),
+                name="job_idempotency_key_ownerless",
             ),
         ]
 

@@ -33,6 +33,7 @@ from scheduler_app.core.states import (
 from scheduler_app.models import Allocation, Job, Membership, Node, Pod, Tenant, Transition
 
 from .jobs import job_history, job_queue_position
+from .redaction import OtherJobs
 
 S = JobState
 LEAD = Membership.Role.LEAD.value
@@ -64,6 +65,11 @@ class Viewer:
             return True
         role = self.roles.get(tenant_id)
         return role == LEAD or (role is not None and owner_id == self.user_id)
+
+    def others(self) -> OtherJobs:
+        """Names the jobs this viewer may not see as "a job of team X" (the core's
+        sentences and the log's details name other jobs by id)."""
+        return OtherJobs(None if self.operator else self.sees_job)
 
     def jobs_q(self) -> Q:
         """The jobs this viewer may see, as a filter."""
@@ -166,21 +172,26 @@ class Preemption:
     """Why a job was chosen as a victim and what it cost, from its PreemptRequested row."""
 
     at: datetime
-    for_job_id: int | None  # the job it made room for
+    for_job_id: int | None  # the job it made room for (None: not the viewer's to see)
     words: str  # its own arithmetic: "evicted 17: last checkpoint 5 min ago + ..."
     why: str  # the plan: "to start 42 (16 GPUs) on ...: evicted 17, 0.7 GPU-h lost, ..."
     cost_s: int | None
     gpu_h_lost: float | None
     weighed: list[str]
+    #: the job it made room for, in words, when the viewer may not see it: "a job of team X"
+    for_words: str = ""
 
 
 def _preemption(row: Transition) -> Preemption:
+    """From a PreemptRequested row whose detail was redacted for the viewer already."""
     detail = row.detail or {}
     for_id = detail.get("for")
     lost = detail.get("est_gpu_s_lost")
+    visible = isinstance(for_id, str) and for_id.isdigit()
     return Preemption(
         at=row.at,
-        for_job_id=int(for_id) if isinstance(for_id, str) and for_id.isdigit() else None,
+        for_job_id=int(for_id) if visible else None,
+        for_words="" if visible or not isinstance(for_id, str) else for_id,
         words=str(detail.get("words", "")),
         why=str(detail.get("why", "")),
         cost_s=detail.get("cost_s"),
@@ -189,18 +200,26 @@ def _preemption(row: Transition) -> Preemption:
     )
 
 
-def last_preemptions(jobs: Iterable[Job]) -> dict[int, Preemption]:
+def last_preemptions(jobs: Iterable[Job], others: OtherJobs) -> dict[int, Preemption]:
     """{job id: its latest preemption} for the jobs that were ever asked to stop (one
-    query, over their PreemptRequested rows only)."""
+    query, over their PreemptRequested rows only; one more for the jobs they name)."""
     ids = sorted({j.pk for j in jobs if j.preemption_times or j.state in _STOPPING})
     if not ids:
         return {}
-    out: dict[int, Preemption] = {}
-    for row in Transition.objects.filter(
-        job_id__in=ids, reason=Reason.PREEMPT_REQUESTED.value
-    ).order_by("id"):
-        out[row.job_id] = _preemption(row)  # the later row wins
-    return out
+    rows = list(Transition.objects.filter(
+        job_id__in=ids, reason=Reason.PREEMPT_REQUESTED.value).order_by("id"))
+    redact(rows, others)
+    return {row.job_id: _preemption(row) for row in rows}  # the later row wins
+
+
+def redact(rows: list[Transition], others: OtherJobs) -> list[Transition]:
+    """The rows with their details as ``others``' viewer may read them (in memory only:
+    the log is never written here)."""
+    others.learn(details=[row.detail for row in rows if row.detail])
+    for row in rows:
+        if row.detail:
+            row.detail = others.detail(row.detail)
+    return rows
 
 
 _STOPPING = frozenset({S.PREEMPT_REQUESTED.value, S.CHECKPOINTING.value, S.PREEMPTED.value})
@@ -214,23 +233,26 @@ class JobRow:
     position: tuple[int, int] | None
     alloc: dict[str, list[int]]
     preemption: Preemption | None
+    estimate_basis: str = ""  # as the viewer may read it
 
     @property
     def pending_sentence(self) -> str:
         return pending_sentence(self.job)
 
 
-def job_rows(jobs: Sequence[Job]) -> list[JobRow]:
-    """Rows for a page of jobs: four queries at most, whatever the page holds."""
+def job_rows(jobs: Sequence[Job], *, viewer: Viewer) -> list[JobRow]:
+    """Rows for a page of jobs: six queries at most, whatever the page holds."""
     positions = queue_positions(jobs)
     allocs = open_allocations(j.pk for j in jobs if j.state in _HOLDING)
-    preemptions = last_preemptions(jobs)
+    others = viewer.others().learn(texts=[j.estimate_basis for j in jobs if j.estimate_basis])
+    preemptions = last_preemptions(jobs, others)
     return [
         JobRow(
             job=j,
             position=positions.get(j.pk),
             alloc=allocs.get(j.pk, {}),
             preemption=preemptions.get(j.pk),
+            estimate_basis=others.text(j.estimate_basis),
         )
         for j in jobs
     ]
@@ -258,11 +280,15 @@ class JobDetail:
     preemptions: list[Preemption]
     #: job id -> (name, tenant) of the jobs its preemptions made room for, when visible
     for_jobs: dict[int, Job]
+    estimate_basis: str = ""  # as the viewer may read it
 
 
 def job_detail(*, job: Job, viewer: Viewer) -> JobDetail:
-    """The job page: its history, queue position, allocation and preemptions."""
-    history = list(job_history(job=job))
+    """The job page: its history, queue position, allocation and preemptions. The other
+    jobs its rows and estimate name are "a job of team X" when the viewer may not see
+    them."""
+    others = viewer.others().learn(texts=[job.estimate_basis or ""])
+    history = redact(list(job_history(job=job)), others)
     preemptions = [_preemption(r) for r in history if r.reason == Reason.PREEMPT_REQUESTED]
     targets = {p.for_job_id for p in preemptions if p.for_job_id is not None}
     for_jobs = {
@@ -277,6 +303,7 @@ def job_detail(*, job: Job, viewer: Viewer) -> JobDetail:
         alloc=open_allocations([job.pk]).get(job.pk, {}) if job.state in _HOLDING else {},
         preemptions=preemptions,
         for_jobs=for_jobs,
+        estimate_basis=others.text(job.estimate_basis or ""),
     )
 
 
@@ -491,6 +518,8 @@ def reservations(*, viewer: Viewer, limit: int = 12) -> list[Planned]:
                 ends_before=target in before,
             ))
     out = []
+    # a plan's basis names the jobs it waits on: "a job of team X" for the others'
+    others = viewer.others().learn(texts=[job.estimate_basis for job in planned])
     for job in planned:
         start = job.estimate_start_at
         assert start is not None
@@ -499,7 +528,7 @@ def reservations(*, viewer: Viewer, limit: int = 12) -> list[Planned]:
             visible=viewer.sees_job(job.tenant_id, job.owner_id),
             start_at=start,
             ends_by=start + timedelta(seconds=job.max_runtime_s) if job.max_runtime_s else None,
-            basis=job.estimate_basis,
+            basis=others.text(job.estimate_basis),
             backfilled=sorted(around.get(job.pk, []), key=lambda b: (b.ends_by is None,
                                                                      b.ends_by or start)),
         ))
@@ -514,7 +543,8 @@ def transitions_feed(*, viewer: Viewer, limit: int = 25) -> list[Transition]:
     if not viewer.operator:
         visible = Job.objects.filter(viewer.jobs_q()).values("pk")
         rows = rows.filter(~Q(kind=Transition.Kind.JOB) | Q(job__in=visible))
-    return list(rows.order_by("-id")[:limit])
+    # the viewer's jobs' rows name other jobs (the one a preemption made room for)
+    return redact(list(rows.order_by("-id")[:limit]), viewer.others())
 
 
 __all__ = [

@@ -21,7 +21,7 @@ from scheduler_app.core.states import JobState, Reason
 from scheduler_app.core.types import Actor
 from scheduler_app.models import Transition
 
-from .signals import transition_committed
+from .signals import early_tick_wanted, transition_committed
 
 #: Reasons that change what the next tick can do.
 WAKES_THE_SCHEDULER = frozenset(
@@ -67,6 +67,6 @@ def on_transition_committed(sender: Any, transition: Transition, **kwargs: Any) 
 
 
 def _request() -> None:
-    from scheduler_app.tasks import request_early_tick  # Celery only when needed
-
-    request_early_tick()
+    # the Celery edge listens (tasks.on_early_tick_wanted, connected when the app is
+    # ready): the services never import it
+    early_tick_wanted.send(sender=None)

@@ -53,8 +53,9 @@ def job_submit(
     A job that can never run (more GPUs, or GPUs per node, than the cluster has of its
     type; or more than its team's guarantee plus borrow limit) goes SUBMITTED -> FAILED
     with reason NeverFits and the arithmetic in ``detail["why"]``. Invalid input raises
-    ValidationError keyed by the field. Submitting again with the same idempotency key
-    (per tenant) returns the first job and writes nothing. ``capacity``: the cluster's
+    ValidationError keyed by the field. The same owner submitting again with the same
+    idempotency key (keys are per tenant and owner) gets the first job and nothing is
+    written. ``capacity``: the cluster's
     shape if the caller read it already (the API checks the same rule first).
     """
     spec: dict[str, Any] = {
@@ -87,7 +88,7 @@ def job_submit(
     except IntegrityError:
         # The key was used before (a retry), or a concurrent submission with it committed
         # first: return that job; nothing of this one was written.
-        existing = _job_with_key(tenant, key)
+        existing = _job_with_key(tenant, owner, key)
         if existing is None:
             raise
         existing.replayed = True  # type: ignore[attr-defined]  # read by submit_replayed
@@ -163,7 +164,7 @@ def jobs_submit_batch(
             return admit_new_jobs(jobs, refusals=refusals, actor=actor, at=at,
                                   actor_name=actor_name)
     except IntegrityError:
-        existing = batch_jobs_with_key(tenant, idempotency_key)
+        existing = batch_jobs_with_key(tenant, idempotency_key, owner=owner)
         if existing is None:
             raise
         for job in existing:
@@ -203,16 +204,17 @@ def _batch_spec(raw: object) -> tuple[dict[str, Any] | None, dict[str, str]]:
     return spec, {}
 
 
-def batch_jobs_with_key(tenant: Tenant, key: str, jobs: QuerySet[Job] | None = None,
-                        ) -> list[Job] | None:
-    """The jobs a batch submitted with ``key`` made (their keys ``<key>#<i>``), in order;
-    None if there are none. The prefix alone would also match another batch whose key
-    starts with ``<key>#`` (``sweep#1`` makes ``sweep#1#0``): only digits may follow."""
+def batch_jobs_with_key(tenant: Tenant, key: str, jobs: QuerySet[Job] | None = None, *,
+                        owner: AbstractBaseUser | None) -> list[Job] | None:
+    """The jobs a batch ``owner`` submitted with ``key`` made (their keys ``<key>#<i>``),
+    in order; None if there are none. The prefix alone would also match another batch
+    whose key starts with ``<key>#`` (``sweep#1`` makes ``sweep#1#0``): only digits may
+    follow. Keys are per owner: a teammate's batch with the same key is not this one."""
     if not key:
         return None
     prefix = f"{key}#"
     found = (jobs if jobs is not None else Job.objects).filter(
-        tenant=tenant, idempotency_key__startswith=prefix).order_by("pk")
+        tenant=tenant, owner=owner, idempotency_key__startswith=prefix).order_by("pk")
     mine = [job for job in found if job.idempotency_key[len(prefix):].isdigit()]
     return mine or None
 
@@ -246,10 +248,11 @@ def _new_jobs(
     return jobs, out
 
 
-def _job_with_key(tenant: Tenant, key: str) -> Job | None:
+def _job_with_key(tenant: Tenant, owner: AbstractBaseUser | None, key: str) -> Job | None:
+    """The job ``owner`` submitted to ``tenant`` with ``key`` (keys are per owner)."""
     if not key:
         return None
-    return Job.objects.filter(tenant=tenant, idempotency_key=key).first()
+    return Job.objects.filter(tenant=tenant, owner=owner, idempotency_key=key).first()
 
 
 def job_cancel(

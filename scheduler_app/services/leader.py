@@ -30,6 +30,9 @@ Any failure (lost lease, a conflict with a concurrent write, a database error) r
 transaction back and drops the in-memory state: the next step rebuilds it from the
 database, which is the truth.
 
+The SQL it reads with (the log above the watermark, the new jobs' specs, the live rows of
+the build) is in ``selectors/leader.py``; this module decides and writes.
+
 Seq order vs commit order (DESIGN.md's trap): tailing the log by ``id > watermark`` is
 safe only because every append takes ``pg_advisory_xact_lock(LOG_APPEND_LOCK_KEY)`` on
 PostgreSQL until its transaction commits (SQLite has one writer), so a row with a lower
@@ -40,22 +43,19 @@ so its snapshot and its watermark agree.
 from __future__ import annotations
 
 import gc
-import json
 import logging
 import time
-from collections.abc import Callable, Collection
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from functools import cache
-from typing import Any, NamedTuple
+from typing import Any
 
 from django.conf import settings
-from django.db import connection, transaction
-from django.db.models import Max
+from django.db import transaction
 
 from scheduler_app.collector import FreezeAsItGrows, collector_paused
 from scheduler_app.core.scheduler import ReclaimClaim, Scheduler, StartEstimate, TickResult
-from scheduler_app.core.states import FINAL_STATES, HOLDING_STATES, JobState, Reason
+from scheduler_app.core.states import HOLDING_STATES, JobState, Reason
 from scheduler_app.core.types import (
     Actor,
     Decision,
@@ -65,16 +65,19 @@ from scheduler_app.core.types import (
     SchedulerConfig,
     TenantSpec,
 )
-from scheduler_app.models import Allocation, Job, Node, Reservation, Tenant, Transition
+from scheduler_app.models import Job, Node, Reservation, Tenant, Transition
 from scheduler_app.observability import log_context
 from scheduler_app.scheduler_config import scheduler_config
-from scheduler_app.selectors.binary import fetch_binary
+
+# the reads, by module: a test swaps the fast reads for the ORM's there
+from scheduler_app.selectors import leader as reads
+from scheduler_app.selectors.leader import SPEC_COLUMNS, LogRow
 
 from .bulk import update_from_values
-from .cluster import nodes_mark_silent_down
+from .cluster import node_move, nodes_mark_silent_down
+from .errors import ServiceError
 from .lease import LEADER_LEASE, LeaseLost, lease_acquire, lease_check, lease_release
 from .transitions import (
-    LOG_APPEND_LOCK_KEY,
     Move,
     StaleMove,
     append_lock,
@@ -110,6 +113,8 @@ class StepReport:
     duration_ms: float = 0.0
     error: str = ""
     stats: dict[str, Any] = field(default_factory=dict)
+    #: nodes and jobs the state was built without (LeaderLoop.quarantined)
+    quarantined: int = 0
 
     def line(self) -> str:
         parts = [
@@ -122,6 +127,8 @@ class StepReport:
             f"decisions={self.decisions}",
             f"duration_ms={self.duration_ms:.1f}",
         ]
+        if self.quarantined:
+            parts.append(f"quarantined={self.quarantined}")
         if self.error:
             parts.append(f"error={self.error!r}")
         return " ".join(parts)
@@ -153,18 +160,9 @@ class JobKeys:
 
 PK_KEYS = JobKeys()
 
-#: The Job columns a JobSpec is made of, in :func:`spec_of`'s order (``tenant__name``:
-#: the tenant's name): the build and the catch-up read them as tuples, without model
-#: instances.
-SPEC_COLUMNS = (
-    "pk", "tenant__name", "gpus", "submitted_at", "gpus_per_node", "gpu_type", "priority",
-    "max_runtime_s", "checkpointable", "checkpoint_interval_s", "checkpoint_time_s",
-    "restart_s", "preemptible", "interactive", "min_gpus",
-)
-
 
 def spec_of(values: tuple, keys: JobKeys = PK_KEYS) -> JobSpec:
-    """The core's JobSpec from the values of :data:`SPEC_COLUMNS`."""
+    """The core's JobSpec from the values of ``selectors.leader.SPEC_COLUMNS``."""
     (pk, tenant, gpus, submitted_at, gpus_per_node, gpu_type, priority, max_runtime_s,
      checkpointable, checkpoint_interval_s, checkpoint_time_s, restart_s, preemptible,
      interactive, min_gpus) = values
@@ -188,218 +186,12 @@ def spec_of(values: tuple, keys: JobKeys = PK_KEYS) -> JobSpec:
     )
 
 
-class LogRow(NamedTuple):
-    """A Transition row as the leader follows it (the fields it reads, by the model's
-    names), read as a tuple: no model instance per row. On PostgreSQL every empty
-    ``detail`` is one shared dict: read it, never change it."""
-
-    pk: int
-    kind: str
-    job_id: int | None
-    node_id: int | None
-    tenant_id: int | None
-    from_state: str | None
-    to_state: str
-    reason: str
-    at: datetime
-    detail: dict[str, Any]
-
-
-def log_rows_since(watermark: int) -> list[LogRow]:
-    """The log rows above ``watermark``, in seq order."""
-    if connection.vendor == "postgresql":
-        return _pg_log_rows(watermark)
-    return _orm_log_rows(watermark)
-
-
-def job_specs(ids: Collection[int]) -> dict[int, tuple]:
-    """job id -> the values of its :data:`SPEC_COLUMNS`, for the jobs ``ids``."""
-    if connection.vendor == "postgresql":
-        return _pg_job_specs(ids)
-    return _orm_job_specs(ids)
-
-
-def _orm_log_rows(watermark: int) -> list[LogRow]:
-    """The rows through the ORM: the path elsewhere than PostgreSQL, and the reference of
-    :func:`_pg_log_rows`."""
-    return [
-        LogRow._make(values) for values in Transition.objects.filter(id__gt=watermark)
-        .order_by("id").values_list(*LogRow._fields)
-    ]
-
-
-def _orm_job_specs(ids: Collection[int]) -> dict[int, tuple]:
-    """The specs through the ORM: the path elsewhere than PostgreSQL, and the reference
-    of :func:`_pg_job_specs`."""
-    return {
-        values[0]: values
-        for values in Job.objects.filter(pk__in=ids).values_list(*SPEC_COLUMNS)
-    }
-
-
-#: The detail of every row whose detail is empty, on PostgreSQL (no dict a row).
-_NO_DETAIL: dict[str, Any] = {}
-
-
-def _pg_log_rows(watermark: int) -> list[LogRow]:
-    """The rows on PostgreSQL, read with psycopg's binary protocol: its C loaders turn
-    the timestamps into datetimes, where Django's text loader for them is Python (under
-    a burst of submits, thousands of rows a tick, the most of the catch-up's time). An
-    empty detail, most rows, comes as NULL: no JSON to decode, the shared
-    :data:`_NO_DETAIL` stands for it. The others come as text, decoded as the ORM does
-    (a JSON ``null`` stays None, it is not an empty detail)."""
-    no_detail, loads = _NO_DETAIL, json.loads
-    return [
-        LogRow(seq, kind, job, node, tenant, frm, to, reason, at,
-               no_detail if detail is None else loads(detail))
-        for seq, kind, job, node, tenant, frm, to, reason, at, detail
-        in fetch_binary(_pg_log_select(), [watermark])
-    ]
-
-
-def _pg_job_specs(ids: Collection[int]) -> dict[int, tuple]:
-    """The specs on PostgreSQL: one array parameter, whatever the number of jobs (an IN
-    list of thousands of parameters costs Django time to compile, and psycopg cannot keep
-    its parse), read binary as the log rows are."""
-    if not ids:
-        return {}
-    return {values[0]: values for values in fetch_binary(_pg_spec_select(), [list(ids)])}
-
-
-@cache
-def _pg_log_select() -> str:
-    """The SELECT of :func:`_pg_log_rows`: :class:`LogRow`'s fields, above a seq."""
-    opts = Transition._meta
-    qn = connection.ops.quote_name
-    columns = [qn(opts.pk.column if name == "pk" else opts.get_field(name).column)
-               for name in LogRow._fields]
-    columns[-1] = f"NULLIF({columns[-1]}, '{{}}'::jsonb)::text"  # the detail: NULL when empty
-    seq = qn(opts.pk.column)
-    return (f"SELECT {', '.join(columns)} FROM {qn(opts.db_table)} "
-            f"WHERE {seq} > %s ORDER BY {seq}")
-
-
-def _pg_spec_from() -> tuple[str, str]:
-    """:data:`SPEC_COLUMNS` as SQL, and the join they are read from (``j``, the jobs;
-    ``t``, their tenants): the selects of the specs and of the live jobs share them."""
-    job, tenant = Job._meta, Tenant._meta
-    qn = connection.ops.quote_name
-
-    def column(name: str) -> str:
-        if name == "tenant__name":
-            return f"t.{qn(tenant.get_field('name').column)}"
-        return f"j.{qn(job.pk.column if name == 'pk' else job.get_field(name).column)}"
-
-    return (", ".join(column(name) for name in SPEC_COLUMNS),
-            f"{qn(job.db_table)} j JOIN {qn(tenant.db_table)} t "
-            f"ON t.{qn(tenant.pk.column)} = j.{qn(job.get_field('tenant').column)}")
-
-
-@cache
-def _pg_spec_select() -> str:
-    """The SELECT of :func:`_pg_job_specs`: :data:`SPEC_COLUMNS`, of the jobs in an
-    array."""
-    columns, joined = _pg_spec_from()
-    pk = connection.ops.quote_name(Job._meta.pk.column)
-    return f"SELECT {columns} FROM {joined} WHERE j.{pk} = ANY(%s)"
-
-
-#: What the build reads of each live job besides its spec, in :meth:`LeaderLoop.build`'s
-#: order.
-RESTORE_COLUMNS = (
-    "state", "started_at", "last_checkpoint_at", "resume_pointer", "preemption_times",
-    "retry_count",
-)
-
-
-def live_job_rows() -> list[tuple]:
-    """Every job not final, by id: the values of :data:`SPEC_COLUMNS` then of
-    :data:`RESTORE_COLUMNS`, what the build restores from. Tuples, not model instances; on
-    PostgreSQL read binary, as the catch-up reads (100,000 queued jobs after a restart
-    under a backlog are three timestamps each)."""
-    if connection.vendor == "postgresql":
-        return _pg_live_job_rows()
-    return _orm_live_job_rows()
-
-
-def open_allocations() -> list[tuple[int, str, list[int]]]:
-    """(job id, node name, GPU indices) of every open allocation, by job and node."""
-    if connection.vendor == "postgresql":
-        return _pg_open_allocations()
-    return _orm_open_allocations()
-
-
-def _orm_live_job_rows() -> list[tuple]:
-    """Through the ORM: the path elsewhere than PostgreSQL, and the reference of
-    :func:`_pg_live_job_rows`."""
-    return list(Job.objects.exclude(state__in=[s.value for s in FINAL_STATES]).order_by("id")
-                .values_list(*SPEC_COLUMNS, *RESTORE_COLUMNS))
-
-
-def _orm_open_allocations() -> list[tuple[int, str, list[int]]]:
-    return list(Allocation.objects.filter(end__isnull=True).order_by("job_id", "node__name")
-                .values_list("job_id", "node__name", "gpu_indices"))
-
-
-#: The preemption times of a job never preempted, on PostgreSQL (one list for them all:
-#: the build only reads it).
-_NO_PREEMPTIONS: list[int] = []
-
-
-def _pg_live_job_rows() -> list[tuple]:
-    """:func:`live_job_rows` read binary. An empty ``preemption_times``, most jobs, comes
-    as NULL (no JSON to decode); the others as text, decoded as the ORM does."""
-    none, loads = _NO_PREEMPTIONS, json.loads
-    return [(*row[:-2], none if row[-2] is None else loads(row[-2]), row[-1])
-            for row in fetch_binary(_pg_live_select(), [[s.value for s in FINAL_STATES]])]
-
-
-def _pg_open_allocations() -> list[tuple[int, str, list[int]]]:
-    loads = json.loads
-    return [(job, node, loads(indices))
-            for job, node, indices in fetch_binary(_pg_allocations_select(), [])]
-
-
-@cache
-def _pg_live_select() -> str:
-    """The SELECT of :func:`_pg_live_job_rows`: the spec select's columns and the
-    restore columns, of the jobs whose state is not in an array, by id."""
-    job = Job._meta
-    qn = connection.ops.quote_name
-    restore = [f"j.{qn(job.get_field(name).column)}" for name in RESTORE_COLUMNS]
-    assert RESTORE_COLUMNS[-2] == "preemption_times"  # NULL when empty, as text
-    restore[-2] = f"NULLIF({restore[-2]}, '[]'::jsonb)::text"
-    columns, joined = _pg_spec_from()
-    return (f"SELECT {columns}, {', '.join(restore)} FROM {joined} "
-            f"WHERE NOT (j.{qn(job.get_field('state').column)} = ANY(%s)) "
-            f"ORDER BY j.{qn(job.pk.column)}")
-
-
-@cache
-def _pg_allocations_select() -> str:
-    """The SELECT of :func:`_pg_open_allocations`."""
-    alloc, node = Allocation._meta, Node._meta
-    qn = connection.ops.quote_name
-
-    def column(name: str) -> str:
-        return qn(alloc.get_field(name).column)
-
-    return (f"SELECT a.{column('job')}, n.{qn(node.get_field('name').column)}, "
-            f"a.{column('gpu_indices')}::text "
-            f"FROM {qn(alloc.db_table)} a JOIN {qn(node.db_table)} n "
-            f"ON n.{qn(node.pk.column)} = a.{column('node')} "
-            f"WHERE a.{column('end')} IS NULL "
-            f"ORDER BY a.{column('job')}, n.{qn(node.get_field('name').column)}")
-
-
 #: A published value not known to this leader (after a rebuild every value is written).
 _UNKNOWN: Any = object()
 
 # the build's look-ups, by the state's text as it comes from the database
 _STATE = len(SPEC_COLUMNS)  # index of the state in a build row
 _STATES = {state.value: state for state in JobState}
-_HOLDING = frozenset(state.value for state in HOLDING_STATES)
-_STOPPING = frozenset({S.PREEMPT_REQUESTED.value, S.CHECKPOINTING.value})
 
 
 def heartbeat_timeout_s() -> int:
@@ -449,6 +241,8 @@ class LeaderLoop:
         self.published_shares: dict[str, tuple[float | None, int]] = {}
         # the Reservation rows last written (None: unknown, write them at the next persist)
         self.published_reservations: list[dict[str, Any]] | None = None
+        #: what the last build left out of the core ("node <name>" / "job <id>" -> why)
+        self.quarantined: dict[str, str] = {}
 
     # ------------------------------------------------------------------ the step
     def step(self, now: datetime | None = None, *, tick: bool = True) -> StepReport:
@@ -475,6 +269,7 @@ class LeaderLoop:
             with log_context(tick_id=report.tick_id):
                 self.mark_silent_nodes(now)
                 pending, report.rebuilt, report.caught_up = self.sync(now)
+                report.quarantined = len(self.quarantined)
                 sched = self.scheduler
                 assert sched is not None
                 # a burst of submits grows the state by thousands of jobs a tick
@@ -554,48 +349,47 @@ class LeaderLoop:
     def _build(self, now: datetime) -> list[Decision]:
         now_i = epoch(now)
         keys = self.keys
-        with transaction.atomic():
-            if connection.vendor == "postgresql":
-                # no append commits while we read: the snapshot and the watermark agree
-                with connection.cursor() as cursor:
-                    cursor.execute("SELECT pg_advisory_xact_lock(%s)", [LOG_APPEND_LOCK_KEY])
-            watermark = Transition.objects.aggregate(m=Max("id"))["m"] or 0
-            nodes = [
-                NodeSpec(name=name, pod=pod, gpus=gpus, gpu_type=gpu_type or None, rail=rail,
-                         health=NodeHealth(health))
-                for name, pod, gpus, gpu_type, rail, health in Node.objects.order_by("name")
-                .values_list("name", "pod__name", "gpu_count", "gpu_type", "rail", "health")
-            ]
-            tenants = [
-                # usage as of usage_at: the core accrues it with the GPUs held since then,
-                # up to each timer that fires before now, then to now (a timer due in
-                # between, like a placing timeout, stops the accrual at its own instant)
-                TenantSpec(t.name, t.guaranteed_gpus, t.borrow_limit_gpus, t.usage_gpu_s,
-                           min(epoch(t.usage_at), now_i) if t.usage_at else now_i)
-                for t in Tenant.objects.order_by("name")
-            ]
-            sched = Scheduler(nodes, tenants, self.config, now=now_i)
-            jobs = live_job_rows()
-            # open allocations belong to holding jobs only (replay --verify checks it)
-            allocs: dict[int, dict[str, tuple[int, ...]]] = {}
-            for job_id, node, indices in open_allocations():
-                allocs.setdefault(job_id, {})[node] = tuple(sorted(indices))
-            holding = [row[0] for row in jobs if row[_STATE] in _HOLDING]
-            placed = last_move_at(S.PLACING, holding)
-            asked = last_preempt_requests(
-                [row[0] for row in jobs if row[_STATE] in _STOPPING]
-            )
+        snap = reads.build_snapshot()
+        jobs, asked, watermark = snap.jobs, snap.asked, snap.watermark
+        # open allocations belong to holding jobs only (replay --verify checks it)
+        allocs: dict[int, dict[str, tuple[int, ...]]] = {}
+        for job_id, node, indices in snap.allocations:
+            allocs.setdefault(job_id, {})[node] = tuple(sorted(indices))
+        # One bad row never stops the cluster: a node or a job the core cannot hold (a
+        # node edited to fewer GPUs than its jobs hold, a GPU given twice) would make
+        # every build, so every tick, fail. They are left out of the core, and their
+        # nodes taken out of scheduling (drained, with the reason, in the log).
+        bad_nodes, bad_jobs = screen_build(snap.nodes, jobs, allocs)
+        nodes = [
+            NodeSpec(name=name, pod=pod, gpus=gpus, gpu_type=gpu_type or None, rail=rail,
+                     health=_core_health(health, quarantined=name in bad_nodes))
+            for name, pod, gpus, gpu_type, rail, health, _free in snap.nodes
+            if gpus > 0  # the core cannot hold a node without GPUs (screen_build says why)
+        ]
+        to_drain = sorted(node[0] for node in snap.nodes
+                          if node[0] in bad_nodes and node[5] == NodeHealth.HEALTHY)
+        tenants = [
+            # usage as of usage_at: the core accrues it with the GPUs held since then, up
+            # to each timer that fires before now, then to now (a timer due in between,
+            # like a placing timeout, stops the accrual at its own instant)
+            TenantSpec(t.name, t.guaranteed_gpus, t.borrow_limit_gpus, t.usage_gpu_s,
+                       min(epoch(t.usage_at), now_i) if t.usage_at else now_i)
+            for t in snap.tenants
+        ]
+        sched = Scheduler(nodes, tenants, self.config, now=now_i)
+        placed = {pk: epoch(at) for pk, at in snap.placed.items()}
+        del snap
         restore = sched.restore_job
         for row in jobs:
             pk = row[0]
+            if pk in bad_jobs:
+                continue
             state = _STATES[row[_STATE]]
             started_at, last_checkpoint_at, resume_pointer, preemption_times, retries = (
                 row[_STATE + 1:]
             )
             held = state in HOLDING_STATES
             alloc = allocs.get(pk)
-            if held and not alloc:
-                raise NeedRebuild(f"job {pk} is {state} without an open allocation")
             request = asked.get(pk)
             restore(
                 spec_of(row[:_STATE], keys),
@@ -613,7 +407,7 @@ class LeaderLoop:
         restore_claims(sched, asked)
         made: list[Decision] = []
         for row in jobs:
-            if row[_STATE] == S.PREEMPTED:
+            if row[_STATE] == S.PREEMPTED and row[0] not in bad_jobs:
                 # the core always requeues a preempted job at once; finish what was cut off
                 made += sched.requeue_preempted(keys.core_id(row[0]), now_i)
         for name in sorted(sched.unhealthy):
@@ -627,7 +421,34 @@ class LeaderLoop:
         self.scheduler = sched
         self.watermark = watermark
         self.own_seqs.clear()
+        self._quarantine(bad_nodes, bad_jobs, to_drain, now)
         return made + sched.flush()
+
+    def _quarantine(self, bad_nodes: dict[str, str], bad_jobs: dict[int, str],
+                    to_drain: list[str], now: datetime) -> None:
+        """Log what the build left out, and drain the healthy nodes among them through
+        the service (a node row, actor ``scheduler``, the reason in its ``why``: the API's
+        node events, the dashboard's feed). The core has them draining already; the row
+        is this leader's own, so the catch-up does not apply it again. Not fenced by the
+        token, as the silent nodes are not: any leader would drain the same nodes."""
+        self.quarantined = {**{f"node {n}": why for n, why in bad_nodes.items()},
+                            **{f"job {pk}": why for pk, why in bad_jobs.items()}}
+        for what, why in sorted(self.quarantined.items()):
+            log.warning("left out of scheduling: %s: %s", what, why,
+                        extra={"quarantined": what, "why": why})
+        named = reads.nodes_named(to_drain)
+        for name in to_drain:
+            try:
+                row = node_move(
+                    node=named[name], action="drain", actor=Actor.SCHEDULER,
+                    actor_name=self.holder, at=now,
+                    why=f"taken out of scheduling by the scheduler: {bad_nodes[name]}; fix "
+                        "it (re-register the node's agent), then undrain it",
+                )
+            except (ServiceError, KeyError):  # changed meanwhile: the catch-up follows it
+                log.info("node %s: not drained, its health changed since the build", name)
+                continue
+            self.own_seqs.add(row.pk)
 
     # ------------------------------------------------------------------ catch up
     def catch_up(self, now: datetime) -> tuple[list[Decision], int]:
@@ -637,20 +458,15 @@ class LeaderLoop:
         sched = self.scheduler
         assert sched is not None
         # tuples, not model instances: a burst of submits is thousands of rows a tick
-        rows = log_rows_since(self.watermark)
+        rows = reads.log_rows_since(self.watermark)
         own = self.own_seqs
         foreign = [r for r in rows if r.pk not in own]
-        new_jobs = job_specs({r.job_id for r in foreign
-                              if r.kind == Transition.Kind.JOB and r.from_state == S.SUBMITTED})
+        new_jobs = reads.job_specs({r.job_id for r in foreign if r.kind == Transition.Kind.JOB
+                                    and r.from_state == S.SUBMITTED})
         names = {
-            Transition.Kind.NODE: dict(
-                Node.objects.filter(pk__in={r.node_id for r in foreign if r.node_id})
-                .values_list("pk", "name")
-            ),
-            Transition.Kind.TENANT: dict(
-                Tenant.objects.filter(pk__in={r.tenant_id for r in foreign if r.tenant_id})
-                .values_list("pk", "name")
-            ),
+            Transition.Kind.NODE: reads.node_names({r.node_id for r in foreign if r.node_id}),
+            Transition.Kind.TENANT: reads.tenant_names(
+                {r.tenant_id for r in foreign if r.tenant_id}),
         }
         pending: list[Decision] = []
         now_i = epoch(now)
@@ -733,6 +549,9 @@ class LeaderLoop:
                      ) -> list[Decision]:
         if row.detail.get("action") == "register" or name not in sched.cap.nodes:
             raise NeedRebuild(f"log row #{row.pk}: node {name} registered or changed shape")
+        if f"node {name}" in self.quarantined and row.to_state != NodeHealth.DOWN:
+            # back in scheduling: the build checks again what made the node unusable
+            raise NeedRebuild(f"log row #{row.pk}: node {name} was left out of scheduling")
         at = self._at(sched, row, now)
         to = NodeHealth(row.to_state)
         if to == NodeHealth.DOWN:
@@ -932,31 +751,89 @@ class LeaderLoop:
         ], key="name")
 
 
-def last_move_at(to_state: JobState, job_ids: list[int]) -> dict[int, int]:
-    """Epoch seconds of the latest move of each of ``job_ids`` (holding jobs) into
-    ``to_state`` from another state: the run start (PLACING) and the preemption request of
-    the current run. Reads the jobs' rows by the job index, not the whole log."""
-    rows = (
-        Transition.objects.filter(job_id__in=job_ids, to_state=to_state.value)
-        .exclude(from_state=to_state.value)
-        .values("job_id")
-        .annotate(at=Max("at"))
-        .values_list("job_id", "at")
-    )
-    return {job_id: epoch(at) for job_id, at in rows} if job_ids else {}
+
+def screen_build(
+    nodes: list[tuple[str, str, int, str, int, str, int]],
+    jobs: list[tuple],
+    allocs: dict[int, dict[str, tuple[int, ...]]],
+) -> tuple[dict[str, str], dict[int, str]]:
+    """What the core cannot be built with, and why: (node name -> why, job id -> why).
+
+    A node the core cannot hold (no GPUs; a health it does not know). A holding job whose
+    open allocation is missing, names a node left out, a GPU index the node does not
+    have, the same GPU twice, or a GPU an earlier job (by id) holds already: the core's
+    ``restore_job`` would refuse it half way, so it is left out, and every node it holds
+    GPUs on is taken out of scheduling (its GPUs are not known to be free). Last, a node
+    whose free GPUs (``Node.free_gpus``, what the writes check) are not its GPUs less
+    those its jobs hold: the core would place on GPUs the tables say are taken, and every
+    tick's writes would be refused. ``nodes`` and ``jobs`` are the build snapshot's rows.
+    """
+    bad_nodes: dict[str, str] = {}
+    size: dict[str, int] = {}
+    for name, _pod, gpus, _type, _rail, health, _free in nodes:
+        if gpus <= 0:
+            bad_nodes[name] = f"it has {gpus} GPUs"
+        elif health not in _HEALTHS:
+            bad_nodes[name] = f"its health {health!r} is none of {', '.join(sorted(_HEALTHS))}"
+        if gpus > 0:
+            size[name] = gpus
+    bad_jobs: dict[int, str] = {}
+    used: dict[str, int] = {}
+    for row in jobs:
+        pk, state = row[0], row[_STATE]
+        if state not in _HOLDING:
+            continue
+        alloc = allocs.get(pk)
+        if not alloc:
+            bad_jobs[pk] = f"it is {state} without an open allocation"
+            continue
+        why = _allocation_problem(pk, alloc, size, used)
+        if why is None:
+            for node, indices in alloc.items():
+                used[node] = used.get(node, 0) | sum(1 << i for i in indices)
+            continue
+        bad_jobs[pk] = why
+        for node in alloc:
+            bad_nodes.setdefault(node, why)
+    for name, _pod, gpus, _type, _rail, _health, free in nodes:
+        held = used.get(name, 0).bit_count()
+        if name not in bad_nodes and gpus - held != free:
+            bad_nodes[name] = (f"the tables give it {free} free GPUs, but of its {gpus} GPUs "
+                               f"its jobs hold {held}")
+    return bad_nodes, bad_jobs
 
 
-def last_preempt_requests(job_ids: list[int]) -> dict[int, Transition]:
-    """The PREEMPT_REQUESTED row of each of ``job_ids`` (jobs being preempted now): its
-    latest."""
-    if not job_ids:
-        return {}
-    rows = (
-        Transition.objects.filter(job_id__in=job_ids, to_state=S.PREEMPT_REQUESTED.value)
-        .exclude(from_state=S.PREEMPT_REQUESTED.value)
-        .order_by("job_id", "id")
-    )
-    return {row.job_id: row for row in rows}  # later rows overwrite earlier ones
+def _allocation_problem(pk: int, alloc: dict[str, tuple[int, ...]], size: dict[str, int],
+                        used: dict[str, int]) -> str | None:
+    for node, indices in sorted(alloc.items()):
+        gpus = size.get(node)
+        if gpus is None:
+            return f"job {pk} holds GPUs on node {node}, which the scheduler cannot use"
+        wrong = [i for i in indices if not 0 <= i < gpus]
+        if wrong:
+            return (f"job {pk} holds GPU {', '.join(map(str, wrong))} on node {node}, but the "
+                    f"node has {gpus} GPUs (0-{gpus - 1})")
+        if len(set(indices)) != len(indices):
+            return f"job {pk} holds the same GPU twice on node {node}: {list(indices)}"
+        taken = [i for i in indices if used.get(node, 0) >> i & 1]
+        if taken:
+            return (f"job {pk} holds GPU {', '.join(map(str, taken))} on node {node}, which "
+                    "another job holds already")
+    return None
+
+
+_HEALTHS = frozenset(h.value for h in NodeHealth)
+_HOLDING = frozenset(state.value for state in HOLDING_STATES)
+
+
+def _core_health(health: str, *, quarantined: bool) -> NodeHealth:
+    """The health the core builds a node with: a node left out of scheduling is draining
+    (keeps what runs there, takes nothing new) unless it is down."""
+    if health == NodeHealth.DOWN:
+        return NodeHealth.DOWN
+    if quarantined or health not in _HEALTHS:
+        return NodeHealth.DRAINING
+    return NodeHealth(health)
 
 
 def with_claim(sched: Scheduler | None, d: Decision) -> dict[str, Any]:
@@ -991,17 +868,23 @@ def restore_claims(sched: Scheduler, asked: dict[int, Transition]) -> None:
         head_rec = sched.jobs.get(str(head))
         if not saved or head_rec is None or head_rec.state != S.QUEUED or head in claims:
             continue
-        claims[head] = ReclaimClaim(
-            head_id=head,
-            tenant=head_rec.spec.tenant,
-            gpus=int(saved["gpus"]),
-            nodes=frozenset(saved["nodes"]),
-            victims=set(saved["victims"]),
-            at_s=int(saved["at_s"]),
-            why=str(row.detail.get("why", "")),
-        )
+        try:
+            claims[head] = ReclaimClaim(
+                head_id=head,
+                tenant=head_rec.spec.tenant,
+                gpus=int(saved["gpus"]),
+                nodes=frozenset(saved["nodes"]),
+                victims=set(saved["victims"]),
+                at_s=int(saved["at_s"]),
+                why=str(row.detail.get("why", "")),
+            )
+        except (KeyError, TypeError, ValueError):  # an unreadable claim: it searches again
+            log.warning("log row #%s: unreadable reclaim claim, not restored", row.pk)
     for head in sorted(claims, key=lambda h: sched.jobs[h].spec.seq):
-        sched.add_claim(claims[head])
+        try:
+            sched.add_claim(claims[head])
+        except (KeyError, ValueError):  # (a node left out, say): the head searches again
+            log.warning("job %s: reclaim claim not restored", head, exc_info=True)
 
 
 __all__ = [

@@ -10,6 +10,7 @@ writes. Works the same on SQLite (one writer at a time) and PostgreSQL (row lock
 
 from __future__ import annotations
 
+import logging
 from datetime import datetime, timedelta
 
 from django.db import connection, transaction
@@ -18,6 +19,13 @@ from django.utils import timezone
 from scheduler_app.models import Lease
 
 LEADER_LEASE = "scheduler-leader"
+
+#: A lease that expires further ahead than this (or than the asker's TTL, if longer) was
+#: set by no holder (they renew ``ttl_s`` ahead, seconds): a row edited by hand, a clock
+#: gone wrong. It does not keep every scheduler on standby: the next asker takes it.
+MAX_LEASE_AHEAD_S = 3600
+
+log = logging.getLogger("scheduler_app.leader")
 
 
 class LeaseLost(RuntimeError):
@@ -39,6 +47,10 @@ def lease_acquire(
     with transaction.atomic():
         lease, _ = Lease.objects.select_for_update().get_or_create(name=name)
         alive = lease.expires_at is not None and lease.expires_at > now
+        if alive and lease.expires_at > now + timedelta(seconds=max(ttl_s, MAX_LEASE_AHEAD_S)):
+            log.warning("lease %s: held by %r until %s, further ahead than any holder renews "
+                        "it: taken over by %s", name, lease.holder, lease.expires_at, holder)
+            alive = False
         if lease.holder and lease.holder != holder and alive:
             return None
         if lease.holder != holder or new_term:
@@ -57,6 +69,37 @@ def lease_release(*, name: str, holder: str, token: int) -> bool:
             holder="", expires_at=None
         )
     return released == 1
+
+
+def lease_force_release(
+    *, name: str = LEADER_LEASE, actor_name: str, why: str = ""
+) -> Lease | None:
+    """An operator frees the lease whoever holds it (a holder that is gone, a lease edited
+    by hand with an expiry years away): the next tick of any scheduler takes it, with the
+    next fencing token, so a holder still alive writes nothing more (its token is stale)
+    and stands by. Logged at WARNING on ``scheduler_app.leader`` with who freed it, from
+    whom and why (the lease is not a row of the transition log: replay does not read it).
+    Returns the lease as it was (None if there is none)."""
+    if not actor_name:
+        raise ValueError("who releases the lease? (actor_name)")
+    with transaction.atomic(durable=True):
+        lease = Lease.objects.select_for_update().filter(name=name).first()
+        if lease is None:
+            return None
+        before = Lease(name=lease.name, holder=lease.holder,
+                       fencing_token=lease.fencing_token, expires_at=lease.expires_at)
+        lease.holder, lease.expires_at = "", None
+        lease.save(update_fields=["holder", "expires_at"])
+    log.warning(
+        "lease %s released by %s: it was held by %r with token %s until %s%s", name,
+        actor_name, before.holder, before.fencing_token, before.expires_at,
+        f" ({why})" if why else "",
+        extra={"lease": {"name": name, "released_by": actor_name, "holder": before.holder,
+                         "token": before.fencing_token,
+                         "expires_at": before.expires_at.isoformat()
+                         if before.expires_at else None, "why": why}},
+    )
+    return before
 
 
 def lease_check(*, name: str, holder: str, token: int, now: datetime | None = None) -> None:

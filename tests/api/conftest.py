@@ -4,6 +4,7 @@ authenticate the way pipelines and agents do (a Bearer token)."""
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import timedelta
 from typing import Any
 
 import pytest
@@ -13,8 +14,10 @@ from rest_framework.test import APIClient
 
 from scheduler_app.api import cache as api_cache
 from scheduler_app.api.tokens import token_issue
-from scheduler_app.models import Membership, Node, Pod, Tenant
+from scheduler_app.models import Allocation, Membership, Node, Pod, Tenant
 from scheduler_app.services.jobs import forget_cluster_shape
+from scheduler_app.services.leader import LeaderLoop
+from scheduler_app.services.transitions import now_s
 from tests.foundation.factories import NodeFactory, TenantFactory
 
 ROLES = ("operator", "lead", "researcher", "teammate", "other_team", "outsider")
@@ -88,3 +91,26 @@ def submit(world: World, who: str = "researcher", **spec: Any) -> dict[str, Any]
     response = world.client(who).post("/api/v1/jobs/", job_body(**spec), format="json")
     assert response.status_code == 201, response.json()
     return response.json()
+
+
+@pytest.fixture
+def reclaim(world: World) -> dict[str, Any]:
+    """vision's researcher borrows 16 GPUs with a checkpointable gang (and runs a job of
+    16, its guarantee, beside it); nlp's researcher asks for its guarantee: the gang is
+    asked to stop for nlp's head (a reclaim reservation; vision keeps its guarantee, at
+    the share nlp has once its job runs). The job ids, and ``asked``: the second tick's
+    instant."""
+    loop = LeaderLoop(holder="test", ttl_s=15, heartbeat_timeout_s=0)
+    solo = submit(world, gpus=16)["id"]
+    gang = submit(world, gpus=16, gpus_per_node=8, checkpointable=True,
+                  checkpoint_time_s=60)["id"]
+    assert not loop.step(now=now_s()).error
+    for job_id in (solo, gang):
+        for alloc in Allocation.objects.filter(job_id=job_id, end__isnull=True):
+            start = world.client(f"agent:{alloc.node.name}").post(
+                f"/api/v1/agent/jobs/{job_id}/start/", {}, format="json")
+            assert start.status_code == 200
+    head = submit(world, who="other_team", tenant="nlp", gpus=16)["id"]
+    asked = now_s() + timedelta(seconds=1)  # the API's writes are stamped with the clock
+    assert not loop.step(now=asked).error
+    return {"solo": solo, "gang": gang, "head": head, "asked": asked}

@@ -82,8 +82,11 @@ def test_submit_tick_confirm_checkpoint_preempt_ack_exit_through_the_api(world):
     tick()
     asked = job(vision, big_id)
     assert asked["state"] == "PREEMPT_REQUESTED"
-    assert [p["for_job"] for p in asked["preemptions"]] == [small_id]
+    # the job it made room for is another team's: named by its team, not its id
+    assert [p["for_job"] for p in asked["preemptions"]] == [None]
+    assert asked["preemptions"][0]["detail"]["for"] == "a job of team nlp"
     assert asked["preemptions"][0]["why"]
+    assert asked["preemptions"][0]["detail"]["why"].startswith("to start a job of team nlp (")
     waiting = job(nlp, small_id)
     assert waiting["state"] == "QUEUED"
     assert waiting["pending_reason"] == "Preempting"

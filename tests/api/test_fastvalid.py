@@ -105,6 +105,13 @@ def test_text_drf_would_trim_is_left_to_drf():
     assert drf(SubmitIn, body)["name"] == "padded"
 
 
+def test_a_key_that_is_no_field_is_left_to_drf_which_refuses_it():
+    body = {"tenant": "vision", **plainly_valid(1), "max_runtime": 60}
+    assert fast_validated(SubmitIn, body) is None and drf(SubmitIn, body) is None
+    batch = {"tenant": "t", "jobs": [plainly_valid(0), {**plainly_valid(1), "gpu": 2}]}
+    assert fast_validated(BatchIn, batch) is None and drf(BatchIn, batch) is None
+
+
 def test_too_many_or_no_jobs_are_left_to_drf():
     assert fast_validated(BatchIn, {"tenant": "t", "jobs": []}) is None
     many = {"tenant": "t", "jobs": [plainly_valid(i) for i in range(1001)]}

@@ -19,7 +19,7 @@ from django.contrib.auth import get_user_model
 from scheduler_app.api.models import ApiToken
 from scheduler_app.core.states import JobState
 from scheduler_app.models import Job, Node, Tenant, Transition
-from tests.foundation.factories import job_in_state
+from tests.foundation.factories import job_in_state, sign_in
 
 from .conftest import job_body, submit
 
@@ -258,7 +258,7 @@ def test_the_browser_signs_in_with_a_session_and_writes_need_the_csrf_token(worl
     user.set_password("pw-for-tests-1")
     user.save()
     browser = APIClient(enforce_csrf_checks=True)
-    assert browser.login(username="vision-r1", password="pw-for-tests-1")
+    assert sign_in(browser, "vision-r1", "pw-for-tests-1")
     assert browser.get("/api/v1/me/").json()["memberships"] == [
         {"tenant": "vision", "role": "researcher"}]
     refused = browser.post("/api/v1/jobs/", job_body(gpus=1), format="json")

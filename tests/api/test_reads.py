@@ -12,8 +12,6 @@ from rest_framework.settings import api_settings
 from scheduler_app.api.reads import TenantFigures, attribute_borrowing
 from scheduler_app.core.states import JobState
 from scheduler_app.models import Allocation, Tenant
-from scheduler_app.services.leader import LeaderLoop
-from scheduler_app.services.transitions import now_s
 from tests.foundation.factories import job_in_state
 
 from .conftest import submit
@@ -117,22 +115,10 @@ def test_the_summary_counts_gpus_free_used_borrowed_and_unavailable(world):
     assert s["gpus_reserved"] == 0 and s["reservations"] == []
 
 
-def test_reservations_are_the_ones_the_last_tick_published(world):
+def test_reservations_are_the_ones_the_last_tick_published(world, reclaim):
     """vision borrows 16 GPUs with a checkpointable gang; nlp asks for its guarantee: the
     gang's nodes are promised to nlp's job (a reclaim) while the gang checkpoints."""
-    loop = LeaderLoop(holder="test", ttl_s=15, heartbeat_timeout_s=0)
-    solo = submit(world, gpus=16)["id"]
-    gang = submit(world, gpus=16, gpus_per_node=8, checkpointable=True,
-                  checkpoint_time_s=60)["id"]
-    assert not loop.step(now=now_s()).error
-    for job_id in (solo, gang):
-        for alloc in Allocation.objects.filter(job_id=job_id, end__isnull=True):
-            start = world.client(f"agent:{alloc.node.name}").post(
-                f"/api/v1/agent/jobs/{job_id}/start/", {}, format="json")
-            assert start.status_code == 200
-    head = submit(world, who="other_team", tenant="nlp", gpus=16)["id"]
-    asked = now_s() + timedelta(seconds=1)  # the API's writes are stamped with the clock
-    assert not loop.step(now=asked).error
+    gang, head, asked = reclaim["gang"], reclaim["head"], reclaim["asked"]
     nodes = sorted(Allocation.objects.filter(job_id=gang, end__isnull=True)
                    .values_list("node__name", flat=True))
     mine = world.client("researcher").get("/api/v1/cluster/reservations/").json()

@@ -114,8 +114,11 @@ def test_a_researcher_submits_sees_position_and_estimate_then_running(
     assert job.state == "QUEUED" and job.owner == cluster["users"]["researcher"]
 
     cluster["loop"].step()  # the tick plans its start: the blocker's declared limit
+    # the blocker is another team's job: named by its team, not its id
+    assert cluster["blocker"].tenant.name == "nlp"
     expect(page.locator("#job-estimate")).to_contain_text(
-        f"when job #{cluster['blocker'].pk} reaches its declared limit")
+        "when a job of team nlp reaches its declared limit")
+    expect(page.locator("#job-estimate")).not_to_contain_text(f"#{cluster['blocker'].pk}")
     expect(page.locator("#job-estimate time")).to_have_count(2)  # the start, in the basis
 
     node = Node.objects.get(name="n0")

@@ -11,6 +11,7 @@ from django.core.management import call_command
 
 from scheduler_app.core.states import JobState
 from scheduler_app.models import Job, Node, Tenant, Transition
+from tests.foundation.factories import sign_in
 
 from .conftest import ROLES, World
 
@@ -135,12 +136,18 @@ def test_a_preempted_job_says_why_it_was_chosen_and_what_it_lost(world: World):
     assert first.preemption_times, "the fixture's story preempts vit-huge"
     wanted = world.jobs["wanted"]
     listing = world.client("researcher").get("/jobs/").content.decode()
-    assert f"to make room for job #{wanted.pk}" in listing and "GPU-h of work" in listing
+    assert "to make room for a job of team nlp" in listing and "GPU-h of work" in listing
     page = world.client("researcher").get(f"/jobs/{first.pk}/").content.decode()
     assert "Preempted" in page and "Why this job:" in page and "What it lost:" in page
     assert "cheapest of 2 candidates" in page
-    # the job it made room for is another team's: named by number only
-    assert "bert-large" not in page
+    # the job it made room for is another team's: named by its team, never its id or name
+    assert "\n          a job of team nlp,\n" in page
+    assert "to start a job of team nlp (" in page  # the plan
+    for seen in (listing, page):
+        assert "bert-large" not in seen and f"job #{wanted.pk}" not in seen
+    # its lead, who may see both, reads the id
+    lead_page = world.client("operator").get(f"/jobs/{first.pk}/").content.decode()
+    assert f"job #{wanted.pk} bert-large</a> of nlp" in lead_page
 
 
 def test_the_job_page_shows_the_timeline_and_polls_itself(world: World):
@@ -399,7 +406,7 @@ def test_the_cluster_page_shows_reservations_with_their_basis(world: World):
 def test_the_seeded_demo_renders_for_every_demo_role(client):
     call_command("seed_demo", "--password", "pw-for-tests-1", stdout=StringIO())
     for username in ("operator", "pretrain-lead", "pretrain-r1"):
-        assert client.login(username=username, password="pw-for-tests-1")
+        assert sign_in(client, username, "pw-for-tests-1")
         for url in ("/", "/jobs/", "/teams/", "/cluster/"):
             assert client.get(url).status_code == 200, (username, url)
         client.logout()

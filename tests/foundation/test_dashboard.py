@@ -7,6 +7,8 @@ from io import StringIO
 import pytest
 from django.core.management import call_command
 
+from tests.foundation.factories import sign_in
+
 pytestmark = pytest.mark.django_db
 
 
@@ -18,7 +20,7 @@ def test_the_home_page_asks_for_a_sign_in(client):
 
 def test_a_signed_in_user_sees_teams_nodes_and_recent_jobs(client):
     call_command("seed_demo", "--password", "pw-for-tests-1", stdout=StringIO())
-    assert client.login(username="pretrain-r1", password="pw-for-tests-1")
+    assert sign_in(client, "pretrain-r1", "pw-for-tests-1")
     page = client.get("/").content.decode()
     assert "pretrain" in page and "pod-a-n01" in page and "llm-7b-pretrain" in page
     assert "QUEUED → PLACING" in page

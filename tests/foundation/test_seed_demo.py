@@ -11,6 +11,7 @@ from django.db.models import Sum
 
 from scheduler_app.models import Allocation, Job, Membership, Node, Pod, Tenant, Transition
 from scheduler_app.selectors.replay import compare_with_tables, rebuild_from_log
+from tests.foundation.factories import sign_in
 
 pytestmark = pytest.mark.django_db
 
@@ -56,4 +57,4 @@ def test_seed_demo_twice_changes_nothing():
 def test_seeded_users_can_sign_in_with_the_printed_password(client):
     output = seed()
     password = output.split("password for new users: ")[1].split(")")[0]
-    assert client.login(username="evals-r1", password=password)
+    assert sign_in(client, "evals-r1", password)

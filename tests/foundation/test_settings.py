@@ -13,17 +13,24 @@ from django.core.exceptions import ImproperlyConfigured
 from scheduler_app import settings as project_settings
 
 REPO = Path(project_settings.BASE_DIR)
+#: A secret production accepts: 50 characters and more, of many distinct ones.
+GOOD_SECRET = "k3y-" + "".join(chr(ord("a") + i % 26) for i in range(60))
 
 
 @pytest.mark.parametrize(
     ("django_env", "debug", "secret_key", "refused"),
     [
-        ("production", True, "a-real-secret", True),
+        ("production", True, GOOD_SECRET, True),
         ("production", False, project_settings.DEFAULT_SECRET_KEY, True),
         ("production", False, "", True),
         ("production", True, project_settings.DEFAULT_SECRET_KEY, True),
-        ("production", False, "a-real-secret", False),
+        ("production", False, GOOD_SECRET, False),
+        ("production", False, "a-real-secret", True),  # 13 characters
+        ("production", False, GOOD_SECRET[:49], True),
+        ("production", False, GOOD_SECRET[:50], False),
+        ("production", False, "ab" * 40, True),  # long, but two distinct characters
         ("development", True, project_settings.DEFAULT_SECRET_KEY, False),
+        ("development", True, "short", False),
     ],
 )
 def test_production_refuses_debug_or_the_default_secret(django_env, debug, secret_key, refused):
@@ -49,7 +56,8 @@ def run_django(env: dict[str, str], code: str) -> subprocess.CompletedProcess[st
 
 
 def test_a_production_process_with_debug_on_does_not_start():
-    result = run_django({"DJANGO_ENV": "production", "DEBUG": "true", "SECRET_KEY": "s3cret"}, "")
+    result = run_django({"DJANGO_ENV": "production", "DEBUG": "true", "SECRET_KEY": GOOD_SECRET},
+                        "")
     assert result.returncode != 0
     assert "Refusing to start with DJANGO_ENV=production: DEBUG is on" in result.stderr
 
@@ -60,9 +68,86 @@ def test_a_production_process_with_the_default_secret_does_not_start():
     assert "SECRET_KEY is the public development default" in result.stderr
 
 
+def test_a_production_process_with_a_short_secret_does_not_start():
+    result = run_django({"DJANGO_ENV": "production", "DEBUG": "false", "SECRET_KEY": "s3cret"},
+                        "")
+    assert result.returncode != 0
+    assert "SECRET_KEY is too weak: 6 characters" in result.stderr
+
+
+@pytest.mark.parametrize("value", ["Production", "prod", "production ", " production",
+                                   "PRODUCTION", "dev", "development\n", ""])
+def test_any_django_env_but_exactly_production_or_development_does_not_start(value):
+    """They started silently with DEBUG on and the public key."""
+    result = run_django({"DJANGO_ENV": value}, "")
+    assert result.returncode != 0
+    assert "DJANGO_ENV must be exactly 'production' or 'development'" in result.stderr
+
+
+def production_env(**extra: str) -> dict[str, str]:
+    return {"DJANGO_ENV": "production", "DEBUG": "false", "SECRET_KEY": GOOD_SECRET,
+            "ALLOWED_HOSTS": "testserver", **extra}
+
+
+def test_production_sends_hsts_and_a_content_security_policy():
+    result = run_django(production_env(), (
+        "from django.test import Client; c = Client(); "
+        "r = c.get('/api/v1/me/', secure=True); "
+        "print(r['Strict-Transport-Security']); print(r['Content-Security-Policy']); "
+        "print(c.get('/api/v1/me/').get('Content-Security-Policy', '-')[:11])"
+    ))
+    assert result.returncode == 0, result.stderr
+    hsts, csp, plain = result.stdout.splitlines()
+    assert hsts == "max-age=31536000; includeSubDomains"
+    assert "script-src 'self';" in csp and "frame-ancestors 'none'" in csp
+    assert "'unsafe-eval'" not in csp and "script-src 'self' 'unsafe-inline'" not in csp
+    assert plain == "default-src"  # over plain HTTP too
+
+
+def test_development_sends_no_content_security_policy(client):
+    assert "Content-Security-Policy" not in client.get("/login/")
+
+
+def test_the_api_docs_page_has_no_inline_script(client):
+    """Its script is a file of its own (the split view): the policy allows no inline one."""
+    import re
+
+    page = client.get("/api/docs/").content.decode()
+    assert not re.search(r"<script(?![^>]*\bsrc=)[^>]*>\s*\S", page), page
+    script = client.get("/api/docs/?script=")
+    assert script.status_code == 200 and "SwaggerUIBundle" in script.content.decode()
+
+
+def deploy_warnings(**extra: str) -> set[str]:
+    result = subprocess.run(
+        [sys.executable, "manage.py", "check", "--deploy"], cwd=REPO, capture_output=True,
+        # (the browser tests set DJANGO_ALLOW_ASYNC_UNSAFE in this process: not a deployment's)
+        text=True, env={**{k: v for k, v in os.environ.items()
+                           if k not in ("DEBUG", "DJANGO_ALLOW_ASYNC_UNSAFE")},
+                        "DJANGO_SETTINGS_MODULE": "scheduler_app.settings",
+                        **production_env(**extra)},
+    )
+    assert result.returncode == 0, result.stderr
+    import re
+
+    return set(re.findall(r"\((security\.W\d+)\)", result.stdout + result.stderr))
+
+
+def test_check_deploy_leaves_only_the_documented_warnings():
+    """docs/production.md: W008 (TLS ends at the proxy) and W021 (preload is opt-in).
+    W003 is silenced: the CSRF middleware is a subclass of Django's, at its place."""
+    from django.conf import settings
+    from django.middleware.csrf import CsrfViewMiddleware
+    from django.utils.module_loading import import_string
+
+    assert any(issubclass(import_string(m), CsrfViewMiddleware) for m in settings.MIDDLEWARE)
+    assert deploy_warnings() == {"security.W008", "security.W021"}
+    assert deploy_warnings(SECURE_SSL_REDIRECT="true", SECURE_HSTS_PRELOAD="true") == set()
+
+
 def test_a_production_process_with_a_secret_and_debug_off_starts():
     result = run_django(
-        {"DJANGO_ENV": "production", "DEBUG": "false", "SECRET_KEY": "s3cret"},
+        {"DJANGO_ENV": "production", "DEBUG": "false", "SECRET_KEY": GOOD_SECRET},
         "from django.conf import settings; print(settings.DEBUG)",
     )
     assert result.returncode == 0, result.stderr

@@ -322,9 +322,26 @@ class PrivateRedis:
 
     def stop(self) -> None:
         if self.popen is not None and self.popen.poll() is None:
+            self.popen.send_signal(signal.SIGCONT)  # a frozen server dies as well
             self.popen.kill()
             self.popen.wait(10)
         self.popen = None
+
+    def freeze(self) -> None:
+        """SIGSTOP: the port still accepts connections (the kernel's backlog), nothing
+        answers: a hung broker, the worst case for a client without timeouts."""
+        assert self.popen is not None
+        self.popen.send_signal(signal.SIGSTOP)
+
+    def thaw(self) -> None:
+        assert self.popen is not None
+        self.popen.send_signal(signal.SIGCONT)
+
+    def queued(self, queue: str = "celery") -> int:
+        """Messages waiting in ``queue`` (db 0)."""
+        import redis
+
+        return int(redis.Redis(port=self.port, socket_timeout=2).llen(queue))
 
 
 @contextmanager

@@ -18,8 +18,9 @@ from django.db.models import JSONField, Value
 from scheduler_app.core.states import FINAL_STATES, JobState, Reason
 from scheduler_app.core.types import Actor
 from scheduler_app.models import Allocation, Job, Node, Transition
+from scheduler_app.selectors import leader as reads
+from scheduler_app.selectors.leader import LogRow
 from scheduler_app.services import job_cancel
-from scheduler_app.services import leader as leader_module
 from scheduler_app.services.agents import (
     agent_confirm_start,
     agent_report_checkpoint,
@@ -31,7 +32,7 @@ from scheduler_app.services.cluster import (
     node_undrain,
     tenant_set_quota,
 )
-from scheduler_app.services.leader import LeaderLoop, LogRow, StepReport, epoch
+from scheduler_app.services.leader import LeaderLoop, StepReport, epoch
 
 from .conftest import at, submit
 from .test_leader_loop import decision_keys
@@ -129,21 +130,21 @@ def test_the_binary_read_of_the_log_is_the_orms(cluster):
     last = Transition.objects.order_by("-id").values_list("id", flat=True)[0]
     first = Transition.objects.order_by("id").values_list("id", flat=True)[0]
     for watermark in [0, *range(first, last + 1)]:
-        fast = leader_module._pg_log_rows(watermark)
+        fast = reads._pg_log_rows(watermark)
         assert all(type(row) is LogRow for row in fast)
-        assert with_types(fast) == with_types(leader_module._orm_log_rows(watermark))
-    assert leader_module._pg_log_rows(last) == []
+        assert with_types(fast) == with_types(reads._orm_log_rows(watermark))
+    assert reads._pg_log_rows(last) == []
     # the dispatch takes the fast path here: its empty details are the one shared dict
-    assert any(row.detail is leader_module._NO_DETAIL for row in leader_module.log_rows_since(0))
+    assert any(row.detail is reads._NO_DETAIL for row in reads.log_rows_since(0))
 
     ids = {job.pk for job in jobs.values()}
-    fast = leader_module._pg_job_specs(ids | {-1})
+    fast = reads._pg_job_specs(ids | {-1})
     assert set(fast) == ids
     assert with_types(fast.values()) == with_types(
-        leader_module._orm_job_specs(ids | {-1})[pk] for pk in fast
+        reads._orm_job_specs(ids | {-1})[pk] for pk in fast
     )
-    assert leader_module._pg_job_specs(set()) == leader_module._orm_job_specs(set()) == {}
-    assert leader_module.job_specs(ids) == fast
+    assert reads._pg_job_specs(set()) == reads._orm_job_specs(set()) == {}
+    assert reads.job_specs(ids) == fast
 
 
 @pytest.mark.postgres
@@ -155,15 +156,15 @@ def test_the_binary_read_of_the_live_jobs_and_allocations_is_the_orms(cluster):
     # preemption times as the services write them, and odd ones read all the same
     Job.objects.filter(pk=jobs["late"].pk).update(preemption_times=[5, 9])
     Job.objects.filter(pk=jobs["small"].pk).update(preemption_times=[])
-    fast = leader_module._pg_live_job_rows()
+    fast = reads._pg_live_job_rows()
     assert [row[0] for row in fast] == sorted(live.values_list("pk", flat=True))
-    assert with_types(fast) == with_types(leader_module._orm_live_job_rows())
+    assert with_types(fast) == with_types(reads._orm_live_job_rows())
     assert [5, 9] in [row[-2] for row in fast]
-    allocations = leader_module._pg_open_allocations()
+    allocations = reads._pg_open_allocations()
     assert len(allocations) == Allocation.objects.filter(end__isnull=True).count() > 0
-    assert with_types(allocations) == with_types(leader_module._orm_open_allocations())
+    assert with_types(allocations) == with_types(reads._orm_open_allocations())
     # and the dispatch takes the fast path here
-    assert leader_module.live_job_rows() == fast
+    assert reads.live_job_rows() == fast
 
 
 @pytest.mark.postgres
@@ -176,11 +177,11 @@ def test_the_binary_reads_pass_through_the_connections_execute_wrappers(cluster)
         return execute(sql, params, many, context)
 
     with connection.execute_wrapper(record):
-        rows = leader_module._pg_log_rows(0)
-        leader_module._pg_live_job_rows()
+        rows = reads._pg_log_rows(0)
+        reads._pg_live_job_rows()
     assert rows and seen == [
-        (leader_module._pg_log_select(), [0]),
-        (leader_module._pg_live_select(), [[s.value for s in FINAL_STATES]]),
+        (reads._pg_log_select(), [0]),
+        (reads._pg_live_select(), [[s.value for s in FINAL_STATES]]),
     ]
 
 
@@ -193,9 +194,9 @@ def test_a_failing_fast_read_raises_djangos_error_and_the_next_step_rebuilds(
     stepping(loop)(0)
     job = submit(cluster["vision"], gpus=8, at_s=1)
     with monkeypatch.context() as patch:
-        patch.setattr(leader_module, "_pg_log_select", lambda: "SELECT nonsense(%s)")
+        patch.setattr(reads, "_pg_log_select", lambda: "SELECT nonsense(%s)")
         with pytest.raises(ProgrammingError):  # Django's, not psycopg's UndefinedFunction
-            leader_module.log_rows_since(0)
+            reads.log_rows_since(0)
         report = loop.step(now=at(2))
     assert report.error.startswith("ProgrammingError:") and loop.scheduler is None
     assert stepping(loop)(3).rebuilt
@@ -215,11 +216,11 @@ def test_a_leader_decides_the_same_through_either_read(cluster, monkeypatch):
     def step(now_s: int) -> StepReport:
         now = at(now_s)
         with monkeypatch.context() as patch:
-            patch.setattr(leader_module, "log_rows_since", leader_module._orm_log_rows)
-            patch.setattr(leader_module, "job_specs", leader_module._orm_job_specs)
-            patch.setattr(leader_module, "live_job_rows", leader_module._orm_live_job_rows)
-            patch.setattr(leader_module, "open_allocations",
-                          leader_module._orm_open_allocations)
+            patch.setattr(reads, "log_rows_since", reads._orm_log_rows)
+            patch.setattr(reads, "job_specs", reads._orm_job_specs)
+            patch.setattr(reads, "live_job_rows", reads._orm_live_job_rows)
+            patch.setattr(reads, "open_allocations",
+                          reads._orm_open_allocations)
             pending, rebuilt, followed = twin.sync(now)
         by_orm = decision_keys(pending + twin.scheduler.tick(epoch(now), clock=None).decisions)
         made: list = []
@@ -249,5 +250,5 @@ def test_a_leader_decides_the_same_through_either_read(cluster, monkeypatch):
     assert loop.scheduler.job(str(jobs["ckpt"].pk)).state == S.PLACING  # requeued, placed
     assert loop.scheduler.job(str(jobs["ckpt"].pk)).resume_pointer == "s3://ckpt/1 \"é\""
     assert str(jobs["never"].pk) not in loop.scheduler.jobs
-    assert leader_module._NO_DETAIL == {}  # no follower wrote into the shared empty detail
+    assert reads._NO_DETAIL == {}  # no follower wrote into the shared empty detail
     assert loop.scheduler.tenants["nlp"].guaranteed_gpus == 8

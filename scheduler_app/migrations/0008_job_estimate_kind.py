@@ -6,7 +6,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('scheduler_app', '0006_job_fk_indexes_covered'),
+        ('scheduler_app', '0007_idempotency_key_per_owner'),
     ]
 
     operations = [
