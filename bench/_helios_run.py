@@ -38,15 +38,29 @@ class RunReport:
 
 
 def helios_scenario(from_day: int, days: int, *, trace: str | None = None,
-                    quota: str | None = None, scale: float = 1.0
-                    ) -> tuple[Scenario, dict[str, Any]]:
-    raw = import_helios(HeliosParams(from_day=from_day, days=days, capacity_scale=scale),
-                        trace=trace, quota=quota)
+                    quota: str | None = None, scale: float = 1.0, compress: float = 1.0,
+                    cluster_nodes: int | None = None, pod_nodes: int | None = None,
+                    max_job_gpus: int | None = None) -> tuple[Scenario, dict[str, Any]]:
+    params = HeliosParams(from_day=from_day, days=days, capacity_scale=scale,
+                          arrival_compression=compress, cluster_nodes=cluster_nodes,
+                          max_job_gpus=max_job_gpus,
+                          **({"nodes_per_pod": pod_nodes} if pod_nodes else {}))
+    raw = import_helios(params, trace=trace, quota=quota)
+    gpus = sum(p["nodes"] * p["gpus_per_node"] for p in raw["cluster"]["pods"])
+    submits = [j["submit_at_s"] for j in raw["jobs"]]
+    span = max(submits) - min(submits) if submits else 0
+    work = sum(j["gpus"] * j["runtime_s"] for j in raw["jobs"])
     info = {"from_day": from_day, "days": days, "capacity_scale": scale,
-            "jobs": len(raw["jobs"]),
-            "gpus": sum(p["nodes"] * p["gpus_per_node"] for p in raw["cluster"]["pods"]),
+            "jobs": len(raw["jobs"]), "gpus": gpus,
             "teams": len(raw["tenants"]), "until_s": raw["until_s"],
             "quota_events": len(raw["events"])}
+    if compress != 1.0:
+        info["compress"] = compress
+        info["offered_load"] = round(work / span / gpus, 3) if span else None
+    for key, value in (("cluster_nodes", cluster_nodes), ("pod_nodes", pod_nodes),
+                       ("max_job_gpus", max_job_gpus)):
+        if value is not None:
+            info[key] = value
     return validate_scenario(raw), info
 
 

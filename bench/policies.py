@@ -1,7 +1,15 @@
 """The product's policy against the baselines on the Helios window, with a plot.
 
     python -m bench.policies [--from-day 0 --days 120] [--policies full,fifo,priority-kill]
-                             [--max-wall-s 420] [--reuse-full]
+                             [--max-wall-s 420] [--reuse-full] [--jobs 2]
+                             [--compress 2.7] [--cluster-nodes N --pod-nodes N]
+                             [--max-job-gpus N] [--loaded | --anchor]
+
+``--loaded``: days 0-119 with arrivals compressed 2.7x, so the cluster carries about
+1.15 times its capacity (the issue's loaded run; its targets are checked). ``--anchor``:
+the window of ../shared/ANCHORS.md (Venus days 100-113, arrivals compressed 2.2x, 136
+nodes of 8 in one pool, jobs capped at 512 GPUs), beside the Helios artifact's own
+figures on the same jobs.
 
 Runs the window under each policy (SCENARIOS.md: ``full`` is the product, ``fifo`` the naive
 scheduler, ``priority-kill`` fair share and backfill with kill-the-newest preemption) and
@@ -52,33 +60,69 @@ def _reusable_full(window: dict[str, Any], results_dir: Path) -> dict[str, Any] 
     if not path.exists():
         return None
     data = json.loads(path.read_text())
-    keys = ("from_day", "days", "jobs", "capacity_scale")
-    same = all(data.get("window", {}).get(k, 1.0 if k == "capacity_scale" else None)
-               == window[k] for k in keys)
+    defaults = {"capacity_scale": 1.0, "compress": 1.0}
+    keys = ("from_day", "days", "jobs", "capacity_scale", "compress", "cluster_nodes")
+    same = all(data.get("window", {}).get(k, defaults.get(k)) == window.get(k, defaults.get(k))
+               for k in keys)
     if same and data.get("policy") == "full" and data.get("complete"):
         return {k: data[k] for k in ("policy", "complete", "error", "simulated_s", "wall_s",
                                       "sim_s_per_wall_s", "metrics")} | {"reused": str(path)}
     return None
 
 
+#: The Helios artifact's own simulator on the anchor window (../shared/ANCHORS.md):
+#: (policy, mean wait s, p95 wait s, mean bounded slowdown, utilization, wall s)
+ANCHOR_ROWS: tuple[tuple[str, int, int, float, float, int], ...] = (
+    ("fifo", 61_384, 132_720, 1_260, 0.720, 78),
+    ("sjf (oracle: true run times)", 6_465, 17_942, 9.29, 0.793, 25),
+    ("qssf, noisy estimate", 3_793, 13_264, 20.1, 0.723, 33),
+    ("qssf, true run time (oracle)", 2_266, 9_475, 7.74, 0.739, 29),
+)
+ANCHOR = {"from_day": 100, "days": 14, "compress": 2.2, "cluster_nodes": 136,
+          "pod_nodes": 136, "max_job_gpus": 512}
+LOADED = {"from_day": 0, "days": 120, "compress": 2.7}
+
+
+def _run_one(args: tuple[Any, ...]) -> dict[str, Any]:
+    scenario, policy, max_wall_s = args
+    log(f"{NAME}: {policy}: simulating {len(scenario.jobs)} jobs...")
+    rep = run_policy(scenario, policy, max_wall_s=max_wall_s, views=False)
+    log(f"{NAME}: {policy}: {'complete' if rep.complete else rep.error} in {rep.wall_s:.0f} s")
+    return rep.as_dict()
+
+
 def run(*, from_day: int, days: int, policies: list[str], max_wall_s: float | None,
         reuse_full: bool, results_dir: Path, trace: str | None = None,
-        quota: str | None = None, scale: float = 1.0) -> dict[str, Any]:
+        quota: str | None = None, scale: float = 1.0, compress: float = 1.0,
+        cluster_nodes: int | None = None, pod_nodes: int | None = None,
+        max_job_gpus: int | None = None, jobs: int = 1) -> dict[str, Any]:
     log(f"{NAME}: importing Helios days {from_day}-{from_day + days - 1}...")
-    scenario, window = helios_scenario(from_day, days, trace=trace, quota=quota, scale=scale)
-    runs: list[dict[str, Any]] = []
+    scenario, window = helios_scenario(from_day, days, trace=trace, quota=quota, scale=scale,
+                                       compress=compress, cluster_nodes=cluster_nodes,
+                                       pod_nodes=pod_nodes, max_job_gpus=max_job_gpus)
+    runs: dict[str, dict[str, Any]] = {}
+    todo = []
     for policy in policies:
         reused = _reusable_full(window, results_dir) if policy == "full" and reuse_full else None
         if reused is not None:
             log(f"{NAME}: full: reusing {reused['reused']}")
-            runs.append(reused)
-            continue
-        log(f"{NAME}: {policy}: simulating {window['jobs']} jobs...")
-        rep = run_policy(scenario, policy, max_wall_s=max_wall_s, views=False)
-        log(f"{NAME}: {policy}: {'complete' if rep.complete else rep.error} "
-            f"in {rep.wall_s:.0f} s")
-        runs.append(rep.as_dict())
-    return {"window": window, "runs": runs, "checks": _checks(runs)}
+            runs[policy] = reused
+        else:
+            todo.append(policy)
+    if jobs > 1 and len(todo) > 1:
+        # side by side, one process a policy (each still deterministic: the results do
+        # not depend on how many run at once, only the wall times do)
+        import multiprocessing
+
+        with multiprocessing.get_context("fork").Pool(min(jobs, len(todo))) as pool:
+            done = pool.map(_run_one, [(scenario, p, max_wall_s) for p in todo])
+        runs.update(zip(todo, done, strict=True))
+    else:
+        for policy in todo:
+            runs[policy] = _run_one((scenario, policy, max_wall_s))
+    ordered = [runs[p] for p in policies]
+    return {"window": window, "runs": ordered, "checks": _checks(ordered),
+            "loaded_checks": _loaded_checks(ordered), "anchor_checks": _anchor_checks(ordered)}
 
 
 def _checks(runs: list[dict[str, Any]]) -> dict[str, Any]:
@@ -101,6 +145,41 @@ def _checks(runs: list[dict[str, Any]]) -> dict[str, Any]:
         "entitled_within_grace": (ent_full is not None and ent_pk is not None
                                   and ent_full <= ent_pk + 120),
     }
+
+
+def _loaded_checks(runs: list[dict[str, Any]]) -> dict[str, Any]:
+    """Issue 15's targets for the loaded window: mean bounded slowdown <= 4.0, GPU-hours
+    lost <= 0.35 x priority-kill's, entitled p95 wait <= 70 s, utilization within 0.01
+    of priority-kill's."""
+    by = {r["policy"]: r["metrics"] for r in runs if r.get("metrics")}
+    full, pk = by.get("full"), by.get("priority-kill")
+    if not full or not pk:
+        return {"measured": False}
+    lost_full, lost_pk = full["gpu_hours_lost_to_preemption"], pk["gpu_hours_lost_to_preemption"]
+    return {
+        "measured": True,
+        "slowdown": full["mean_bounded_slowdown"],
+        "slowdown_met": full["mean_bounded_slowdown"] <= 4.0,
+        "lost_ratio": round(lost_full / lost_pk, 3) if lost_pk else None,
+        "lost_met": lost_full <= 0.35 * lost_pk if lost_pk else lost_full == 0,
+        "entitled_p95_s": full["entitled_wait_p95_s"],
+        "entitled_met": (full["entitled_wait_p95_s"] or 0) <= 70,
+        "utilization_gap": round(pk["utilization"] - full["utilization"], 4),
+        "utilization_met": full["utilization"] >= pk["utilization"] - 0.01,
+    }
+
+
+def _anchor_checks(runs: list[dict[str, Any]]) -> dict[str, Any]:
+    """../shared/ANCHORS.md's target: beat the artifact's qssf with the noisy estimate on
+    mean wait and mean bounded slowdown (knowing only the declared limits)."""
+    full = next((r["metrics"] for r in runs if r["policy"] == "full" and r.get("metrics")),
+                None)
+    if not full:
+        return {"measured": False}
+    _p, wait, _p95, slowdown, _u, _w = ANCHOR_ROWS[2]
+    return {"measured": True, "wait_s": full["mean_wait_s"], "slowdown":
+            full["mean_bounded_slowdown"], "beats_wait": full["mean_wait_s"] < wait,
+            "beats_slowdown": full["mean_bounded_slowdown"] < slowdown}
 
 
 def plot(res: dict[str, Any], path: Path) -> Path | None:
@@ -159,16 +238,34 @@ def section(res: dict[str, Any], m: dict[str, Any], date: str, img: Path | None,
         )
     else:
         checks = "Issue 4's targets: not measured (a run is missing)."
+    lc = res.get("loaded_checks") or {}
+    if w.get("compress", 1.0) != 1.0 and lc.get("measured"):
+        def met(ok: bool) -> str:
+            return "**met**" if ok else "**NOT met**"
+
+        checks += (
+            f"\n\nIssue 15's targets for a loaded window: mean bounded slowdown "
+            f"{lc['slowdown']:.2f} (<= 4.0: {met(lc['slowdown_met'])}); GPU-hours lost "
+            f"{lc['lost_ratio']} x `priority-kill`'s (<= 0.35: {met(lc['lost_met'])}); "
+            f"entitled p95 wait {lc['entitled_p95_s']} s (<= 70 s: "
+            f"{met(lc['entitled_met'])}); utilization {lc['utilization_gap']:+.4f} below "
+            f"`priority-kill`'s (within 0.01: {met(lc['utilization_met'])}).")
+    ac = res.get("anchor_checks") or {}
+    anchor = w.get("cluster_nodes") == ANCHOR["cluster_nodes"] and w["from_day"] == 100
     lines = [
         "## Policies on the Helios window"
         + ("" if name == _name(w) else f", days {w['from_day']}-{w['from_day'] + w['days'] - 1}")
         + ("" if w.get("capacity_scale", 1.0) == 1.0
-           else f", capacity scaled by {w['capacity_scale']:g} (contended)"),
+           else f", capacity scaled by {w['capacity_scale']:g} (contended)")
+        + ("" if w.get("compress", 1.0) == 1.0
+           else f", arrivals compressed {w['compress']:g}x (loaded)"),
         "",
         f"{date}; {machine_line(m)}.",
         "",
         f"Helios Venus days {w['from_day']}-{w['from_day'] + w['days'] - 1}: {w['jobs']:,} jobs, "
-        f"{w['gpus']:,} GPUs (capacity scale {w.get('capacity_scale', 1.0):g}), "
+        f"{w['gpus']:,} GPUs (capacity scale {w.get('capacity_scale', 1.0):g}"
+        + (f", arrivals compressed {w['compress']:g}x: an offered load of "
+           f"{w['offered_load']:.2f}" if w.get("compress", 1.0) != 1.0 else "") + "), "
         f"{w['teams']} teams from the real daily quotas "
         f"({w['quota_events']} quota changes), checkpoint model and team assignment as in "
         "docs/workloads.md. Memory engine, seed 0.",
@@ -177,12 +274,35 @@ def section(res: dict[str, Any], m: dict[str, Any], date: str, img: Path | None,
         "",
         checks,
     ]
+    if anchor:
+        lines += [
+            "",
+            "The Helios artifact's own simulator on the same jobs (../shared/ANCHORS.md: "
+            "one pool, no quotas, no backfill, no preemption):",
+            "",
+            table(["artifact policy", "mean wait s", "p95 wait s", "mean bounded slowdown",
+                   "utilization", "wall s"], [list(r) for r in ANCHOR_ROWS]),
+        ]
+        if ac.get("measured"):
+            lines += ["", (
+                f"Target: beat qssf with the noisy estimate on both. `full`: mean wait "
+                f"{ac['wait_s']:,.0f} s (< 3,793: "
+                f"**{'met' if ac['beats_wait'] else 'NOT met'}**), mean bounded slowdown "
+                f"{ac['slowdown']:.2f} (< 20.1: "
+                f"**{'met' if ac['beats_slowdown'] else 'NOT met'}**).")]
     if img is not None:
         rel = Path("img") / img.name if img.parent.resolve() == (doc.parent / "img").resolve() \
             else img
         lines += ["", f"![policies on the Helios window]({rel.as_posix()})"]
+    extra = ""
+    if w.get("compress", 1.0) != 1.0:
+        extra += f" --compress {w['compress']:g}"
+    for key, flag in (("cluster_nodes", "--cluster-nodes"), ("pod_nodes", "--pod-nodes"),
+                      ("max_job_gpus", "--max-job-gpus")):
+        if w.get(key) is not None:
+            extra += f" {flag} {w[key]}"
     lines += ["", f"Reproduce: `.venv/bin/python -m bench.policies --from-day {w['from_day']} "
-              f"--days {w['days']} --capacity-scale {w.get('capacity_scale', 1.0):g}"
+              f"--days {w['days']} --capacity-scale {w.get('capacity_scale', 1.0):g}{extra}"
               + (f" --name {name}" if name != _name(w) else "")
               + f"` (raw: `bench/results/{name}.json`)."]
     return "\n".join(lines)
@@ -190,7 +310,12 @@ def section(res: dict[str, Any], m: dict[str, Any], date: str, img: Path | None,
 
 def _name(window: dict[str, Any]) -> str:
     scale = window.get("capacity_scale", 1.0)
-    return NAME if scale == 1.0 else f"{NAME}_x{scale:g}"
+    name = NAME if scale == 1.0 else f"{NAME}_x{scale:g}"
+    if window.get("compress", 1.0) != 1.0:
+        name += f"_c{window['compress']:g}"
+    if window.get("cluster_nodes") is not None:
+        name += f"_n{window['cluster_nodes']}"
+    return name
 
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:
@@ -202,6 +327,18 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     ap.add_argument("--reuse-full", action="store_true")
     ap.add_argument("--capacity-scale", type=float, default=1.0,
                     help="cluster and guarantees times this (0.5: a contended window)")
+    ap.add_argument("--compress", type=float, default=1.0,
+                    help="arrivals divided by this (2.7: days 0-119 at about 1.15x capacity)")
+    ap.add_argument("--cluster-nodes", type=int, default=None,
+                    help="a cluster of this many 8-GPU nodes instead of the quota file's")
+    ap.add_argument("--pod-nodes", type=int, default=None, help="nodes per pod")
+    ap.add_argument("--max-job-gpus", type=int, default=None, help="cap every job's GPUs")
+    ap.add_argument("--loaded", action="store_true",
+                    help="days 0-119, arrivals compressed 2.7x (issue 15's loaded run)")
+    ap.add_argument("--anchor", action="store_true",
+                    help="the window of ../shared/ANCHORS.md, beside the artifact's figures")
+    ap.add_argument("--jobs", type=int, default=1,
+                    help="policies simulated side by side, one process each")
     ap.add_argument("--trace", default=None, help="default: ../shared/traces")
     ap.add_argument("--quota", default=None, help="default: ../shared/traces")
     ap.add_argument("--results-dir", default=None)
@@ -212,8 +349,12 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                     help="results file, plot and PERFORMANCE.md section (default: policies, "
                          "or policies_x<scale> for a scaled run)")
     a = ap.parse_args(argv)
+    for preset, values in ((a.loaded, LOADED), (a.anchor, ANCHOR)):
+        if preset:
+            for key, value in values.items():
+                setattr(a, key, value)
     m = machine()
-    if not a.no_pin:
+    if not a.no_pin and a.jobs <= 1:
         pin_one_core()
     results_dir = Path(a.results_dir) if a.results_dir else RESULTS_DIR
     policies = [p.strip() for p in a.policies.split(",") if p.strip()]
@@ -222,7 +363,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             ap.error(f"--policies: unknown policy {p!r}")
     res = run(from_day=a.from_day, days=a.days, policies=policies, max_wall_s=a.max_wall_s,
               reuse_full=a.reuse_full, results_dir=results_dir, trace=a.trace, quota=a.quota,
-              scale=a.capacity_scale)
+              scale=a.capacity_scale, compress=a.compress, cluster_nodes=a.cluster_nodes,
+              pod_nodes=a.pod_nodes, max_job_gpus=a.max_job_gpus, jobs=a.jobs)
     # A scaled run is another experiment: its own results file, section and plot.
     name = a.name or _name(res["window"])
     img = plot(res, Path(a.img) if a.img else IMG_DIR / f"{name}_helios.png")

@@ -58,7 +58,7 @@ SERVICES: dict[str, Callable[[dict], object]] = {
     "agent or user on the job": lambda p: job_cancel(job_id=p["job"].pk, at=T0),
     "operator draining the node": lambda p: node_drain(node=p["node"], actor_name="ops", at=T0),
     "operator setting the quota": lambda p: tenant_set_quota(
-        tenant=p["tenant"], guaranteed_gpus=16, borrow_limit_gpus=0, actor_name="ops", at=T0
+        tenant=p["tenant"], guaranteed_gpus=8, borrow_limit_gpus=0, actor_name="ops", at=T0
     ),
     # one query string: the lock, then the job and its rows (transitions.admit_new_job)
     "pipeline submitting a job": lambda p: job_submit(
