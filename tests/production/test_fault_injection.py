@@ -302,6 +302,11 @@ def test_a_quota_changed_in_the_admin_goes_through_the_quota_service(admin_clien
     refused = admin_client.post(url, {"guaranteed_gpus": -1, "borrow_limit_gpus": 0})
     assert refused.status_code == 400
     assert not Transition.objects.filter(kind="tenant", detail__action="set_quota").exists()
+    too_many = admin_client.post(url, {"guaranteed_gpus": 100_000, "borrow_limit_gpus": 0})
+    assert too_many.status_code == 400  # the guarantees must fit the cluster's 32 GPUs
+    assert "The guarantees would add up to 100,016 GPUs; the cluster has 32" in (
+        too_many.content.decode())
+    assert not Transition.objects.filter(kind="tenant", detail__action="set_quota").exists()
     response = admin_client.post(url, {"guaranteed_gpus": 8, "borrow_limit_gpus": 4})
     assert response.status_code == 302
     row = Transition.objects.get(kind="tenant", detail__action="set_quota")
