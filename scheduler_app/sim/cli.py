@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import TextIO
 
 from .scenario import ScenarioError, load_scenario
+from .scratch import in_scratch
 
 ENGINES = ("memory", "db")
 POLICIES = ("full", "fifo", "priority-kill")
@@ -27,18 +28,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--policy", choices=POLICIES, default="full")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--quiet", action="store_true", help="no progress bar on stderr")
-    parser.add_argument("--flush", action="store_true",
-                        help="--engine db: wipe the configured database first (it must be "
-                             "empty of jobs, nodes and tenants otherwise)")
 
 
 def run_simulation(scenario_path: str, out: str, *, engine: str = "memory",
                    policy: str = "full", seed: int = 0, quiet: bool = False,
-                   stderr: TextIO | None = None, flush: bool = False) -> dict:
+                   stderr: TextIO | None = None) -> dict:
     """Load, simulate, write ``out``. Raises SimulateError with a one-line message.
 
-    ``engine="db"`` runs through the production path on the configured database
-    (``db_engine.simulate_db``): it needs Django set up (``manage.py simulate``).
+    ``engine="db"`` runs through the production path (``db_engine.simulate_db``) on a
+    scratch database made for the run and dropped after it (``scratch.py``), never on the
+    configured one: it needs Django set up (``manage.py simulate``).
     """
     from .engine import simulate
     from .result import build_result, dump_result
@@ -46,7 +45,7 @@ def run_simulation(scenario_path: str, out: str, *, engine: str = "memory",
     if engine not in ENGINES:
         raise SimulateError(f"--engine: must be one of {', '.join(ENGINES)}")
     if engine == "db" and not _django_ready():
-        raise SimulateError("--engine db runs on the configured database: use "
+        raise SimulateError("--engine db runs through Django's models: use "
                             "`python manage.py simulate SCENARIO --engine db --out R.json`")
     if policy not in POLICIES:
         raise SimulateError(f"--policy: must be one of {', '.join(POLICIES)}")
@@ -54,14 +53,17 @@ def run_simulation(scenario_path: str, out: str, *, engine: str = "memory",
         scenario = load_scenario(scenario_path)
     except ScenarioError as exc:
         raise SimulateError(str(exc)) from exc
+    if engine == "db" and not in_scratch():
+        return _run_in_a_scratch_database(scenario_path, out, policy=policy, seed=seed,
+                                          quiet=quiet)
     progress, close = _progress_bar(scenario.until_s, quiet, stderr or sys.stderr)
     try:
         if engine == "db":
             from .db_engine import DbEngineError, simulate_db
 
             try:
-                outcome = simulate_db(scenario, policy=policy, seed=seed, progress=progress,
-                                      flush=flush)
+                outcome = simulate_db(scenario, policy=policy, seed=seed, progress=progress)
+                _log_rebuilds_the_tables()
             except DbEngineError as exc:
                 raise SimulateError(str(exc)) from exc
         else:
@@ -78,6 +80,41 @@ def run_simulation(scenario_path: str, out: str, *, engine: str = "memory",
     except OSError as exc:
         raise SimulateError(f"--out: cannot write {out} ({exc.strerror or exc})") from exc
     return result
+
+
+def _run_in_a_scratch_database(scenario_path: str, out: str, *, policy: str, seed: int,
+                                quiet: bool) -> dict:
+    """The db engine in a child process on a scratch database (see scratch.py); the child
+    writes ``out``, and this process reads it back."""
+    import json
+
+    from django.conf import settings
+
+    from .scratch import ScratchError, run_in_scratch
+
+    argv = [str(Path(scenario_path).resolve()), "--engine", "db", "--policy", policy,
+            "--seed", str(seed), "--out", str(Path(out).resolve())]
+    try:
+        code = run_in_scratch(settings.DATABASES["default"], argv, quiet=quiet)
+    except ScratchError as exc:
+        raise SimulateError(str(exc)) from exc
+    if code:
+        raise SimulateError(f"--engine db: the run on the scratch database failed (exit "
+                            f"{code}, message above); it was dropped, no result written")
+    return json.loads(Path(out).read_text(encoding="utf-8"))
+
+
+def _log_rebuilds_the_tables() -> None:
+    """The scratch database is dropped after the run: check there, before it goes, that
+    its log rebuilds its tables (what ``manage.py replay --verify`` checks)."""
+    from scheduler_app.selectors.replay import compare_with_tables, rebuild_from_log
+
+    from .db_engine import DbEngineError
+
+    mismatches = compare_with_tables(rebuild_from_log())
+    if mismatches:
+        raise DbEngineError(f"the run's log does not rebuild its tables: "
+                            f"{len(mismatches)} mismatch(es), the first: {mismatches[0]}")
 
 
 def _django_ready() -> bool:

@@ -24,10 +24,10 @@ Time is simulated: virtual second ``t`` is the instant ``t`` seconds after the U
 same integers as in memory. Jobs are named in the core by their scenario ids and ordered
 by file position (``ScenarioKeys``), as in memory: the core breaks some ties by id.
 
-The database must hold no jobs, nodes, tenants or log rows (``--flush`` wipes it first);
-the run leaves its rows there, so ``manage.py replay --verify`` can check them. The
-early-tick signal is disconnected during the run (a real Celery worker must not tick the
-simulation), and no real scheduler should run on that database meanwhile.
+The database must hold no jobs, nodes, tenants or log rows: ``manage.py simulate --engine
+db`` runs this in a scratch database it makes and drops (``scratch.py``), and checks before
+dropping it that its log rebuilds its tables. The early-tick signal is disconnected during
+the run (a real Celery worker must not tick the simulation).
 """
 
 from __future__ import annotations
@@ -38,7 +38,6 @@ from datetime import datetime
 from typing import Any
 
 from django.core.exceptions import ValidationError
-from django.core.management import call_command
 from django.db import transaction
 from django.db.models import Max
 
@@ -296,16 +295,15 @@ def no_early_ticks() -> Iterator[None]:
 
 
 def simulate_db(scenario: Scenario, *, policy: str = "full", seed: int = 0,
-                progress: ProgressFn | None = None, flush: bool = False) -> SimOutcome:
-    """Run ``scenario`` through the production path on the configured database."""
-    if flush:
-        call_command("flush", interactive=False, verbosity=0)
+                progress: ProgressFn | None = None) -> SimOutcome:
+    """Run ``scenario`` through the production path on the current database, which must
+    be empty (a scratch one: ``manage.py simulate --engine db`` makes it)."""
     found = database_contents()
     if found:
         what = ", ".join(f"{n} {name}" for name, n in found.items())
         raise DbEngineError(
             f"the database is not empty ({what}): --engine db runs on an empty database; "
-            "pass --flush to wipe this one first"
+            "`manage.py simulate --engine db` makes an empty scratch database for it"
         )
     with no_early_ticks():
         sim = Simulation(scenario, policy=policy, seed=seed, progress=progress,
