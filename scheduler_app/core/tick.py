@@ -22,9 +22,15 @@ reservation: nodes and a start from the declared limits of what runs there, plan
 after the other on a picture of the cluster in which each earlier reservation holds its
 GPUs (``_Line``). A job may start now only if, for every reservation of a job ranked
 above it, it uses none of that reservation's GPUs or ends by its declared limit before
-that reservation's start; a job with no declared limit only the first. A reservation
-held for a borrower (its team above its guarantee once it starts) never blocks another
-team's job that stays within its guarantee. A job that waits only for its own team's
+that reservation's start; a job with no declared limit only the first. That holds for
+a reservation held for a borrower (its team above its guarantee once it starts) too,
+with one addition for a job of another team that stays within its guarantee: when only
+borrowers' reservations stand in its way, it first searches for preemption victims (its
+team takes its guarantee back from borrowers within the grace window, as it would from
+running ones) and waits for the reservations only when that search finds none. (Letting
+it take a borrower's reserved GPUs instead pushed every large gang of a team whose
+guarantee is smaller than the gang back without end on a cluster whose guarantees add
+up to its size.) A job that waits only for its own team's
 quota holds no reservation on the cluster's GPUs (another team may use them, and the
 rule lets its team reclaim them later); it holds its place in its team's quota instead
 (``QuotaHold``): a lower-ranked job of the team may use that quota only if it ends by
@@ -559,13 +565,23 @@ class Tick:
             return "blocked"
         entitled = held + size <= s.tenants[team].guaranteed_gpus
         exclude = self._excluded(job_id)
-        binding = self._binding(team, entitled)
+        binding = self.reserved  # every reservation here is a higher-ranked job's
         alloc = self._place(spec, size, exclude)
-        if alloc is not None and binding and self._clashes(binding, alloc, end):
+        clash = self._clashes(binding, alloc, end) if alloc is not None and binding else []
+        if clash:
             # the first fit takes GPUs a higher-ranked job has reserved before this one
             # would end: place it on GPUs no reservation holds, if there are enough
             alloc = self._place_on_line(spec, size, exclude)
             if alloc is None:
+                if entitled and all(b.borrowing and b.tenant != team for b in clash):
+                    # only borrowers' reservations stand in the way of this team's
+                    # guarantee: take it back from borrowers by preemption (within the
+                    # grace window) where the rule allows; wait for the reservation's
+                    # start only when no victim can be found
+                    avoid = frozenset(n for b in clash for n in b.res.alloc)
+                    outcome = self._try_reclaim(rec, held, avoid=avoid)
+                    if outcome is not None:
+                        return outcome
                 self._wait(rec, P.RESERVATION)
                 self._reserve(rec)
                 return "blocked"
@@ -577,9 +593,6 @@ class Tick:
                 reason = Reason.BACKFILLED
                 detail.update(ends_by_s=end, quota_of={"job": hold.job_id,
                                                        "start_s": hold.start_s})
-            passed = [b.res.job_id for b in self.reserved if b not in binding]
-            if passed:  # reservations of borrowers: they never block a team's guarantee
-                detail["entitled_past"] = passed
             if claim is not None:
                 detail["reclaimed_from"] = sorted(claim.victims)
             self._start(rec, alloc, reason, detail)
@@ -591,17 +604,30 @@ class Tick:
                 return "waiting"
             s.drop_claim(job_id)  # the victims are gone and it still does not fit: start over
         reason = self._diagnose(spec, need, exclude)
-        if self._may_search(rec, held):
-            self.searches += 1
-            version = s.version
-            if self._reclaim(rec, held):
-                return "started" if rec.state == S.PLACING else "waiting"
-            if len(s.vain_searches) > 4096:  # forget old ones; a stale entry never matches
-                s.vain_searches.clear()
-            s.vain_searches[job_id] = version
+        outcome = self._try_reclaim(rec, held)
+        if outcome is not None:
+            return outcome
         self._wait(rec, reason)
         self._reserve(rec)
         return "blocked"
+
+    def _try_reclaim(self, rec: JobRecord, held: int, *,
+                     avoid: frozenset[str] = frozenset()) -> str | None:
+        """A preemption search, when the rule and the tick's budget allow one: "started"
+        or "waiting" when victims were asked to stop, None when there was no search or it
+        found nothing (remembered until the state changes). ``avoid``: nodes the head must
+        not be placed on (reserved for a higher-ranked job)."""
+        s = self.s
+        if not self._may_search(rec, held):
+            return None
+        self.searches += 1
+        version = s.version
+        if self._reclaim(rec, held, avoid):
+            return "started" if rec.state == S.PLACING else "waiting"
+        if len(s.vain_searches) > 4096:  # forget old ones; a stale entry never matches
+            s.vain_searches.clear()
+        s.vain_searches[rec.spec.id] = version
+        return None
 
     def _start(self, rec: JobRecord, alloc: Allocation, reason: Reason,
                detail: dict[str, Any]) -> None:
@@ -631,14 +657,7 @@ class Tick:
     def _need(self, spec: JobSpec) -> int:
         return spec.min_gpus if spec.elastic and spec.min_gpus else spec.gpus
 
-    # -- reservations: the ones that bind a job, and placing around them
-    def _binding(self, team: str, entitled: bool) -> list[Booked]:
-        """The reservations a job of ``team`` must respect: all of them, except those held
-        for another team's borrowing job when this one stays within its guarantee."""
-        if not entitled:
-            return self.reserved
-        return [b for b in self.reserved if not (b.borrowing and b.tenant != team)]
-
+    # -- reservations: placing around them
     def _clashes(self, binding: list[Booked], alloc: Allocation, end: int | None
                  ) -> list[Booked]:
         """The reservations ``alloc`` would delay: it uses some of their GPUs and does not
@@ -993,11 +1012,13 @@ class Tick:
             for name in s.tenant_names
         }
 
-    def _reclaim(self, rec: JobRecord, held: int) -> bool:
+    def _reclaim(self, rec: JobRecord, held: int, avoid: frozenset[str] = frozenset()
+                 ) -> bool:
         """Preemption search for a head the rule lets preempt. True if victims were asked
         to stop."""
         s = self.s
         spec = rec.spec
+        exclude = self._excluded(spec.id) | avoid
         cands = self.candidates()
         if not cands:
             return False
@@ -1006,7 +1027,7 @@ class Tick:
                                         held)
         plan = select_victims(
             s.cap, spec, cands, loads, self.now, config=self.cfg,
-            policy=self.policy, exclude=self._excluded(spec.id), costs=self._victim_costs,
+            policy=self.policy, exclude=exclude, costs=self._victim_costs,
         )
         if plan is None or not plan.victims:
             return False
@@ -1025,7 +1046,7 @@ class Tick:
                 s.kill_now(victim, self.now, {"killed": True, "for": spec.id})
         self.line = None  # the victims' GPUs come back sooner: the picture is rebuilt
         if self.policy == "priority-kill":
-            alloc = self._place(spec, alloc_gpus(plan.placement), self._excluded(spec.id))
+            alloc = self._place(spec, alloc_gpus(plan.placement), exclude)
             if alloc is not None:
                 self._start(rec, alloc, Reason.PLACED, {"reclaimed_from": sorted(chosen)})
                 return True

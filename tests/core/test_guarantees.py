@@ -162,3 +162,48 @@ def test_a_lower_job_of_the_team_uses_the_held_quota_only_if_it_ends_first(
     else:
         assert sim.started_at("lower") >= 1000
         assert P.QUOTA_RESERVED in {r.pending_reasons.get("lower") for _t, r in sim.ticks}
+
+
+def _borrower_reserved(second_node: str) -> Sim:
+    """team-g (guaranteed 8) waits with a 24-GPU gang, a borrower, ranked first (it holds
+    nothing). Node 0 frees at t=1000, node 1 holds ``second_node``'s long job, nodes 2-3
+    are idle: the gang's reservation is nodes 0, 2 and 3 at t=1000. At t=10 team-e, within
+    its guarantee of 24, asks for 8 GPUs for longer than that: only the gang's reservation
+    stands in its way."""
+    other = "team-e" if second_node == "team-e" else "team-b"
+    return Sim(
+        nodes({"pod-a": 4}),
+        [tenant("team-g", 8, 24), tenant("team-e", 24), tenant("team-b", 0, 32)],
+        [work("e-run0", 8, 1000, tenant="team-e", gpus_per_node=8, max_runtime_s=1000),
+         work("long-1", 8, 100_000, tenant=other, gpus_per_node=8, max_runtime_s=100_000,
+              **CKPT),
+         work("g-big", 24, 500, at=1, tenant="team-g", gpus_per_node=8, max_runtime_s=500),
+         work("e-new", 8, 5000, at=10, tenant="team-e", gpus_per_node=8,
+              max_runtime_s=5000)],
+        config=cfg(max_preemption_searches_per_tick=4),  # the gang's own searches aside
+    ).run(3000)
+
+
+def test_a_borrowers_reservation_binds_a_guaranteed_job_when_no_borrower_can_give() -> None:
+    """No team is above its guarantee, so nobody can be preempted for team-e: it waits for
+    the gang's reserved start instead of taking the gang's idle GPUs (which would push the
+    gang back by 5000 s, and on a cluster whose guarantees add up to its size, without
+    end)."""
+    sim = _borrower_reserved("team-e")
+    assert sim.started_at("g-big") == 1000
+    assert not sim.of(S.PREEMPT_REQUESTED)
+    waits = {r.pending_reasons.get("e-new") for t, r in sim.ticks if 10 <= t < 1000}
+    assert waits == {P.RESERVATION}
+
+
+def test_a_guaranteed_job_blocked_only_by_a_borrowers_reservation_reclaims_first() -> None:
+    """team-b, guaranteed nothing, holds node 1: team-e takes its guarantee back from it
+    by preemption, within the victim's grace window, and the gang still starts at its
+    reserved time."""
+    sim = _borrower_reserved("team-b")
+    asked = sim.of(S.PREEMPT_REQUESTED)
+    assert [(d.job_id, d.at_s) for d in asked] == [("long-1", 10)]
+    started = sim.started_at("e-new")
+    assert started is not None and started <= 10 + CKPT["checkpoint_time_s"] + 5
+    assert set(sim.first("e-new", S.PLACING).alloc) == {"pod-a-001"}
+    assert sim.started_at("g-big") == 1000

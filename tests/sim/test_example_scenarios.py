@@ -76,6 +76,17 @@ def test_quota_wait_holds_no_gpus() -> None:
     assert jobs["a-long"]["first_start_s"] == 5900  # when a-head ends
 
 
+def test_borrower_reservation_binds() -> None:
+    r = result("borrower-reservation-binds")
+    jobs = r["jobs"]
+    assert [(p["at_s"], p["victim"], p["for"]) for p in r["preemptions"]] == [
+        (10, "b-long", "e-new")]
+    assert 10 <= jobs["e-new"]["first_start_s"] <= 45
+    assert [run["alloc"] for run in jobs["e-new"]["runs"]] == [{"pod-a-001": 8}]
+    assert jobs["g-big"]["first_start_s"] == 1000
+    assert set(jobs["g-big"]["runs"][0]["alloc"]) == {"pod-a-000", "pod-a-002", "pod-a-003"}
+
+
 def test_many_reservations() -> None:
     r = result("many-reservations")
     jobs = r["jobs"]
