@@ -2,18 +2,23 @@
 
     python -m bench.tick_latency [--jobs 100000 --nodes 2048 --teams 30 --hours 2]
                                  [--naive-samples 4] [--max-wall-s 600] [--policy full]
+                                 [--workload busy-day|adversarial]
 
 Runs the synthetic workload (scheduler_app.workloads.synthetic) for its two simulated hours
 through the simulator's memory engine, timing every tick (the engine times
 ``Scheduler.tick`` alone). Before every ``--naive-every``-th tick (at most
 ``--naive-samples`` times) it snapshots the queued jobs and free GPUs and times the naive
 tick (bench/naive_tick.py) on them: the same state the indexed tick then sees.
-Targets (issue 3): p99 <= 100 ms, max within the 2 s budget.
+``--workload adversarial`` runs ``workloads.synthetic.ADVERSARIAL`` instead (no backlog,
+every arrival in the first hour, 8 pods of 256 nodes, guarantees adding up to 94 %,
+sizes 1 to 2,048; ``--jobs`` still sets the count), into its own results file and section.
+Targets: p99 <= 100 ms on both workloads, max within the 2 s budget.
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import statistics
 import sys
 import threading
@@ -37,6 +42,7 @@ from scheduler_app.sim.engine import Simulation
 from scheduler_app.sim.result import percentile
 from scheduler_app.sim.scenario import Scenario, validate_scenario
 from scheduler_app.workloads import SyntheticParams, generate
+from scheduler_app.workloads.synthetic import ADVERSARIAL
 
 NAME = "tick_latency"
 P99_TARGET_MS = 100.0
@@ -133,8 +139,11 @@ def _heap_count(queues: Any) -> int | None:
 
 def run(*, jobs: int, nodes: int, teams: int, hours: float, seed: int, policy: str,
         naive_every: int, naive_samples: int, naive_deadline_s: float,
-        max_wall_s: float | None) -> dict[str, Any]:
-    params = SyntheticParams(jobs=jobs, nodes=nodes, teams=teams, hours=hours, seed=seed)
+        max_wall_s: float | None, workload: str = "busy-day") -> dict[str, Any]:
+    if workload == "adversarial":
+        params = dataclasses.replace(ADVERSARIAL, jobs=jobs, seed=seed)
+    else:
+        params = SyntheticParams(jobs=jobs, nodes=nodes, teams=teams, hours=hours, seed=seed)
     log(f"{NAME}: generating {jobs} jobs on {nodes} nodes...")
     scenario = validate_scenario(generate(params))
     until = scenario.until_s
@@ -159,8 +168,12 @@ def run(*, jobs: int, nodes: int, teams: int, hours: float, seed: int, policy: s
     naive_ms = [s["naive_ms"] for s in sim.samples]
     paired_ms = [s["indexed_ms"] for s in sim.samples]
     return {
-        "params": {"jobs": jobs, "nodes": nodes, "gpus": params.total_gpus, "teams": teams,
-                   "hours": hours, "seed": seed, "policy": policy,
+        "params": {"workload": workload, "jobs": params.jobs, "nodes": params.nodes,
+                   "nodes_per_pod": params.nodes_per_pod, "gpus": params.total_gpus,
+                   "teams": params.teams, "hours": params.hours, "seed": seed,
+                   "policy": policy, "backlog_fraction": params.backlog_fraction,
+                   "arrival_span_s": params.arrival_span_s,
+                   "guarantee_fraction": params.guarantee_fraction,
                    "tick_work_budget": scenario.config(policy).tick_work_budget},
         "simulated_s": sim.last_now,
         "complete": not stopped and error is None,
@@ -202,8 +215,15 @@ def section(res: dict[str, Any], m: dict[str, Any], date: str, name: str = NAME)
         "",
         f"{date}; {machine_line(m)}.",
         "",
-        f"Workload: `make_workload --jobs {p['jobs']} --nodes {p['nodes']} --teams {p['teams']} "
-        f"--hours {p['hours']} --seed {p['seed']}` ({p['gpus']:,} GPUs), policy `{p['policy']}`, "
+        (f"Workload: `make_workload --jobs {p['jobs']} --nodes {p['nodes']} --teams {p['teams']} "
+         f"--hours {p['hours']} --seed {p['seed']}` ({p['gpus']:,} GPUs)"
+         if p.get("workload", "busy-day") == "busy-day" else
+         f"Workload: `workloads.synthetic.ADVERSARIAL`, {p['jobs']:,} jobs, seed {p['seed']}: "
+         f"no backlog, every arrival in the first {p['arrival_span_s']:,} s of "
+         f"{p['hours']:g} h, {p['nodes']:,} nodes in pods of {p['nodes_per_pod']} "
+         f"({p['gpus']:,} GPUs), {p['teams']} teams whose guarantees add up to "
+         f"{p['guarantee_fraction']:.0%} of the cluster, sizes 1 to 2,048 GPUs")
+        + f", policy `{p['policy']}`, "
         f"simulator work budget {p['tick_work_budget']} jobs examined per tick. "
         f"Run: {status}; {res['simulated_s']:,} simulated s in {res['wall_s']:,} s wall.",
         "",
@@ -263,18 +283,24 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                     help="stop one naive tick after this long and extrapolate")
     ap.add_argument("--max-wall-s", type=float, default=300.0,
                     help="stop the run after this much wall time (naive ticks excluded)")
-    ap.add_argument("--name", default=NAME,
+    ap.add_argument("--workload", default="busy-day", choices=("busy-day", "adversarial"),
+                    help="adversarial: workloads.synthetic.ADVERSARIAL (its own nodes, pods "
+                         "and teams; --jobs and --seed still apply)")
+    ap.add_argument("--name", default=None,
                     help="results file and PERFORMANCE.md section (a second experiment)")
     ap.add_argument("--results-dir", default=None)
     ap.add_argument("--doc", default=None, help="PERFORMANCE.md to update")
     ap.add_argument("--no-pin", action="store_true")
     a = ap.parse_args(argv)
+    if a.name is None:
+        a.name = NAME if a.workload == "busy-day" else f"{NAME}_{a.workload.replace('-', '_')}"
     if not a.no_pin:
         pin_one_core()
     res = {"argv": " ".join(argv if argv is not None else sys.argv[1:])}
     res |= run(jobs=a.jobs, nodes=a.nodes, teams=a.teams, hours=a.hours, seed=a.seed,
               policy=a.policy, naive_every=a.naive_every, naive_samples=a.naive_samples,
-              naive_deadline_s=a.naive_deadline_s, max_wall_s=a.max_wall_s)
+              naive_deadline_s=a.naive_deadline_s, max_wall_s=a.max_wall_s,
+              workload=a.workload)
     from pathlib import Path
 
     path = write_results(a.name, res, Path(a.results_dir) if a.results_dir else None)

@@ -68,6 +68,11 @@ class SyntheticParams:
     backlog_span_s: int = 1
     #: Each tenant may borrow up to this share of the cluster above its guarantee.
     borrow_fraction: float = 0.5
+    #: The teams' guarantees add up to this share of the cluster (in whole nodes).
+    guarantee_fraction: float = 1.0
+    #: The late arrivals (those not in the backlog) come within this many seconds of the
+    #: window's start; None: spread over the whole window.
+    arrival_span_s: int | None = None
 
     def __post_init__(self) -> None:
         for name in ("jobs", "nodes", "gpus_per_node", "nodes_per_pod", "teams"):
@@ -81,6 +86,10 @@ class SyntheticParams:
             raise ValueError("backlog_span_s: must be a positive integer")
         if not 0.0 <= self.borrow_fraction <= 1.0:
             raise ValueError("borrow_fraction: must be between 0 and 1")
+        if not 0.0 <= self.guarantee_fraction <= 1.0:
+            raise ValueError("guarantee_fraction: must be between 0 and 1")
+        if self.arrival_span_s is not None and self.arrival_span_s < 1:
+            raise ValueError("arrival_span_s: must be a positive integer")
 
     @property
     def total_gpus(self) -> int:
@@ -89,6 +98,15 @@ class SyntheticParams:
     @property
     def window_s(self) -> int:
         return max(1, int(round(self.hours * 3600)))
+
+
+#: A workload unlike the busy day's, for the tick's bound: no backlog, every arrival in
+#: the first hour of two, 2,048 nodes in 8 pods of 256 (the placement search's pods are
+#: twice as wide), 30 teams whose guarantees add up to 94 % of the cluster (so some GPUs
+#: are nobody's and teams borrow from the start), sizes 1 to 2,048 GPUs.
+ADVERSARIAL = SyntheticParams(jobs=100_000, nodes=2048, nodes_per_pod=256, teams=30,
+                              hours=2.0, backlog_fraction=0.0, arrival_span_s=3600,
+                              guarantee_fraction=0.94)
 
 
 def generate(params: SyntheticParams | None = None) -> dict[str, Any]:
@@ -131,14 +149,15 @@ def _pods(p: SyntheticParams) -> list[dict[str, Any]]:
 
 
 def _tenants(p: SyntheticParams, rng: random.Random) -> list[dict[str, Any]]:
-    """Guarantees in whole nodes, Zipf-like (a few big teams, a long tail), summing to the
-    cluster exactly when it has at least one node per team."""
+    """Guarantees in whole nodes, Zipf-like (a few big teams, a long tail), summing to
+    ``guarantee_fraction`` of the cluster (all of it by default) when it has at least one
+    node per team."""
     total = p.total_gpus
     unit = p.gpus_per_node
     weights = [1.0 / (i + 1) ** 0.8 for i in range(p.teams)]
     rng.shuffle(weights)  # which team is big depends on the seed, not on its name
     wsum = sum(weights)
-    units_total = total // unit
+    units_total = int(total * p.guarantee_fraction) // unit
     units = [int(units_total * w / wsum) for w in weights]
     # Hand the rounding remainder to the largest teams, one node each, in a fixed order.
     by_size = sorted(range(p.teams), key=lambda i: (-weights[i], i))
@@ -195,7 +214,7 @@ def _job(p: SyntheticParams, rng: random.Random, tenants: list[dict[str, Any]],
     if rng.random() < p.backlog_fraction:
         submit = rng.randrange(min(p.backlog_span_s, p.window_s))
     else:
-        submit = rng.randrange(p.window_s)
+        submit = rng.randrange(min(p.arrival_span_s or p.window_s, p.window_s))
     job: dict[str, Any] = {
         "_kind": kind,
         "tenant": team["name"],

@@ -56,6 +56,17 @@ def test_tick_latency_plumbing(out: dict[str, str]) -> None:
     assert len(data["naive_samples"]) == 1 or data["error"]
 
 
+def test_tick_latency_runs_the_adversarial_workload(out: dict[str, str]) -> None:
+    tick_latency.main(["--workload", "adversarial", "--jobs", "40", "--naive-samples", "0",
+                       *_common(out)])
+    data = _json(out, "tick_latency_adversarial")
+    p = data["params"]
+    assert (p["workload"], p["nodes"], p["nodes_per_pod"], p["arrival_span_s"]) == (
+        "adversarial", 2048, 256, 3600)
+    assert data["ticks"] > 0 and data["complete"]
+    assert "every arrival in the first 3,600 s" in Path(out["doc"]).read_text()
+
+
 def test_memory_plumbing(out: dict[str, str]) -> None:
     memory.main(["--jobs", "200", "--nodes", "8", "--teams", "3", *_common(out)])
     data = _json(out, "memory")

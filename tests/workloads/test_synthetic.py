@@ -133,7 +133,33 @@ def test_every_job_is_valid_and_can_fit_its_team_on_any_cluster(
 
 
 @pytest.mark.parametrize("field, value", [("jobs", 0), ("nodes", 0), ("teams", 0),
-                                           ("hours", 0), ("backlog_fraction", 1.5)])
+                                           ("hours", 0), ("backlog_fraction", 1.5),
+                                           ("guarantee_fraction", 1.2),
+                                           ("arrival_span_s", 0)])
 def test_bad_parameters_are_refused_naming_the_field(field: str, value: float) -> None:
     with pytest.raises(ValueError, match=field):
         SyntheticParams(**{field: value})
+
+
+def test_the_adversarial_workload_is_what_it_says() -> None:
+    """Every arrival in the first hour, 8 pods of 256 nodes, guarantees adding up to 94 %
+    of the cluster, sizes from 1 to 2,048 GPUs (a 2,000-job sample of the same draw)."""
+    import dataclasses
+
+    from scheduler_app.workloads.synthetic import ADVERSARIAL
+
+    raw = generate(dataclasses.replace(ADVERSARIAL, jobs=2000))
+    scenario = validate_scenario(raw)
+    assert [(p.nodes, p.gpus_per_node) for p in scenario.pods] == [(256, 8)] * 8
+    assert sum(t.guaranteed_gpus for t in scenario.tenants) == int(16_384 * 0.94) // 8 * 8
+    assert len(scenario.tenants) == 30
+    assert max(j.spec.submit_s for j in scenario.jobs) < 3600 < scenario.until_s
+    sizes = {j.spec.gpus for j in scenario.jobs}
+    assert min(sizes) == 1 and max(sizes) == 2048
+
+
+def test_the_new_knobs_leave_the_busy_day_as_it_was() -> None:
+    base = generate(SyntheticParams(jobs=300, seed=5))
+    same = generate(SyntheticParams(jobs=300, seed=5, guarantee_fraction=1.0,
+                                    arrival_span_s=None))
+    assert base == same
