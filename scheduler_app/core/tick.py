@@ -16,25 +16,30 @@
                                each tenant's queue) planned behind them in rounds
     5. pending reasons         published for every job the tick examined
 
-Reservations (Slurm's backfill with ``bf_max_job_test``, not only the head): the first
-``config.reservation_depth`` jobs in rank order that wait for GPUs each get a
-reservation: nodes and a start from the declared limits of what runs there, planned one
-after the other on a picture of the cluster in which each earlier reservation holds its
-GPUs (``_Line``). A job may start now only if, for every reservation of a job ranked
-above it, it uses none of that reservation's GPUs or ends by its declared limit before
-that reservation's start; a job with no declared limit only the first. That holds for
-a reservation held for a borrower (its team above its guarantee once it starts) too,
-with one addition for a job of another team that stays within its guarantee: when only
-borrowers' reservations stand in its way, it first searches for preemption victims (its
-team takes its guarantee back from borrowers within the grace window, as it would from
-running ones) and waits for the reservations only when that search finds none. (Letting
-it take a borrower's reserved GPUs instead pushed every large gang of a team whose
-guarantee is smaller than the gang back without end on a cluster whose guarantees add
-up to its size.) A job that waits only for its own team's
-quota holds no reservation on the cluster's GPUs (another team may use them, and the
-rule lets its team reclaim them later); it holds its place in its team's quota instead
-(``QuotaHold``): a lower-ranked job of the team may use that quota only if it ends by
-its declared limit before the holder's planned start.
+Reservations (Slurm's backfill with ``bf_max_job_test``, not only the head): up to
+``config.reservation_depth`` jobs that wait for GPUs each hold a reservation: nodes and a
+start from the declared limits of what runs there, planned one after the other on a
+picture of the cluster in which each earlier reservation holds its GPUs (``_Line``). A
+reservation is a promise ("it starts then at the latest, if every running job uses its
+whole limit"): last tick's reservations that still hold are booked first, oldest first,
+before any job is examined (``_keep_reservations``), so a job ranked higher that arrives
+later, or whose team's share falls below, plans around them instead of taking them over;
+the jobs that wait without one get new plans in rank order while the depth allows. A
+job may start now only if, for every reservation but its own, it uses none of that
+reservation's GPUs or ends by its declared limit before that reservation's start; a job
+with no declared limit only the first. A job whose team stays within its guarantee does
+not simply wait for a reservation in its way: it first searches for preemption victims
+away from the reserved nodes (its team takes its guarantee back from borrowers within
+the grace window) and waits for the reservations only when that search finds none.
+(Letting it take reserved GPUs instead, and letting a higher-ranked job take a
+reservation over, pushed large gangs back without end on a cluster whose guarantees add
+up to its size: the anchor window's short 33-GPU-and-larger jobs waited a day.)
+
+A job that waits only for its own team's quota holds no reservation on the cluster's
+GPUs (another team may use them, and the rule lets its team reclaim them later); it
+holds its place in its team's quota instead (``QuotaHold``): a lower-ranked job of the
+team may use that quota only if it ends by its declared limit before the holder's
+planned start.
 
 Bounds (the tick never scans all jobs or all nodes):
 
@@ -289,9 +294,6 @@ class Booked:
 
     res: Reservation
     tenant: str
-    #: its team would hold more than its guarantee once it starts: its reservation never
-    #: blocks another team's job that stays within its guarantee
-    borrowing: bool
     masks: dict[str, int]  # node -> reserved GPU bitmask
 
 
@@ -429,6 +431,8 @@ class Tick:
         """
         s = self.s
         resuming = bool(s.pass_seen)
+        if self.policy != "fifo":
+            self._keep_reservations()
         if resuming and self.policy != "fifo":
             self._restore_pass()
         blocked = s.pass_blocked if resuming else {}
@@ -465,17 +469,57 @@ class Tick:
             s.pass_seen = set()
             s.pass_blocked = {}
 
+    def _keep_reservations(self) -> None:
+        """Last tick's reservations that still hold are booked first, oldest first, before
+        any job is examined: a reservation is a promise ("it starts then at the latest"),
+        and a job ranked higher that arrives later, or whose team's share falls below,
+        plans around it rather than taking it over. One planned more than
+        ``RESERVATION_REFRESH_S`` ago is planned afresh on the same picture; the new plan
+        replaces it if it no longer holds, or if it starts no later and uses no GPU that
+        another kept reservation holds."""
+        s = self.s
+        # in last tick's order (the oldest first, then those it planned, in rank order):
+        # each plan was made on a picture holding those before it, so each still holds
+        # in that order
+        held: dict[str, int] = {}  # node -> GPUs the kept reservations hold there
+        for res in s.reserved:
+            for n, ix in res.alloc.items():
+                held[n] = held.get(n, 0) | mask_of(ix)
+        for res in list(s.reserved):
+            if len(self.reserved) >= self.cfg.reservation_depth:
+                break
+            rec = s.jobs[res.job_id]
+            if rec.state != S.QUEUED or res.job_id in s.claims:
+                continue
+            line = self._line()
+            exclude = self._excluded(res.job_id)
+            planned_at = s.planned_at.get(res.job_id, self.now)
+            keep = line.still_holds(res, exclude) and self._quota_fits(rec.spec, res.start_s)
+            if self.now - planned_at >= RESERVATION_REFRESH_S and self.plans_left > 0:
+                self.plans_left -= 1
+                new = self.plan(rec, line.releases, cap=line.cap, masks=self._line_masks)
+                # an earlier start elsewhere, on GPUs no other kept reservation holds
+                # (taking theirs would break their promise for this one's sake)
+                if new is not None and (not keep or (
+                        new.start_s <= res.start_s
+                        and not self._takes_others(new, res, held))):
+                    res, keep, planned_at = new, True, self.now
+            if keep:
+                self._book(rec, res, planned_at)
+
+    @staticmethod
+    def _takes_others(new: Reservation, old: Reservation, held: dict[str, int]) -> bool:
+        for n, ix in new.alloc.items():
+            mine = mask_of(old.alloc.get(n, ()))
+            if mask_of(ix) & held.get(n, 0) & ~mine:
+                return True
+        return False
+
     def _restore_pass(self) -> None:
         """A resumed pass keeps what its earlier ticks decided for the jobs they examined:
-        their reservations (those that still hold) and their teams' quota holds."""
+        their teams' quota holds (their reservations are kept as every tick keeps them)."""
         s = self.s
         seen = s.pass_seen
-        for res in s.reserved:
-            rec = s.jobs[res.job_id]
-            if rec.state != S.QUEUED or res.job_id not in seen or res.job_id in s.claims:
-                continue
-            if self._line().still_holds(res, self._excluded(res.job_id)):
-                self._book(rec, res, s.planned_at.get(res.job_id, self.now))
         for tenant, hold in s.quota_holds.items():
             rec = s.jobs[hold.job_id]
             if rec.state == S.QUEUED and hold.job_id in seen:
@@ -565,19 +609,21 @@ class Tick:
             return "blocked"
         entitled = held + size <= s.tenants[team].guaranteed_gpus
         exclude = self._excluded(job_id)
-        binding = self.reserved  # every reservation here is a higher-ranked job's
-        alloc = self._place(spec, size, exclude)
+        own = (next(b for b in self.reserved if b.res.job_id == job_id)
+               if job_id in self.reserved_ids else None)
+        binding = self.reserved if own is None else [b for b in self.reserved if b is not own]
+        alloc = self._own_gpus(own, size, exclude) or self._place(spec, size, exclude)
         clash = self._clashes(binding, alloc, end) if alloc is not None and binding else []
         if clash:
             # the first fit takes GPUs a higher-ranked job has reserved before this one
             # would end: place it on GPUs no reservation holds, if there are enough
             alloc = self._place_on_line(spec, size, exclude)
             if alloc is None:
-                if entitled and all(b.borrowing and b.tenant != team for b in clash):
-                    # only borrowers' reservations stand in the way of this team's
-                    # guarantee: take it back from borrowers by preemption (within the
-                    # grace window) where the rule allows; wait for the reservation's
-                    # start only when no victim can be found
+                if entitled:
+                    # reservations stand in the way of this team's guarantee: take it
+                    # back from borrowers by preemption (within the grace window), away
+                    # from the reserved nodes, where the rule allows; wait for the
+                    # reservations' start only when no victim can be found
                     avoid = frozenset(n for b in clash for n in b.res.alloc)
                     outcome = self._try_reclaim(rec, held, avoid=avoid)
                     if outcome is not None:
@@ -611,6 +657,18 @@ class Tick:
         self._reserve(rec)
         return "blocked"
 
+    def _own_gpus(self, own: Booked | None, size: int, exclude: frozenset[str]
+                  ) -> Allocation | None:
+        """The GPUs of the job's own reservation, when they are all free now: it starts
+        where it was promised (and where no other plan counts on)."""
+        if own is None or own.res.start_s > self.now or own.res.gpus != size:
+            return None
+        cap = self.s.cap
+        for n, m in own.masks.items():
+            if n in exclude or not cap.is_schedulable(n) or cap.nodes[n].free_mask & m != m:
+                return None
+        return dict(own.res.alloc)
+
     def _try_reclaim(self, rec: JobRecord, held: int, *,
                      avoid: frozenset[str] = frozenset()) -> str | None:
         """A preemption search, when the rule and the tick's budget allow one: "started"
@@ -634,7 +692,12 @@ class Tick:
         self.s.start(rec, alloc, reason, self.now, detail)
         self.placed += 1
         self.estimates[rec.spec.id] = rec.estimate
-        if self.line is not None:
+        if rec.spec.id in self.reserved_ids:  # it starts on (or instead of) its reservation
+            self.reserved_ids.discard(rec.spec.id)
+            self.reserved = [b for b in self.reserved if b.res.job_id != rec.spec.id]
+            self.line = None  # rebuilt without it at the next need
+            self.line_version += 1
+        elif self.line is not None:
             spec = rec.spec
             end = None if spec.max_runtime_s is None else self.now + spec.max_runtime_s
             self.line.occupy(spec.id, alloc, end)
@@ -728,28 +791,20 @@ class Tick:
         return alloc
 
     def _reserve(self, rec: JobRecord) -> None:
-        """A job that waits for GPUs gets a reservation while fewer than
-        ``reservation_depth`` jobs ranked above it hold one: last tick's, if it still holds
-        and is fresh, else a new plan (at most ``reservation_plans_per_tick`` a tick)."""
+        """A job that waits for GPUs and holds no reservation yet (last tick's that still
+        hold were booked before the walk: ``_keep_reservations``) gets a new plan while
+        fewer than ``reservation_depth`` jobs hold one (at most
+        ``reservation_plans_per_tick`` plans a tick)."""
         s = self.s
         spec = rec.spec
         if (self.policy == "fifo" or len(self.reserved) >= self.cfg.reservation_depth
-                or spec.id in self.reserved_ids or spec.id in s.claims):
+                or spec.id in self.reserved_ids or spec.id in s.claims
+                or self.plans_left <= 0):
             return
         line = self._line()
-        exclude = self._excluded(spec.id)
-        old = next((r for r in s.reserved if r.job_id == spec.id), None)
-        planned_at = s.planned_at.get(spec.id, self.now)
-        res = None
-        if (old is not None and old.start_s > self.now
-                and self.now - planned_at < RESERVATION_REFRESH_S
-                and line.still_holds(old, exclude)
-                and self._quota_fits(spec, old.start_s)):
-            res = old
-        elif self.plans_left > 0:
-            self.plans_left -= 1
-            res = self.plan(rec, line.releases, cap=line.cap, masks=self._line_masks)
-            planned_at = self.now
+        self.plans_left -= 1
+        res = self.plan(rec, line.releases, cap=line.cap, masks=self._line_masks)
+        planned_at = self.now
         if res is None:
             return
         hold = self.quota_holds.get(spec.tenant)
@@ -759,15 +814,12 @@ class Tick:
         self._book(rec, res, planned_at)
 
     def _book(self, rec: JobRecord, res: Reservation, planned_at: int) -> None:
-        s = self.s
         spec = rec.spec
         line = self._line()
         line.hold(spec.id, dict(res.alloc), self._res_end(res))
         self.line_version += 1
-        held = self._held(spec.tenant, besides=spec.id)
-        borrowing = held + res.gpus > s.tenants[spec.tenant].guaranteed_gpus
         masks = {n: mask_of(ix) for n, ix in res.alloc.items()}
-        self.reserved.append(Booked(res, spec.tenant, borrowing, masks))
+        self.reserved.append(Booked(res, spec.tenant, masks))
         self.reserved_ids.add(spec.id)
         self.planned_at[spec.id] = planned_at
 

@@ -207,3 +207,38 @@ def test_a_guaranteed_job_blocked_only_by_a_borrowers_reservation_reclaims_first
     assert started is not None and started <= 10 + CKPT["checkpoint_time_s"] + 5
     assert set(sim.first("e-new", S.PLACING).alloc) == {"pod-a-001"}
     assert sim.started_at("g-big") == 1000
+
+
+def test_a_reservation_is_a_promise_a_later_higher_ranked_job_plans_around() -> None:
+    """r-gang (team-b, 16 GPUs) is reserved both nodes at t=2000, when b-run reaches its
+    limit. At t=10 h-long of team-c (which has used nothing, so it ranks first) asks for
+    8 GPUs for 5000 s. Node 0 frees at t=1000: h-long may not take it, since it would
+    still run at r-gang's reserved start. r-gang starts at t=2000, as every estimate it
+    was shown said."""
+    sim = Sim(
+        nodes({"pod-a": 2}),
+        [tenant("team-a", 8, 8), tenant("team-b", 8, 16), tenant("team-c", 0, 16)],
+        [work("a-run", 8, 1000, gpus_per_node=8, max_runtime_s=1000),
+         work("b-run", 8, 2000, tenant="team-b", gpus_per_node=8, max_runtime_s=2000),
+         work("r-gang", 16, 100, at=1, tenant="team-b", gpus_per_node=8,
+              max_runtime_s=100),
+         work("h-long", 8, 5000, at=10, tenant="team-c", gpus_per_node=8,
+              max_runtime_s=5000)],
+    ).run(10_000)
+    assert sim.started_at("r-gang") == 2000
+    shown = sim.estimate_kinds["r-gang"]
+    assert shown and {est for _at, est, _kind in shown} == {2000}
+    started = sim.started_at("h-long")
+    assert started is not None and started >= 2100  # after r-gang, by its limit
+
+
+def test_a_kept_reservation_takes_a_fresh_plan_only_when_it_starts_no_later() -> None:
+    """g waits for both nodes; a-run's limit says t=3000 but it ends at t=500: the next
+    refresh plans g afresh at once and g starts when the GPUs are free, not at t=3000."""
+    sim = Sim(
+        nodes({"pod-a": 2}),
+        [tenant("team-a", 16, 0)],
+        [work("a-run", 8, 500, gpus_per_node=8, max_runtime_s=3000),
+         work("g", 16, 100, at=1, gpus_per_node=8, max_runtime_s=100)],
+    ).run(10_000)
+    assert sim.started_at("g") == 500
