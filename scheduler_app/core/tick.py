@@ -51,9 +51,11 @@ Bounds (the tick never scans all jobs or all nodes):
   state changes (``Scheduler.version``); a placement search that failed is not repeated
   for another job of the same shape until some state changes.
 - A reservation is kept from one tick to the next while it still holds (its GPUs free,
-  or released by its start, on nodes it may use, and its team's quota allows it) for up to
-  ``RESERVATION_REFRESH_S``, then planned afresh; at most
-  ``config.reservation_plans_per_tick`` reservations are planned afresh per tick.
+  or released by its start, on nodes it may use, and its team's quota allows it); one
+  planned more than ``RESERVATION_REFRESH_S`` ago is planned afresh, the stalest
+  ``REFRESHES_PER_TICK`` per tick; at most ``config.reservation_plans_per_tick`` plans
+  per tick in all, new and fresh. A placement search is made once per shape per state
+  (``Scheduler.version``), whether it found GPUs or not.
 - Start estimates beyond the reservations are planned in *rounds* (phase 4): a round
   plans the look-ahead in rank order, at most ``config.estimate_plans_per_tick`` plans
   (and ``estimate_budget_s`` of wall time with a clock) per tick, and goes on at the next
@@ -111,6 +113,8 @@ BLOCKED_PER_HEAP = 16
 ESTIMATE_REFRESH_S = 60
 #: seconds a still-valid reservation is kept before it is planned afresh
 RESERVATION_REFRESH_S = 30
+#: kept reservations planned afresh per tick at most (the stalest first)
+REFRESHES_PER_TICK = 2
 #: GPU ends further than this past now count as "no declared limit" for the quota plan
 _FOREVER = 1 << 62
 
@@ -345,7 +349,8 @@ class Tick:
         self._excl_all: frozenset[str] = frozenset()
         self._claimed_all: frozenset[str] = frozenset()
         self._free_cache: dict[tuple[Any, ...], int] = {}
-        self._failed_places: set[tuple[Any, ...]] = set()
+        self._failed_places: set[tuple[Any, ...]] = set()  # on the picture (line)
+        self._places: dict[tuple[Any, ...], Allocation | None] = {}  # on the cluster now
         self._victim_costs: dict[str, Any] = {}  # victim_cost at this tick's now, by job
         self._ends_cache: dict[tuple[str, int], list[tuple[int, int]]] = {}
         self._borrows: dict[str, bool] = {}
@@ -485,6 +490,13 @@ class Tick:
         for res in s.reserved:
             for n, ix in res.alloc.items():
                 held[n] = held.get(n, 0) | mask_of(ix)
+        # the stalest few are planned afresh in this tick: a plan on 2,000 nodes costs
+        # milliseconds, and reservations made in one tick all go stale in the same one
+        stale = sorted((s.planned_at.get(r.job_id, self.now), s.jobs[r.job_id].spec.seq,
+                        r.job_id) for r in s.reserved
+                       if self.now - s.planned_at.get(r.job_id, self.now)
+                       >= RESERVATION_REFRESH_S)
+        refresh = {jid for _at, _seq, jid in stale[:REFRESHES_PER_TICK]}
         for res in list(s.reserved):
             if len(self.reserved) >= self.cfg.reservation_depth:
                 break
@@ -495,7 +507,7 @@ class Tick:
             exclude = self._excluded(res.job_id)
             planned_at = s.planned_at.get(res.job_id, self.now)
             keep = line.still_holds(res, exclude) and self._quota_fits(rec.spec, res.start_s)
-            if self.now - planned_at >= RESERVATION_REFRESH_S and self.plans_left > 0:
+            if res.job_id in refresh and self.plans_left > 0:
                 self.plans_left -= 1
                 new = self.plan(rec, line.releases, cap=line.cap, masks=self._line_masks)
                 # an earlier start elsewhere, on GPUs no other kept reservation holds
@@ -923,18 +935,20 @@ class Tick:
         kw = self._shape(spec, size)
         if kw is None:
             return None
-        # Jobs of one heap often ask for the same shape: a search that failed cannot
-        # succeed until the state changes (every start, end or health change bumps
-        # Scheduler.version), so it is not repeated.
+        # Jobs of one heap often ask for the same shape: the search is deterministic and
+        # its answer holds until the state changes (every start, end or health change
+        # bumps Scheduler.version), so it is not repeated; a job that then clashes with
+        # a reservation leaves the GPUs as they were for the next one.
         key = (s.version, size, spec.gpus_per_node, spec.gpu_type, kw["min_gpus"],
                spec.interactive, exclude)
-        if key in self._failed_places:
-            return None
+        places = self._places
+        if key in places:
+            found = places[key]
+            return None if found is None else dict(found)
         alloc = self._search(spec, exclude, kw)
-        if alloc is None:
-            if len(self._failed_places) > 4096:
-                self._failed_places.clear()
-            self._failed_places.add(key)
+        if len(places) > 4096:
+            places.clear()
+        places[key] = None if alloc is None else dict(alloc)
         return alloc
 
     def _search(self, spec: JobSpec, exclude: frozenset[str], kw: dict[str, Any],
