@@ -191,3 +191,11 @@ class QuotaForm(forms.Form):
                                          max_value=MAX_INT)
     borrow_limit_gpus = forms.IntegerField(label="Borrow limit (GPUs)", min_value=-MAX_INT,
                                            max_value=MAX_INT)
+
+
+class DrainForm(forms.Form):
+    """Why a node is drained: asked every time, kept in the log row beside the operator's
+    name (a drained node with no reason is a question for whoever finds it)."""
+
+    why = forms.CharField(label="Reason", max_length=200, error_messages={
+        "required": "Say why the node is drained: the reason goes in the log."})

@@ -20,7 +20,7 @@ from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.core.paginator import Paginator
-from django.db.models import Sum
+from django.db.models import Q, Sum
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render, resolve_url
 from django.utils import timezone
@@ -36,7 +36,7 @@ from scheduler_app.services import job_cancel, job_submit
 from scheduler_app.services.cluster import node_drain, node_mark_up, node_undrain, tenant_set_quota
 from scheduler_app.services.errors import Invalid, ServiceError
 
-from .forms import JobForm, QuotaForm
+from .forms import DrainForm, JobForm, QuotaForm
 
 PER_PAGE = 50
 FINAL = frozenset(s.value for s in FINAL_STATES)
@@ -214,6 +214,20 @@ def section_team_queue(request: HttpRequest) -> dict[str, Any]:
     return {"labels": SIZE_CLASS_LABELS, "teams": rows}
 
 
+def section_operator_quotas(request: HttpRequest) -> dict[str, Any]:
+    """The quota table (each team's Held, guarantee and borrow limit) and its header."""
+    if not viewer(request).operator:
+        raise PermissionDenied("Operators only.")
+    return _quota_tables()
+
+
+def section_operator_nodes(request: HttpRequest) -> dict[str, Any]:
+    """The node table: free GPUs, jobs, heartbeat, health, and the drain controls."""
+    if not viewer(request).operator:
+        raise PermissionDenied("Operators only.")
+    return {"node_rows": sel.node_rows()}
+
+
 SECTIONS: dict[str, tuple[str, Callable[[HttpRequest], dict[str, Any]]]] = {
     "map": ("dashboard/sections/map.html", section_map),
     "feed": ("dashboard/sections/feed.html", section_feed),
@@ -222,6 +236,8 @@ SECTIONS: dict[str, tuple[str, Callable[[HttpRequest], dict[str, Any]]]] = {
     "fairshare": ("dashboard/sections/fairshare.html", section_fairshare),
     "usage": ("dashboard/sections/usage.html", section_usage),
     "team-queue": ("dashboard/sections/team_queue.html", section_team_queue),
+    "operator-quotas": ("dashboard/sections/operator_quotas.html", section_operator_quotas),
+    "operator-nodes": ("dashboard/sections/operator_nodes.html", section_operator_nodes),
 }
 
 
@@ -351,7 +367,7 @@ def _submit_tenants(v: sel.Viewer) -> Any:
 
 
 def _job_form(request: HttpRequest, tenants: Any) -> JobForm:
-    types = sorted(t for t in Node.objects.values_list("gpu_type", flat=True).distinct() if t)
+    types = sel.gpu_types()
     data = request.POST if request.method == "POST" else None
     form = JobForm(data, tenants=tenants, gpu_types=types)
     if data is None and request.GET.get("team"):
@@ -370,8 +386,10 @@ def job_validate(request: HttpRequest) -> HttpResponse:
     form = _job_form(request, tenants)
     form.is_valid()
     touched = {n for n in request.POST.get("_touched", "").split(",") if n in form.fields}
+    # hidden fields (the idempotency key) have no error slot on the page: an out-of-band
+    # swap without a target is an htmx error in the console
     slots = [{"name": name, "errors": form.errors.get(name, []) if name in touched else []}
-             for name in form.fields]
+             for name, bound in form.fields.items() if not bound.widget.is_hidden]
     return render(request, "dashboard/partials/field_errors.html", {"slots": slots})
 
 
@@ -426,29 +444,47 @@ def cluster(request: HttpRequest) -> HttpResponse:
     return page(request, "dashboard/cluster.html", ctx)
 
 
+@signed_in
+@require_GET
+def glossary(request: HttpRequest) -> HttpResponse:
+    """The terms the pages use, each with an anchor the pages link to."""
+    from .words import glossary as terms
+
+    return page(request, "dashboard/glossary.html", {"terms": terms()})
+
+
+@signed_in
+@require_GET
+def node_panel(request: HttpRequest, pk: int) -> HttpResponse:
+    """The map's panel for one node: its jobs, GPUs and heartbeat (everyone signed in may
+    look; other teams' jobs are named by their team only)."""
+    node = get_object_or_404(Node.objects.select_related("pod"), pk=pk)
+    panel = sel.node_panel(node=node, viewer=viewer(request))
+    return render(request, "dashboard/partials/node_panel.html",
+                  {"p": panel, "palette": palette(request), "viewer": viewer(request)})
+
+
 # --------------------------------------------------------------------------- operator
 @operator_required
 @require_GET
 def operator(request: HttpRequest) -> HttpResponse:
     """Quotas and borrow limits, node drain and undrain: every change through the log."""
-    ctx = sections(request, "map", "feed")
-    ctx.update(_operator_tables())
+    ctx = sections(request, "map", "feed", "operator-quotas", "operator-nodes")
+    ctx["settings_rows"] = scheduler_settings_rows()
     return page(request, "dashboard/operator.html", ctx)
 
 
-def _operator_tables(forms_by_tenant: dict[int, QuotaForm] | None = None) -> dict[str, Any]:
+def _quota_tables() -> dict[str, Any]:
     tenants = list(Tenant.objects.order_by("name"))
-    forms_by_tenant = forms_by_tenant or {}
-    rows = [{"tenant": t, "form": forms_by_tenant.get(t.pk) or QuotaForm(initial={
+    rows = [{"tenant": t, "form": QuotaForm(initial={
         "guaranteed_gpus": t.guaranteed_gpus, "borrow_limit_gpus": t.borrow_limit_gpus},
         prefix=f"t{t.pk}")} for t in tenants]
-    nodes = list(Node.objects.select_related("pod").order_by("name"))
-    cluster_gpus = sum(n.gpu_count for n in nodes)
-    healthy_gpus = sum(n.gpu_count for n in nodes if n.health == NodeHealth.HEALTHY.value)
-    return {"quota_rows": rows, "nodes": nodes, "cluster_gpus": cluster_gpus,
-            "healthy_gpus": healthy_gpus,
-            "guaranteed_total": sum(t.guaranteed_gpus for t in tenants),
-            "settings_rows": scheduler_settings_rows()}
+    totals = Node.objects.aggregate(
+        gpus=Sum("gpu_count"),
+        healthy=Sum("gpu_count", filter=Q(health=NodeHealth.HEALTHY.value)))
+    return {"quota_rows": rows, "cluster_gpus": totals["gpus"] or 0,
+            "healthy_gpus": totals["healthy"] or 0,
+            "guaranteed_total": sum(t.guaranteed_gpus for t in tenants)}
 
 
 @operator_required
@@ -497,14 +533,22 @@ def node_action(request: HttpRequest, pk: int, action: str) -> HttpResponse:
     if action not in NODE_ACTIONS:
         raise Http404("No such action.")
     error = ""
+    why = DrainForm(request.POST)
     try:
-        NODE_ACTIONS[action](node=node, actor_name=request.user.get_username())
+        if action != "drain":
+            NODE_ACTIONS[action](node=node, actor_name=request.user.get_username())
+        elif why.is_valid():
+            node_drain(node=node, actor_name=request.user.get_username(),
+                       why=why.cleaned_data["why"])
+        else:
+            error = " ".join(why.errors["why"])
     except ServiceError as failure:
         error = str(failure)
     node.refresh_from_db()
     if request.htmx:
+        jobs = sel.node_rows([node.pk])[0].jobs
         response = render(request, "dashboard/partials/node_row.html",
-                          {"node": node, "error": error})
+                          {"node": node, "error": error, "jobs": jobs})
         response["HX-Trigger"] = "cluster-changed"
         return response
     if error:

@@ -129,3 +129,25 @@ def pending_words(job: Any) -> str:
     from scheduler_app.selectors.dashboard import pending_sentence
 
     return pending_sentence(job)
+
+
+@register.simple_tag
+def term(anchor: str, label: str = "") -> SafeString:
+    """A term linked to its glossary entry: the meaning one click away, not in a tooltip."""
+    from django.urls import reverse
+
+    shown = label or next((t for a, t, _m in words.glossary() if a == anchor), anchor)
+    return format_html('<a class="term" href="{}#{}">{}</a>', reverse("dashboard:glossary"),
+                       anchor, shown)
+
+
+@register.filter
+def n_of(count: int | None, unit: str) -> str:
+    """``{{ n|n_of:"GPU" }}``: "1 GPU", "8 GPUs"."""
+    return words.plural(count, unit)
+
+
+@register.filter
+def possessive(name: str) -> str:
+    """``{{ team|possessive }}``: "vision's", "evals'"."""
+    return words.possessive(str(name))

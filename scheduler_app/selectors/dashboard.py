@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
-from django.db.models import Q, QuerySet
+from django.db.models import Count, Q, QuerySet
 
 from scheduler_app.core.states import (
     FINAL_STATES,
@@ -390,6 +390,13 @@ def reclaims(*, now: datetime, hours: int = 24, limit: int = 2000) -> list[Recla
 
 
 # --------------------------------------------------------------------------- the map
+def gpu_types() -> list[str]:
+    """The GPU types the cluster has, each once (one query). ``order_by`` replaces the
+    model's ordering by name: DISTINCT over (gpu_type, name) gave one entry per node."""
+    return [t for t in Node.objects.order_by("gpu_type").values_list("gpu_type", flat=True)
+            .distinct() if t]
+
+
 @dataclass(frozen=True, slots=True)
 class Cell:
     """One GPU: who holds it (None: free)."""
@@ -454,6 +461,62 @@ def cluster_map(*, viewer: Viewer) -> list[PodMap]:
         cells = [held[node.pk].get(i, Cell(i)) for i in range(node.gpu_count)]
         nodes[node.pod_id].append(NodeMap(node, cells))
     return [PodMap(pod, nodes.get(pod.pk, [])) for pod in Pod.objects.order_by("name")]
+
+
+@dataclass(frozen=True, slots=True)
+class NodeRow:
+    """A row of the operator's node table: the node and how many jobs hold GPUs on it."""
+
+    node: Node
+    jobs: int
+
+
+def node_rows(node_ids: Iterable[int] | None = None) -> list[NodeRow]:
+    """Every node (or the ones named) with its pod and the number of jobs on it: two
+    queries, the nodes and their open allocations counted by node."""
+    nodes = Node.objects.select_related("pod").order_by("name")
+    if node_ids is not None:
+        nodes = nodes.filter(pk__in=sorted(node_ids))
+    listed = list(nodes)
+    counts = dict(
+        Allocation.objects.filter(end__isnull=True, node__in=[n.pk for n in listed])
+        .values("node_id").annotate(n=Count("job_id", distinct=True)).order_by()
+        .values_list("node_id", "n")
+    ) if listed else {}
+    return [NodeRow(n, counts.get(n.pk, 0)) for n in listed]
+
+
+@dataclass(frozen=True, slots=True)
+class NodeJob:
+    """A job holding GPUs on a node, as the viewer may see it (``job`` None: another
+    team's job, shown by its team only)."""
+
+    job: Job | None
+    tenant: str
+    gpus: list[int]
+
+
+@dataclass(frozen=True, slots=True)
+class NodePanel:
+    node: Node
+    jobs: list[NodeJob]
+
+    @property
+    def used(self) -> int:
+        return sum(len(j.gpus) for j in self.jobs)
+
+
+def node_panel(*, node: Node, viewer: Viewer) -> NodePanel:
+    """What the map's panel shows for one node: the jobs on it and their GPUs (one query,
+    the node's open allocations with their jobs)."""
+    jobs = []
+    for alloc in (Allocation.objects.filter(node=node, end__isnull=True)
+                  .select_related("job__tenant").order_by("job_id")):
+        job = alloc.job
+        visible = viewer.sees_job(job.tenant_id, job.owner_id)
+        jobs.append(NodeJob(job if visible else None, job.tenant.name,
+                            sorted(alloc.gpu_indices)))
+    return NodePanel(node, jobs)
 
 
 # --------------------------------------------------------------------------- reservations
@@ -552,7 +615,10 @@ __all__ = [
     "Cell",
     "JobDetail",
     "JobRow",
+    "NodeJob",
     "NodeMap",
+    "NodePanel",
+    "NodeRow",
     "Planned",
     "PodMap",
     "Preemption",
@@ -560,10 +626,13 @@ __all__ = [
     "UsageSeries",
     "Viewer",
     "cluster_map",
+    "gpu_types",
     "job_detail",
     "job_rows",
     "jobs_visible",
     "last_preemptions",
+    "node_panel",
+    "node_rows",
     "open_allocations",
     "pending_sentence",
     "queue_positions",

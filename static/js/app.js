@@ -103,6 +103,65 @@
   document.addEventListener("htmx:oobAfterSwap", syncFieldErrors);
   document.addEventListener("htmx:afterSettle", syncFieldErrors);
 
+  // the map's node panel: a node's button loads it (htmx), this shows it and gives it the
+  // focus; Close or Escape hides it and gives the focus back to the node
+  var panelOpener = null;
+  document.addEventListener("htmx:afterSwap", function (event) {
+    var panel = event.detail.target;
+    if (!panel || panel.id !== "node-panel") return;
+    panelOpener = event.detail.requestConfig && event.detail.requestConfig.elt;
+    panel.hidden = false;
+    var close = panel.querySelector("[data-close-panel]");
+    if (close) close.focus();
+  });
+  function closePanel() {
+    var panel = document.getElementById("node-panel");
+    if (!panel || panel.hidden) return;
+    panel.hidden = true;
+    // the map may have been redrawn since: find the node's button again by its URL
+    var url = panelOpener && panelOpener.getAttribute("hx-get");
+    var again = url && document.querySelector("button[hx-get='" + url + "']");
+    if (again) again.focus();
+  }
+  document.addEventListener("click", function (event) {
+    if (event.target.closest && event.target.closest("[data-close-panel]")) closePanel();
+  });
+  document.addEventListener("keydown", function (event) {
+    if (event.key === "Escape") closePanel();
+  });
+
+  // the operator's quota inputs: typed but not saved marks the row, so the table's poll
+  // waits instead of wiping it (the section's hx-trigger filter reads the mark)
+  document.addEventListener("input", function (event) {
+    if (event.target.closest && event.target.closest(".quota-form")) {
+      event.target.setAttribute("data-dirty", "1");
+    }
+  });
+
+  // a search box that hides the rows that do not contain its text (the node table); it
+  // runs again when a poll swaps the rows in
+  function filterRows(input) {
+    var needle = input.value.trim().toLowerCase();
+    document.querySelectorAll(input.dataset.filterRows).forEach(function (row) {
+      row.hidden = needle !== "" && row.textContent.toLowerCase().indexOf(needle) < 0;
+    });
+  }
+  function filterAll() {
+    document.querySelectorAll("input[data-filter-rows]").forEach(filterRows);
+  }
+  document.addEventListener("input", function (event) {
+    if (event.target.matches && event.target.matches("input[data-filter-rows]")) {
+      filterRows(event.target);
+    }
+  });
+  document.addEventListener("htmx:afterSettle", filterAll);
+
+  // the job list's filters apply as soon as one changes: no Apply button to find
+  document.addEventListener("change", function (event) {
+    var form = event.target.closest && event.target.closest("form[data-auto-submit]");
+    if (form) form.requestSubmit();
+  });
+
   function start() {
     drawCharts(document);
     if (window.htmx) window.htmx.onLoad(function (elt) { drawCharts(elt); });

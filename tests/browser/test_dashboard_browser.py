@@ -174,11 +174,16 @@ def test_an_operator_drains_a_node_and_sees_it_on_the_map(browser, live_server, 
     node = cluster["nodes"][1]
     on_map = page.locator(f"#node-{node.pk}")
     expect(on_map).to_have_attribute("data-health", "healthy")
+    row = page.locator(f"#noderow-{node.pk}")
+    row.get_by_text("Drain…").click()  # draining asks first, and for a reason
+    row.get_by_label(f"Why drain {node.name}?").fill("fan replacement")
     page.get_by_role("button", name=f"Drain {node.name}").click()
     expect(page.get_by_role("button", name=f"Undrain {node.name}")).to_be_visible()
     expect(on_map).to_have_attribute("data-health", "draining")
     expect(on_map).to_contain_text("draining")
-    expect(page.locator("#sec-feed")).to_contain_text(f"Node {node.name} drained by op")
+    expect(page.locator("#sec-feed")).to_contain_text(
+        f"Node {node.name} drained by op: it keeps its jobs and takes no new ones "
+        "(fan replacement)")
     node.refresh_from_db()
     assert node.health == "draining"
     page.goto(f"{live_server.url}/cluster/")  # and in every other page's map
