@@ -36,6 +36,7 @@ from scheduler_app.services import job_cancel, job_submit
 from scheduler_app.services.cluster import node_drain, node_mark_up, node_undrain, tenant_set_quota
 from scheduler_app.services.errors import Invalid, ServiceError
 
+from . import words
 from .forms import DrainForm, JobForm, QuotaForm
 
 PER_PAGE = 50
@@ -182,16 +183,36 @@ def section_fairshare(request: HttpRequest) -> dict[str, Any]:
             "reclaims": sel.reclaims(now=now), "palette": palette(request)}
 
 
+#: Where the usage chart labels its axis, per window: every 10 min, 3 h, or day.
+USAGE_TICKS_S = {"hour": 600, "day": 3 * 3600, "week": 86400}
+
+
 def section_usage(request: HttpRequest) -> dict[str, Any]:
-    series = sel.usage_series(now=timezone.now())
+    """GPUs held per team over the last hour, day or week (``?window=``), with each
+    team's guarantee as a line and its peak from the allocations, not the samples."""
+    now = timezone.now()
+    window = request.GET.get("window", "")
+    if window not in sel.USAGE_WINDOWS:
+        window = sel.usage_default_window(now=now)
+    span_s, step_s = sel.USAGE_WINDOWS[window]
+    series = sel.usage_series(now=now, hours=span_s / 3600, step_s=step_s)
+    colours = palette(request)
+    fmt = "%a %H:%M" if window == "week" else "%H:%M"
+    tick = USAGE_TICKS_S[window]
     chart = {
-        "labels": [timezone.localtime(t).strftime("%H:%M") for t in series.times],
-        "series": [{"name": name, "held": held, "guaranteed": series.guaranteed[name]}
+        "labels": [timezone.localtime(t).strftime(fmt) for t in series.times],
+        # label only the round instants (14:00, 14:10): Chart.js's own skipping put the
+        # ticks at odd times
+        "ticks": [int(t.timestamp()) % tick == 0 for t in series.times],
+        "series": [{"name": name, "held": held, "guaranteed": series.guaranteed[name],
+                    "colour": int(colours.get(name, "t9")[1:])}
                    for name, held in series.held.items()],
     }
-    peaks = [{"name": s["name"], "peak": max(s["held"] or [0]), "now": (s["held"] or [0])[-1],
-              "guaranteed": s["guaranteed"]} for s in chart["series"]]
-    return {"chart": chart, "peaks": peaks, "palette": palette(request)}
+    peaks = [{"name": s["name"], "peak": series.peak.get(s["name"], 0),
+              "now": (s["held"] or [0])[-1], "guaranteed": s["guaranteed"]}
+             for s in chart["series"]]
+    return {"chart": chart, "peaks": peaks, "palette": colours, "window": window,
+            "windows": [(w, words.WINDOW_WORDS[w]) for w in sel.USAGE_WINDOWS]}
 
 
 def section_team_queue(request: HttpRequest) -> dict[str, Any]:
@@ -272,7 +293,7 @@ def home(request: HttpRequest) -> HttpResponse:
         ctx.update(sections(request, "map", "feed", "queue-depth", "reservations"))
     elif v.is_lead:
         role = "lead"
-        ctx.update(sections(request, "map", "feed", "fairshare", "team-queue"))
+        ctx.update(sections(request, "map", "feed", "fairshare", "usage", "team-queue"))
         ctx["team_jobs"] = _rows(sel.jobs_visible(viewer=v, group="active")[:10], v)
     else:
         role = "researcher" if v.member_of else "visitor"
@@ -314,8 +335,17 @@ def jobs(request: HttpRequest) -> HttpResponse:
     mine = request.GET.get("mine") == "1" or not (v.operator or v.is_lead)
     qs = sel.jobs_visible(viewer=v, group=group, tenant_id=tenant.pk if tenant else None,
                           mine=mine)
-    paginator = Paginator(qs, PER_PAGE)
-    page_obj = paginator.get_page(request.GET.get("page"))
+    sort = "position" if request.GET.get("sort") == "position" else "newest"
+    if sort == "position":
+        # the queued jobs in the order they will start, then the others: paginate ids,
+        # then read the page's jobs in that order
+        paginator = Paginator(sel.job_ids_by_position(qs), PER_PAGE)
+        page_obj = paginator.get_page(request.GET.get("page"))
+        found = qs.in_bulk(list(page_obj.object_list))
+        page_obj.object_list = [found[pk] for pk in page_obj.object_list if pk in found]
+    else:
+        paginator = Paginator(qs, PER_PAGE)
+        page_obj = paginator.get_page(request.GET.get("page"))
     teams = (Tenant.objects.order_by("name") if v.operator
              else Tenant.objects.filter(pk__in=sorted(v.member_of)).order_by("name"))
     ctx = {
@@ -326,6 +356,7 @@ def jobs(request: HttpRequest) -> HttpResponse:
         "mine": mine,
         "teams": list(teams),
         "forced_mine": not (v.operator or v.is_lead),
+        "sort": sort,
         "query": request.GET.urlencode(),
     }
     if request.htmx:

@@ -274,6 +274,10 @@ def _tenant_words(row: Transition, d: dict[str, Any]) -> str:
     return f"Team {name} quota set to {new} (was {old}) by {row.actor_name or row.actor}."
 
 
+#: The usage chart's windows, as its buttons and title say them.
+WINDOW_WORDS = {"hour": "last hour", "day": "last day", "week": "last week"}
+
+
 # --------------------------------------------------------------------------- glossary
 def half_life_words() -> str:
     """The usage half-life the scheduler runs with, as a person says it: "7 days"."""

@@ -151,3 +151,9 @@ def n_of(count: int | None, unit: str) -> str:
 def possessive(name: str) -> str:
     """``{{ team|possessive }}``: "vision's", "evals'"."""
     return words.possessive(str(name))
+
+
+@register.filter
+def get_window(windows: list[tuple[str, str]], name: str) -> str:
+    """The words of one of the usage chart's windows: "last hour"."""
+    return dict(windows).get(name, name)
