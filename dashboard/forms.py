@@ -85,10 +85,15 @@ class JobForm(forms.Form):
                                     empty_label=None)
     name = forms.CharField(label="Name", required=False, max_length=200,
                            help_text="What you will look for in the list, e.g. llama-7b-lr3e-4.")
+    # required here: a job submitted from the form with no command ran nothing on its
+    # GPUs (the API still accepts one, for pipelines that set the command elsewhere);
+    # spaces alone are stripped to nothing and refused too
     command = forms.CharField(
-        label="Command", required=False,
+        label="Command", required=True,
         widget=forms.Textarea(attrs={"rows": 2, "spellcheck": "false"}),
         help_text="Run by the node agent on every node of the job.",
+        error_messages={"required": "Type the command the node agent runs, e.g. "
+                                    "python train.py --config base.yaml."},
     )
     gpus = _int("GPUs", initial=8, help_text="The whole gang starts at once, or not at all.")
     gpus_per_node = _int(

@@ -24,7 +24,8 @@ from django.db.models import Q, Sum
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render, resolve_url
 from django.utils import timezone
-from django.views.decorators.http import require_GET, require_POST
+from django.utils.cache import patch_cache_control
+from django.views.decorators.http import conditional_page, require_GET, require_POST
 from django_htmx.http import HttpResponseClientRedirect
 
 from scheduler_app.core.states import FINAL_STATES
@@ -180,7 +181,8 @@ def section_fairshare(request: HttpRequest) -> dict[str, Any]:
     loans = [(f.tenant.name, part["tenant"], part["gpus"]) for f in figures
              for part in f.borrowed_from]
     return {"figures": figures, "chart": chart, "loans": loans,
-            "reclaims": sel.reclaims(now=now), "palette": palette(request)}
+            "reclaims": sel.reclaims(now=now), "palette": palette(request),
+            "half_life": words.half_life_words()}
 
 
 #: Where the usage chart labels its axis, per window: every 10 min, 3 h, or day.
@@ -264,12 +266,18 @@ SECTIONS: dict[str, tuple[str, Callable[[HttpRequest], dict[str, Any]]]] = {
 
 @signed_in
 @require_GET
+@conditional_page
 def live(request: HttpRequest, name: str) -> HttpResponse:
-    """One section, for htmx polling."""
+    """One section, for htmx polling. A poll that finds nothing changed gets 304 and no
+    body (the ETag is the section's hash): every open tab polled the 40 KB map every few
+    seconds to learn that nothing moved. ``no-cache`` makes the browser ask each time, so
+    a change still shows within a poll; ``private``: the section is this viewer's."""
     if name not in SECTIONS:
         raise Http404("No such section.")
     template, build = SECTIONS[name]
-    return render(request, template, {"viewer": viewer(request), **build(request)})
+    response = render(request, template, {"viewer": viewer(request), **build(request)})
+    patch_cache_control(response, private=True, no_cache=True)
+    return response
 
 
 def sections(request: HttpRequest, *names: str) -> dict[str, Any]:

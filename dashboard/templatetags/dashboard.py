@@ -148,9 +148,14 @@ def n_of(count: int | None, unit: str) -> str:
 
 
 @register.filter
-def possessive(name: str) -> str:
-    """``{{ team|possessive }}``: "vision's", "evals'"."""
-    return words.possessive(str(name))
+def possessive(name: str) -> SafeString:
+    """``{{ team|possessive }}``: "vision's", "evals'" (the name escaped, the apostrophe
+    kept as typed, as it was when the templates wrote "'s" themselves)."""
+    from django.utils.html import escape
+    from django.utils.safestring import mark_safe
+
+    text = str(name)
+    return mark_safe(escape(text) + ("'" if text.endswith("s") else "'s"))  # noqa: S308
 
 
 @register.filter

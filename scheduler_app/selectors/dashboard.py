@@ -34,6 +34,7 @@ from scheduler_app.models import Allocation, Job, Membership, Node, Pod, Tenant,
 
 from .jobs import job_history, job_queue_position
 from .redaction import OtherJobs
+from .why import why_pending
 
 S = JobState
 LEAD = Membership.Role.LEAD.value
@@ -341,6 +342,7 @@ def job_detail(*, job: Job, viewer: Viewer) -> JobDetail:
         for_jobs=for_jobs,
         estimate_basis=others.text(job.estimate_basis or ""),
         log_tail=failed_log_tail(job),
+        why=why_pending(job=job, others=others),
     )
 
 

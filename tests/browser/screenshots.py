@@ -52,6 +52,7 @@ def main(base: str, out: Path) -> None:
         shoot(page, out, "my-jobs")
         page.goto(f"{base}/jobs/new/")
         page.get_by_label("Name").fill("llama-70b-sft")
+        page.get_by_label("Command").fill("torchrun train.py --config sft.yaml")
         page.get_by_label("GPUs", exact=True).fill("12")
         page.get_by_label("GPUs per node").fill("8")
         page.get_by_label("Priority").focus()

@@ -103,6 +103,7 @@ def test_a_researcher_submits_sees_position_and_estimate_then_running(
     context, page = sign_in(browser, live_server, "vision-r1")
     page.get_by_role("navigation", name="Main").get_by_role("link", name="Submit").click()
     page.get_by_label("Name").fill("browser-run")
+    page.get_by_label("Command").fill("python train.py")  # an empty command is refused
     page.get_by_label("GPUs", exact=True).fill("8")
     page.get_by_label("GPUs per node").fill("8")
     page.get_by_label("Time limit").fill("30m")
