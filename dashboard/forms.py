@@ -156,7 +156,10 @@ class JobForm(forms.Form):
                     self.add_error(name if name in self.fields else None, messages)
             return data
         tenant = data.get("tenant")
-        if tenant is None or self.errors:
+        # only the shape's own errors stop the fit check: an empty command must not hide
+        # "it needs 64 GPUs; the cluster has 16"
+        shape = {"tenant", "gpus", "gpus_per_node", "min_gpus", "gpu_type"}
+        if tenant is None or shape & set(self.errors):
             return data
         job = Job(tenant=tenant, gpus=spec["gpus"], min_gpus=spec["min_gpus"],
                   gpus_per_node=spec["gpus_per_node"], gpu_type=spec["gpu_type"])
