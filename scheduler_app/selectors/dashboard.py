@@ -32,7 +32,7 @@ from scheduler_app.core.states import (
 )
 from scheduler_app.models import Allocation, Job, Membership, Node, Pod, Tenant, Transition
 
-from .jobs import job_history, job_queue_position
+from .jobs import job_history, job_queue_position, queue_order
 from .redaction import OtherJobs
 from .why import why_pending
 
@@ -133,29 +133,11 @@ def queue_positions(jobs: Iterable[Job]) -> dict[int, tuple[int, int]]:
         return {}
     out: dict[int, tuple[int, int]] = {}
     in_tenant: dict[int, int] = defaultdict(int)
-    for rank, (pk, tenant_id) in enumerate(_queue_order(), start=1):
+    for rank, (pk, tenant_id) in enumerate(queue_order(), start=1):
         in_tenant[tenant_id] += 1
         if pk in wanted:
             out[pk] = (in_tenant[tenant_id], rank)
     return out
-
-
-def _queue_order() -> list[tuple[int, int]]:
-    """(job id, tenant id) of every QUEUED job in the cluster's order (two queries)."""
-    ranks = dict(Tenant.objects.values_list("pk", "share_rank"))
-    queued = sorted(
-        (
-            (0, ranks[tenant_id]) if ranks.get(tenant_id) is not None else (1, 0),
-            -priority,
-            submitted_at,
-            pk,
-            tenant_id,
-        )
-        for pk, tenant_id, priority, submitted_at in Job.objects.filter(
-            state=S.QUEUED
-        ).values_list("pk", "tenant_id", "priority", "submitted_at")
-    )
-    return [(pk, tenant_id) for _tier, _prio, _at, pk, tenant_id in queued]
 
 
 def job_ids_by_position(jobs: QuerySet[Job]) -> list[int]:
@@ -164,7 +146,7 @@ def job_ids_by_position(jobs: QuerySet[Job]) -> list[int]:
     caller paginates the list and reads one page of jobs."""
     ids = list(jobs.order_by("-id").values_list("pk", flat=True))
     present = set(ids)
-    queued = [pk for pk, _t in _queue_order() if pk in present]
+    queued = [pk for pk, _t in queue_order() if pk in present]
     first = set(queued)
     return queued + [pk for pk in ids if pk not in first]
 

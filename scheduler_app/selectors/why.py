@@ -30,6 +30,7 @@ from typing import Any
 from scheduler_app.core.states import PENDING_SENTENCES, JobState, PendingReason, Reason
 from scheduler_app.models import Job, Node, Tenant, Transition
 
+from .jobs import queue_order
 from .redaction import OtherJobs
 
 P = PendingReason
@@ -267,9 +268,7 @@ def _first_end(tenant: Tenant) -> datetime | None:
 
 def _ahead(job: Job) -> tuple[int, int, int]:
     """(jobs ahead in the cluster's order, their GPUs, how many are the job's team's)."""
-    from .dashboard import _queue_order
-
-    order = _queue_order()
+    order = queue_order()
     ids = [pk for pk, _t in order]
     if job.pk not in ids:
         return 0, 0, 0

@@ -69,11 +69,15 @@ def main(base: str, out: Path) -> None:
             shoot(page, out, "job-preempted")
         page.goto(f"{base}/cluster/")
         shoot(page, out, "cluster")
+        page.locator("#sec-map button.node-open").first.click()
+        page.locator("#node-panel").wait_for()
+        shoot(page, out, "node-panel", full=False)
         page.goto(f"{base}/operator/")
         shoot(page, out, "operator", full=False)
 
-        page = context()
+        page = context(1440, 900)
         sign_in(page, base, "pretrain-lead")
+        shoot(page, out, "lead-home", full=False)
         page.goto(f"{base}/teams/")
         shoot(page, out, "fair-share")
 

@@ -190,3 +190,24 @@ def test_an_operator_drains_a_node_and_sees_it_on_the_map(browser, live_server, 
     page.goto(f"{live_server.url}/cluster/")  # and in every other page's map
     expect(page.locator(f"#node-{node.pk}")).to_have_class(re.compile(r"\bdraining\b"))
     context.close()
+
+
+def test_the_operator_page_refreshes_held_and_free_gpus_on_its_own(
+    browser, live_server, cluster
+):
+    context, page = sign_in(browser, live_server, "op")
+    page.goto(f"{live_server.url}/operator/")
+    nlp = cluster["blocker"].tenant
+    held = page.locator(f"#quota-{nlp.pk} td[data-label='held']")
+    expect(held).to_have_text("16")
+    node = Node.objects.get(name="n0")
+    expect(page.locator(f"#noderow-{node.pk} td[data-label='free']")).to_have_text("0 / 8")
+    agent_report_exit(node=node, job=cluster["blocker"], outcome="completed", exit_code=0)
+    expect(held).to_have_text("0")  # the poll brought it in, no reload
+    expect(page.locator(f"#noderow-{node.pk} td[data-label='free']")).to_have_text("8 / 8")
+    # typing a quota holds the refresh back: what is typed stays
+    box = page.locator(f"#quota-{nlp.pk} input[type=number]").first
+    box.fill("20")
+    page.wait_for_timeout(2500)
+    expect(box).to_have_value("20")
+    context.close()

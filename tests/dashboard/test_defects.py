@@ -18,6 +18,7 @@ from scheduler_app.core.states import JobState, Reason
 from scheduler_app.core.types import Actor
 from scheduler_app.models import Job, Node, Pod, Transition
 from scheduler_app.selectors import dashboard as sel
+from scheduler_app.selectors.jobs import queue_order
 from scheduler_app.selectors.why import why_pending
 from scheduler_app.services import job_submit, job_transition
 from scheduler_app.services.agents import agent_report_checkpoint, agent_report_exit
@@ -209,7 +210,7 @@ def test_jobs_sort_by_queue_position_and_filters_apply_on_change(world: World):
     world.loop.step(now=world.at(3810))
     page = world.client("lead").get("/jobs/?sort=position").content.decode()
     ids = [int(i) for i in re.findall(r'data-job="(\d+)"', page)]
-    queued = [pk for pk, _t in sel._queue_order()]
+    queued = [pk for pk, _t in queue_order()]
     assert ids[:len(queued)] == queued and extra.pk in ids
     assert "data-auto-submit" in page
     assert '<option value="position" selected>' in page
