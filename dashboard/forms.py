@@ -85,10 +85,15 @@ class JobForm(forms.Form):
                                     empty_label=None)
     name = forms.CharField(label="Name", required=False, max_length=200,
                            help_text="What you will look for in the list, e.g. llama-7b-lr3e-4.")
+    # required here: a job submitted from the form with no command ran nothing on its
+    # GPUs (the API still accepts one, for pipelines that set the command elsewhere);
+    # spaces alone are stripped to nothing and refused too
     command = forms.CharField(
-        label="Command", required=False,
+        label="Command", required=True,
         widget=forms.Textarea(attrs={"rows": 2, "spellcheck": "false"}),
         help_text="Run by the node agent on every node of the job.",
+        error_messages={"required": "Type the command the node agent runs, e.g. "
+                                    "python train.py --config base.yaml."},
     )
     gpus = _int("GPUs", initial=8, help_text="The whole gang starts at once, or not at all.")
     gpus_per_node = _int(
@@ -151,7 +156,10 @@ class JobForm(forms.Form):
                     self.add_error(name if name in self.fields else None, messages)
             return data
         tenant = data.get("tenant")
-        if tenant is None or self.errors:
+        # only the shape's own errors stop the fit check: an empty command must not hide
+        # "it needs 64 GPUs; the cluster has 16"
+        shape = {"tenant", "gpus", "gpus_per_node", "min_gpus", "gpu_type"}
+        if tenant is None or shape & set(self.errors):
             return data
         job = Job(tenant=tenant, gpus=spec["gpus"], min_gpus=spec["min_gpus"],
                   gpus_per_node=spec["gpus_per_node"], gpu_type=spec["gpu_type"])
@@ -191,3 +199,11 @@ class QuotaForm(forms.Form):
                                          max_value=MAX_INT)
     borrow_limit_gpus = forms.IntegerField(label="Borrow limit (GPUs)", min_value=-MAX_INT,
                                            max_value=MAX_INT)
+
+
+class DrainForm(forms.Form):
+    """Why a node is drained: asked every time, kept in the log row beside the operator's
+    name (a drained node with no reason is a question for whoever finds it)."""
+
+    why = forms.CharField(label="Reason", max_length=200, error_messages={
+        "required": "Say why the node is drained: the reason goes in the log."})

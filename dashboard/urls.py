@@ -16,5 +16,7 @@ urlpatterns = [
     path("operator/", views.operator, name="operator"),
     path("operator/teams/<int:pk>/quota/", views.tenant_quota, name="tenant_quota"),
     path("operator/nodes/<int:pk>/<slug:action>/", views.node_action, name="node_action"),
+    path("glossary/", views.glossary, name="glossary"),
+    path("live/node/<int:pk>/", views.node_panel, name="node_panel"),
     path("live/<slug:name>/", views.live, name="live"),
 ]

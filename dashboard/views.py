@@ -20,11 +20,12 @@ from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.core.paginator import Paginator
-from django.db.models import Sum
+from django.db.models import Q, Sum
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render, resolve_url
 from django.utils import timezone
-from django.views.decorators.http import require_GET, require_POST
+from django.utils.cache import patch_cache_control
+from django.views.decorators.http import conditional_page, require_GET, require_POST
 from django_htmx.http import HttpResponseClientRedirect
 
 from scheduler_app.core.states import FINAL_STATES
@@ -36,7 +37,8 @@ from scheduler_app.services import job_cancel, job_submit
 from scheduler_app.services.cluster import node_drain, node_mark_up, node_undrain, tenant_set_quota
 from scheduler_app.services.errors import Invalid, ServiceError
 
-from .forms import JobForm, QuotaForm
+from . import words
+from .forms import DrainForm, JobForm, QuotaForm
 
 PER_PAGE = 50
 FINAL = frozenset(s.value for s in FINAL_STATES)
@@ -179,19 +181,40 @@ def section_fairshare(request: HttpRequest) -> dict[str, Any]:
     loans = [(f.tenant.name, part["tenant"], part["gpus"]) for f in figures
              for part in f.borrowed_from]
     return {"figures": figures, "chart": chart, "loans": loans,
-            "reclaims": sel.reclaims(now=now), "palette": palette(request)}
+            "reclaims": sel.reclaims(now=now), "palette": palette(request),
+            "half_life": words.half_life_words()}
+
+
+#: Where the usage chart labels its axis, per window: every 10 min, 3 h, or day.
+USAGE_TICKS_S = {"hour": 600, "day": 3 * 3600, "week": 86400}
 
 
 def section_usage(request: HttpRequest) -> dict[str, Any]:
-    series = sel.usage_series(now=timezone.now())
+    """GPUs held per team over the last hour, day or week (``?window=``), with each
+    team's guarantee as a line and its peak from the allocations, not the samples."""
+    now = timezone.now()
+    window = request.GET.get("window", "")
+    if window not in sel.USAGE_WINDOWS:
+        window = sel.usage_default_window(now=now)
+    span_s, step_s = sel.USAGE_WINDOWS[window]
+    series = sel.usage_series(now=now, hours=span_s / 3600, step_s=step_s)
+    colours = palette(request)
+    fmt = "%a %H:%M" if window == "week" else "%H:%M"
+    tick = USAGE_TICKS_S[window]
     chart = {
-        "labels": [timezone.localtime(t).strftime("%H:%M") for t in series.times],
-        "series": [{"name": name, "held": held, "guaranteed": series.guaranteed[name]}
+        "labels": [timezone.localtime(t).strftime(fmt) for t in series.times],
+        # label only the round instants (14:00, 14:10): Chart.js's own skipping put the
+        # ticks at odd times
+        "ticks": [int(t.timestamp()) % tick == 0 for t in series.times],
+        "series": [{"name": name, "held": held, "guaranteed": series.guaranteed[name],
+                    "colour": int(colours.get(name, "t9")[1:])}
                    for name, held in series.held.items()],
     }
-    peaks = [{"name": s["name"], "peak": max(s["held"] or [0]), "now": (s["held"] or [0])[-1],
-              "guaranteed": s["guaranteed"]} for s in chart["series"]]
-    return {"chart": chart, "peaks": peaks, "palette": palette(request)}
+    peaks = [{"name": s["name"], "peak": series.peak.get(s["name"], 0),
+              "now": (s["held"] or [0])[-1], "guaranteed": s["guaranteed"]}
+             for s in chart["series"]]
+    return {"chart": chart, "peaks": peaks, "palette": colours, "window": window,
+            "windows": [(w, words.WINDOW_WORDS[w]) for w in sel.USAGE_WINDOWS]}
 
 
 def section_team_queue(request: HttpRequest) -> dict[str, Any]:
@@ -214,6 +237,20 @@ def section_team_queue(request: HttpRequest) -> dict[str, Any]:
     return {"labels": SIZE_CLASS_LABELS, "teams": rows}
 
 
+def section_operator_quotas(request: HttpRequest) -> dict[str, Any]:
+    """The quota table (each team's Held, guarantee and borrow limit) and its header."""
+    if not viewer(request).operator:
+        raise PermissionDenied("Operators only.")
+    return _quota_tables()
+
+
+def section_operator_nodes(request: HttpRequest) -> dict[str, Any]:
+    """The node table: free GPUs, jobs, heartbeat, health, and the drain controls."""
+    if not viewer(request).operator:
+        raise PermissionDenied("Operators only.")
+    return {"node_rows": sel.node_rows()}
+
+
 SECTIONS: dict[str, tuple[str, Callable[[HttpRequest], dict[str, Any]]]] = {
     "map": ("dashboard/sections/map.html", section_map),
     "feed": ("dashboard/sections/feed.html", section_feed),
@@ -222,17 +259,25 @@ SECTIONS: dict[str, tuple[str, Callable[[HttpRequest], dict[str, Any]]]] = {
     "fairshare": ("dashboard/sections/fairshare.html", section_fairshare),
     "usage": ("dashboard/sections/usage.html", section_usage),
     "team-queue": ("dashboard/sections/team_queue.html", section_team_queue),
+    "operator-quotas": ("dashboard/sections/operator_quotas.html", section_operator_quotas),
+    "operator-nodes": ("dashboard/sections/operator_nodes.html", section_operator_nodes),
 }
 
 
 @signed_in
 @require_GET
+@conditional_page
 def live(request: HttpRequest, name: str) -> HttpResponse:
-    """One section, for htmx polling."""
+    """One section, for htmx polling. A poll that finds nothing changed gets 304 and no
+    body (the ETag is the section's hash): every open tab polled the 40 KB map every few
+    seconds to learn that nothing moved. ``no-cache`` makes the browser ask each time, so
+    a change still shows within a poll; ``private``: the section is this viewer's."""
     if name not in SECTIONS:
         raise Http404("No such section.")
     template, build = SECTIONS[name]
-    return render(request, template, {"viewer": viewer(request), **build(request)})
+    response = render(request, template, {"viewer": viewer(request), **build(request)})
+    patch_cache_control(response, private=True, no_cache=True)
+    return response
 
 
 def sections(request: HttpRequest, *names: str) -> dict[str, Any]:
@@ -256,7 +301,7 @@ def home(request: HttpRequest) -> HttpResponse:
         ctx.update(sections(request, "map", "feed", "queue-depth", "reservations"))
     elif v.is_lead:
         role = "lead"
-        ctx.update(sections(request, "map", "feed", "fairshare", "team-queue"))
+        ctx.update(sections(request, "map", "feed", "fairshare", "usage", "team-queue"))
         ctx["team_jobs"] = _rows(sel.jobs_visible(viewer=v, group="active")[:10], v)
     else:
         role = "researcher" if v.member_of else "visitor"
@@ -298,8 +343,17 @@ def jobs(request: HttpRequest) -> HttpResponse:
     mine = request.GET.get("mine") == "1" or not (v.operator or v.is_lead)
     qs = sel.jobs_visible(viewer=v, group=group, tenant_id=tenant.pk if tenant else None,
                           mine=mine)
-    paginator = Paginator(qs, PER_PAGE)
-    page_obj = paginator.get_page(request.GET.get("page"))
+    sort = "position" if request.GET.get("sort") == "position" else "newest"
+    if sort == "position":
+        # the queued jobs in the order they will start, then the others: paginate ids,
+        # then read the page's jobs in that order
+        paginator = Paginator(sel.job_ids_by_position(qs), PER_PAGE)
+        page_obj = paginator.get_page(request.GET.get("page"))
+        found = qs.in_bulk(list(page_obj.object_list))
+        page_obj.object_list = [found[pk] for pk in page_obj.object_list if pk in found]
+    else:
+        paginator = Paginator(qs, PER_PAGE)
+        page_obj = paginator.get_page(request.GET.get("page"))
     teams = (Tenant.objects.order_by("name") if v.operator
              else Tenant.objects.filter(pk__in=sorted(v.member_of)).order_by("name"))
     ctx = {
@@ -310,6 +364,7 @@ def jobs(request: HttpRequest) -> HttpResponse:
         "mine": mine,
         "teams": list(teams),
         "forced_mine": not (v.operator or v.is_lead),
+        "sort": sort,
         "query": request.GET.urlencode(),
     }
     if request.htmx:
@@ -351,7 +406,7 @@ def _submit_tenants(v: sel.Viewer) -> Any:
 
 
 def _job_form(request: HttpRequest, tenants: Any) -> JobForm:
-    types = sorted(t for t in Node.objects.values_list("gpu_type", flat=True).distinct() if t)
+    types = sel.gpu_types()
     data = request.POST if request.method == "POST" else None
     form = JobForm(data, tenants=tenants, gpu_types=types)
     if data is None and request.GET.get("team"):
@@ -370,8 +425,10 @@ def job_validate(request: HttpRequest) -> HttpResponse:
     form = _job_form(request, tenants)
     form.is_valid()
     touched = {n for n in request.POST.get("_touched", "").split(",") if n in form.fields}
+    # hidden fields (the idempotency key) have no error slot on the page: an out-of-band
+    # swap without a target is an htmx error in the console
     slots = [{"name": name, "errors": form.errors.get(name, []) if name in touched else []}
-             for name in form.fields]
+             for name, bound in form.fields.items() if not bound.widget.is_hidden]
     return render(request, "dashboard/partials/field_errors.html", {"slots": slots})
 
 
@@ -426,29 +483,47 @@ def cluster(request: HttpRequest) -> HttpResponse:
     return page(request, "dashboard/cluster.html", ctx)
 
 
+@signed_in
+@require_GET
+def glossary(request: HttpRequest) -> HttpResponse:
+    """The terms the pages use, each with an anchor the pages link to."""
+    from .words import glossary as terms
+
+    return page(request, "dashboard/glossary.html", {"terms": terms()})
+
+
+@signed_in
+@require_GET
+def node_panel(request: HttpRequest, pk: int) -> HttpResponse:
+    """The map's panel for one node: its jobs, GPUs and heartbeat (everyone signed in may
+    look; other teams' jobs are named by their team only)."""
+    node = get_object_or_404(Node.objects.select_related("pod"), pk=pk)
+    panel = sel.node_panel(node=node, viewer=viewer(request))
+    return render(request, "dashboard/partials/node_panel.html",
+                  {"p": panel, "palette": palette(request), "viewer": viewer(request)})
+
+
 # --------------------------------------------------------------------------- operator
 @operator_required
 @require_GET
 def operator(request: HttpRequest) -> HttpResponse:
     """Quotas and borrow limits, node drain and undrain: every change through the log."""
-    ctx = sections(request, "map", "feed")
-    ctx.update(_operator_tables())
+    ctx = sections(request, "map", "feed", "operator-quotas", "operator-nodes")
+    ctx["settings_rows"] = scheduler_settings_rows()
     return page(request, "dashboard/operator.html", ctx)
 
 
-def _operator_tables(forms_by_tenant: dict[int, QuotaForm] | None = None) -> dict[str, Any]:
+def _quota_tables() -> dict[str, Any]:
     tenants = list(Tenant.objects.order_by("name"))
-    forms_by_tenant = forms_by_tenant or {}
-    rows = [{"tenant": t, "form": forms_by_tenant.get(t.pk) or QuotaForm(initial={
+    rows = [{"tenant": t, "form": QuotaForm(initial={
         "guaranteed_gpus": t.guaranteed_gpus, "borrow_limit_gpus": t.borrow_limit_gpus},
         prefix=f"t{t.pk}")} for t in tenants]
-    nodes = list(Node.objects.select_related("pod").order_by("name"))
-    cluster_gpus = sum(n.gpu_count for n in nodes)
-    healthy_gpus = sum(n.gpu_count for n in nodes if n.health == NodeHealth.HEALTHY.value)
-    return {"quota_rows": rows, "nodes": nodes, "cluster_gpus": cluster_gpus,
-            "healthy_gpus": healthy_gpus,
-            "guaranteed_total": sum(t.guaranteed_gpus for t in tenants),
-            "settings_rows": scheduler_settings_rows()}
+    totals = Node.objects.aggregate(
+        gpus=Sum("gpu_count"),
+        healthy=Sum("gpu_count", filter=Q(health=NodeHealth.HEALTHY.value)))
+    return {"quota_rows": rows, "cluster_gpus": totals["gpus"] or 0,
+            "healthy_gpus": totals["healthy"] or 0,
+            "guaranteed_total": sum(t.guaranteed_gpus for t in tenants)}
 
 
 @operator_required
@@ -497,14 +572,22 @@ def node_action(request: HttpRequest, pk: int, action: str) -> HttpResponse:
     if action not in NODE_ACTIONS:
         raise Http404("No such action.")
     error = ""
+    why = DrainForm(request.POST)
     try:
-        NODE_ACTIONS[action](node=node, actor_name=request.user.get_username())
+        if action != "drain":
+            NODE_ACTIONS[action](node=node, actor_name=request.user.get_username())
+        elif why.is_valid():
+            node_drain(node=node, actor_name=request.user.get_username(),
+                       why=why.cleaned_data["why"])
+        else:
+            error = " ".join(why.errors["why"])
     except ServiceError as failure:
         error = str(failure)
     node.refresh_from_db()
     if request.htmx:
+        jobs = sel.node_rows([node.pk])[0].jobs
         response = render(request, "dashboard/partials/node_row.html",
-                          {"node": node, "error": error})
+                          {"node": node, "error": error, "jobs": jobs})
         response["HX-Trigger"] = "cluster-changed"
         return response
     if error:

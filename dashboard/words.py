@@ -27,6 +27,21 @@ _EPOCH = re.compile(r"\bt=(\d{9,11})\b")
 #: both read the same ids
 _JOB_IDS = JOB_ID_LISTS
 _NUMBER = JOB_ID
+#: a weighed candidate written as "6: protected: ..." (rows logged before the core wrote
+#: "job 6: protected"): the leading id is a job too
+_LEADING_ID = re.compile(r"^(\d+)(?=: )")
+
+
+def plural(n: int | None, unit: str, units: str | None = None) -> str:
+    """"1 GPU", "8 GPUs": the count with its unit in the right number."""
+    if n is None:
+        return f"? {units or unit + 's'}"
+    return f"{n} {unit if n == 1 else (units or unit + 's')}"
+
+
+def possessive(name: str) -> str:
+    """"vision's", "evals'": a name ending in s takes the apostrophe alone."""
+    return f"{name}'" if name.endswith("s") else f"{name}'s"
 
 
 def clock(at: datetime, now: datetime | None = None) -> str:
@@ -70,6 +85,7 @@ def core_sentence(text: str) -> SafeString:
     """A core sentence as HTML: instants as <time> with the clock time, job ids as #n."""
     if not text:
         return mark_safe("")
+    text = _LEADING_ID.sub(r"job \1", text)
     out, last = [], 0
     for m in _EPOCH.finditer(text):
         out.append(_ids(escape(text[last:m.start()])))
@@ -99,7 +115,7 @@ def alloc_words(alloc: dict[str, list[int]] | None, *, full: bool = False) -> st
     nodes = sorted(alloc)
     if len(nodes) > 3 and not full:
         gpus = sum(len(ix) for ix in alloc.values())
-        return f"{len(nodes)} nodes, {nodes[0]} to {nodes[-1]} ({gpus} GPUs)"
+        return f"{len(nodes)} nodes, {nodes[0]} to {nodes[-1]} ({plural(gpus, 'GPU')})"
     return ", ".join(f"{node} {gpu_ranges(alloc[node])}" for node in nodes)
 
 
@@ -172,7 +188,7 @@ def describe(row: Transition) -> str:
     if reason == R.PLACED:
         words = f"Placed on {alloc_words(d.get('alloc'))}."
         if d.get("reclaimed_from"):
-            ids = ", ".join(f"#{i}" for i in d["reclaimed_from"])
+            ids = ", ".join(_job(i) for i in d["reclaimed_from"])
             words += f" Room made by preempting {ids}."
         return words
     if reason == R.BACKFILLED:
@@ -194,7 +210,8 @@ def describe(row: Transition) -> str:
         if row.from_state == row.to_state:
             return "Preemption request renewed."
         head = d.get("for")
-        words = f"Asked to stop to make room for job #{head}" if head else "Asked to stop"
+        # a job the viewer may not see is already words ("a job of team X"), not an id
+        words = f"Asked to stop to make room for {_job(head)}" if head else "Asked to stop"
         if d.get("words"):
             return f"{words}: {d['words']}."
         return words + "."
@@ -220,7 +237,7 @@ def describe(row: Transition) -> str:
     if reason == R.CHECKPOINTED:
         return f"Checkpoint written ({d.get('resume_pointer', '')})."
     if reason == R.SHRUNK:
-        return f"Shrunk to {d.get('gpus', '?')} GPUs after a node failure."
+        return f"Shrunk to {plural(d.get('gpus'), 'GPU')} after a node failure."
     if reason == R.CANCELLED:
         why = f": {d['why']}" if d.get("why") else ""
         return f"Cancelled by {who}{why}."
@@ -255,3 +272,77 @@ def _tenant_words(row: Transition, d: dict[str, Any]) -> str:
         return f"Team {name} created with {new}."
     old = f"{before.get('guaranteed_gpus', '?')} + {before.get('borrow_limit_gpus', '?')}"
     return f"Team {name} quota set to {new} (was {old}) by {row.actor_name or row.actor}."
+
+
+#: The usage chart's windows, as its buttons and title say them.
+WINDOW_WORDS = {"hour": "last hour", "day": "last day", "week": "last week"}
+
+
+# --------------------------------------------------------------------------- glossary
+def half_life_words() -> str:
+    """The usage half-life the scheduler runs with, as a person says it: "7 days"."""
+    from scheduler_app.services.usage import half_life_s
+
+    seconds = half_life_s()
+    if seconds % 86400 == 0:
+        return plural(seconds // 86400, "day")
+    if seconds % 3600 == 0:
+        return plural(seconds // 3600, "hour")
+    return duration(seconds)
+
+
+def glossary() -> list[tuple[str, str, str]]:
+    """(anchor, term, meaning) of every term the pages use, for a newcomer: the pages link
+    each term here instead of hiding its meaning in a tooltip."""
+    half = half_life_words()
+    return [
+        ("guarantee", "Guarantee",
+         "The GPUs a team is promised. When the team asks for them, it gets them, if need "
+         "be by taking back GPUs other teams borrowed."),
+        ("borrowing", "Borrowed GPUs, borrow limit",
+         "GPUs a team holds beyond its guarantee, taken from capacity nobody uses. The borrow "
+         "limit caps them. Borrowed GPUs can be taken back (preempted) when their owner "
+         "needs them."),
+        ("decayed-usage", "Decayed usage",
+         f"How many GPU-hours a team used recently. Older use counts less: it halves every "
+         f"{half} (the half-life), so a team that ran a lot last month is not held back "
+         f"today."),
+        ("per-guaranteed-gpu", "Usage per guaranteed GPU",
+         "Decayed usage divided by the team's guarantee: the fair-share key. The team with "
+         "the lowest value goes first, so a big team may use more before it waits."),
+        ("order", "Order",
+         "Where each team stood at the scheduler's last pass (every few seconds): 1 is "
+         "served first. It follows usage per guaranteed GPU."),
+        ("queue-position", "Queue position",
+         "A waiting job's place in its team's queue (priority, then submit time), and across "
+         "the cluster, where the teams take turns in fair-share order."),
+        ("pending-reason", "Why it waits",
+         "The one thing that keeps a waiting job from starting now, as the scheduler found it "
+         "at its last pass, with the numbers behind it and what you can do."),
+        ("estimate", "Start estimate",
+         "When a waiting job should start. \"At the latest\" means GPUs are reserved for it; "
+         "\"expected\" is a projection from the time limits of what runs now."),
+        ("time-limit", "Time limit",
+         "How long a job may run. Jobs with a limit let the scheduler plan starts and fit "
+         "short jobs into gaps (backfill)."),
+        ("backfill", "Backfill",
+         "Starting a smaller job ahead of its turn because it ends, by its time limit, before "
+         "the GPUs it uses are needed by a higher-ranked job."),
+        ("reservation", "Reservation",
+         "GPUs held for the highest-ranked waiting job so that smaller jobs cannot keep it "
+         "waiting for ever."),
+        ("preemption", "Preemption",
+         "Stopping a job that runs on borrowed GPUs so their owner can use them. A job that "
+         "can checkpoint writes one first and later resumes from it."),
+        ("checkpoint", "Checkpoint",
+         "A job saving its progress so it can resume after it is stopped. Writing one does "
+         "not change the job's state: it stays running."),
+        ("gpu-hours", "GPU-hours",
+         "GPUs times hours: 8 GPUs for 2 hours is 16 GPU-hours."),
+        ("drain", "Draining",
+         "A node that keeps the jobs it runs and takes no new ones, usually before "
+         "maintenance."),
+        ("log-row", "Log row",
+         "Every change is a numbered row of the transition log (\"row 222\"). Row numbers "
+         "count changes; job numbers (#17) name jobs. They are different numbers."),
+    ]

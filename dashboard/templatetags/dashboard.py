@@ -129,3 +129,36 @@ def pending_words(job: Any) -> str:
     from scheduler_app.selectors.dashboard import pending_sentence
 
     return pending_sentence(job)
+
+
+@register.simple_tag
+def term(anchor: str, label: str = "") -> SafeString:
+    """A term linked to its glossary entry: the meaning one click away, not in a tooltip."""
+    from django.urls import reverse
+
+    shown = label or next((t for a, t, _m in words.glossary() if a == anchor), anchor)
+    return format_html('<a class="term" href="{}#{}">{}</a>', reverse("dashboard:glossary"),
+                       anchor, shown)
+
+
+@register.filter
+def n_of(count: int | None, unit: str) -> str:
+    """``{{ n|n_of:"GPU" }}``: "1 GPU", "8 GPUs"."""
+    return words.plural(count, unit)
+
+
+@register.filter
+def possessive(name: str) -> SafeString:
+    """``{{ team|possessive }}``: "vision's", "evals'" (the name escaped, the apostrophe
+    kept as typed, as it was when the templates wrote "'s" themselves)."""
+    from django.utils.html import escape
+    from django.utils.safestring import mark_safe
+
+    text = str(name)
+    return mark_safe(escape(text) + ("'" if text.endswith("s") else "'s"))  # noqa: S308
+
+
+@register.filter
+def get_window(windows: list[tuple[str, str]], name: str) -> str:
+    """The words of one of the usage chart's windows: "last hour"."""
+    return dict(windows).get(name, name)

@@ -27,6 +27,7 @@ from scheduler_app.core.types import SIZE_CLASS_LABELS, Actor, size_class
 from scheduler_app.models import Allocation, Job, Membership, Tenant, Transition
 from scheduler_app.selectors.jobs import job_history, job_queue_position
 from scheduler_app.selectors.redaction import OtherJobs
+from scheduler_app.selectors.why import why_pending
 from scheduler_app.services import job_cancel, job_submit
 from scheduler_app.services.jobs import batch_jobs_with_key, jobs_submit_batch, submit_replayed
 
@@ -228,6 +229,17 @@ def _when_text(value: datetime) -> str:
     return _WHEN.to_representation(value)
 
 
+class WhyPendingOut(serializers.Serializer):
+    reason = serializers.CharField(help_text="The scheduler's pending reason.")
+    headline = serializers.CharField(help_text="The one thing that keeps it waiting, in "
+                                     "numbers.")
+    evidence = serializers.ListField(child=serializers.CharField(),
+                                     help_text="The figures behind it (free GPUs per pod, "
+                                     "the planned start and its basis, ...).")
+    next_step = serializers.CharField(allow_blank=True,
+                                      help_text="What would start it sooner, if anything.")
+
+
 class JobDetailOut(JobOut):
     pending_sentence = serializers.SerializerMethodField()
     queue_position = serializers.SerializerMethodField()
@@ -235,13 +247,14 @@ class JobDetailOut(JobOut):
     allocation = serializers.SerializerMethodField()
     history = serializers.SerializerMethodField()
     preemptions = serializers.SerializerMethodField()
+    why_pending = serializers.SerializerMethodField()
 
     class Meta(JobOut.Meta):
         fields = [*JobOut.Meta.fields, "command", "checkpointable", "checkpoint_interval_s",
                   "checkpoint_time_s", "restart_s", "max_runtime_s", "min_gpus",
                   "preemptible", "interactive", "last_checkpoint_at", "resume_pointer",
                   "retry_count", "pending_sentence", "queue_position", "estimate",
-                  "allocation", "history", "preemptions"]
+                  "allocation", "history", "preemptions", "why_pending"]
 
     @extend_schema_field(serializers.CharField())
     def get_pending_sentence(self, job: Job) -> str:
@@ -298,6 +311,13 @@ class JobDetailOut(JobOut):
                 "detail": d,
             })
         return PreemptionOut(out, many=True).data
+
+    @extend_schema_field(WhyPendingOut(allow_null=True))
+    def get_why_pending(self, job: Job) -> dict[str, Any] | None:
+        """Why a queued job waits, in one place (the dashboard's job page says the same);
+        null when it does not wait."""
+        answer = why_pending(job=job, others=self._others(job))
+        return None if answer is None else answer.as_dict()
 
     def _history(self, job: Job) -> list[Transition]:
         cached = getattr(job, "_api_history", None)

@@ -175,7 +175,13 @@ PENDING_SENTENCES: dict[PendingReason, str] = {
     PendingReason.TOPOLOGY: (
         "Enough GPUs are free, but not in the shape the job asked for (GPUs per node, pods)."
     ),
-    PendingReason.NODE_DOWN: "Nodes it could run on are down or draining.",
+    # the core says NodeDown only when the job would fit with the idle GPUs of the down
+    # or draining nodes: say so, not that every node it could use is gone (one of 48
+    # draining read as if the cluster were down)
+    PendingReason.NODE_DOWN: (
+        "The healthy nodes lack the free GPUs it needs; it would fit if the nodes that are "
+        "down or draining were back."
+    ),
     PendingReason.GPU_TYPE: "Not enough GPUs of the requested type are free.",
     PendingReason.PREEMPTING: "Borrowed GPUs are being reclaimed for it; waiting for them.",
     PendingReason.INTERACTIVE_TIER_FULL: "The interactive slice is fully used.",

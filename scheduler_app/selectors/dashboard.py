@@ -17,10 +17,10 @@ import bisect
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from django.db.models import Q, QuerySet
+from django.db.models import Count, Min, Q, QuerySet
 
 from scheduler_app.core.states import (
     FINAL_STATES,
@@ -32,8 +32,9 @@ from scheduler_app.core.states import (
 )
 from scheduler_app.models import Allocation, Job, Membership, Node, Pod, Tenant, Transition
 
-from .jobs import job_history, job_queue_position
+from .jobs import job_history, job_queue_position, queue_order
 from .redaction import OtherJobs
+from .why import why_pending
 
 S = JobState
 LEAD = Membership.Role.LEAD.value
@@ -130,26 +131,24 @@ def queue_positions(jobs: Iterable[Job]) -> dict[int, tuple[int, int]]:
     wanted = {job.pk for job in jobs if job.state == S.QUEUED}
     if not wanted:
         return {}
-    ranks = dict(Tenant.objects.values_list("pk", "share_rank"))
-    queued = sorted(
-        (
-            (0, ranks[tenant_id]) if ranks.get(tenant_id) is not None else (1, 0),
-            -priority,
-            submitted_at,
-            pk,
-            tenant_id,
-        )
-        for pk, tenant_id, priority, submitted_at in Job.objects.filter(
-            state=S.QUEUED
-        ).values_list("pk", "tenant_id", "priority", "submitted_at")
-    )
     out: dict[int, tuple[int, int]] = {}
     in_tenant: dict[int, int] = defaultdict(int)
-    for rank, (_tier, _prio, _at, pk, tenant_id) in enumerate(queued, start=1):
+    for rank, (pk, tenant_id) in enumerate(queue_order(), start=1):
         in_tenant[tenant_id] += 1
         if pk in wanted:
             out[pk] = (in_tenant[tenant_id], rank)
     return out
+
+
+def job_ids_by_position(jobs: QuerySet[Job]) -> list[int]:
+    """The ids of ``jobs``, the queued ones first in the order they will start (the
+    cluster's queue order), then the others newest first. Three queries, ids only: the
+    caller paginates the list and reads one page of jobs."""
+    ids = list(jobs.order_by("-id").values_list("pk", flat=True))
+    present = set(ids)
+    queued = [pk for pk, _t in queue_order() if pk in present]
+    first = set(queued)
+    return queued + [pk for pk in ids if pk not in first]
 
 
 def open_allocations(job_ids: Iterable[int]) -> dict[int, dict[str, list[int]]]:
@@ -239,6 +238,18 @@ class JobRow:
     def pending_sentence(self) -> str:
         return pending_sentence(self.job)
 
+    @property
+    def ends_by(self) -> datetime | None:
+        return ends_by(self.job)
+
+
+def ends_by(job: Job) -> datetime | None:
+    """When a started job stops at the latest: its start plus its declared time limit
+    (None: not started, or no limit)."""
+    if job.started_at is None or not job.max_runtime_s:
+        return None
+    return job.started_at + timedelta(seconds=job.max_runtime_s)
+
 
 def job_rows(jobs: Sequence[Job], *, viewer: Viewer) -> list[JobRow]:
     """Rows for a page of jobs: six queries at most, whatever the page holds."""
@@ -281,6 +292,14 @@ class JobDetail:
     #: job id -> (name, tenant) of the jobs its preemptions made room for, when visible
     for_jobs: dict[int, Job]
     estimate_basis: str = ""  # as the viewer may read it
+    #: the tail of a failed job's log, as its node's agent last sent it (else empty)
+    log_tail: dict[str, Any] = field(default_factory=dict)
+    #: why a queued job waits, in one place (None: it does not wait)
+    why: Any = None
+
+    @property
+    def ends_by(self) -> datetime | None:
+        return ends_by(self.job)
 
 
 def job_detail(*, job: Job, viewer: Viewer) -> JobDetail:
@@ -304,7 +323,33 @@ def job_detail(*, job: Job, viewer: Viewer) -> JobDetail:
         preemptions=preemptions,
         for_jobs=for_jobs,
         estimate_basis=others.text(job.estimate_basis or ""),
+        log_tail=failed_log_tail(job),
+        why=why_pending(job=job, others=others),
     )
+
+
+#: Lines of each stream the job page shows of a failed job's log.
+LOG_TAIL_LINES = 40
+
+
+def failed_log_tail(job: Job) -> dict[str, Any]:
+    """The last lines of a failed job's stdout and stderr, as its node's agent last sent
+    them (the API's ``/jobs/<id>/log/``; kept in the cache, no query): "failed with exit
+    code 1" alone sent everyone to the node. Empty for a job that did not fail or whose
+    agent sent nothing."""
+    if job.state != S.FAILED:
+        return {}
+    from scheduler_app.api.agent_logs import job_log_tail  # the API reads it the same way
+
+    tail = job_log_tail(job=job)
+    if not (tail.get("stdout") or tail.get("stderr")):
+        return {}
+
+    def last(text: str) -> str:
+        return "\n".join(text.rstrip("\n").splitlines()[-LOG_TAIL_LINES:])
+
+    return {"node": tail.get("node"), "at": tail.get("at"),
+            "stdout": last(tail.get("stdout") or ""), "stderr": last(tail.get("stderr") or "")}
 
 
 # --------------------------------------------------------------------------- usage
@@ -315,16 +360,43 @@ class UsageSeries:
     times: list[datetime]
     held: dict[str, list[int]]  # tenant name -> GPUs held at each time
     guaranteed: dict[str, int]
+    #: tenant name -> the most GPUs it held at any instant of the window, from every
+    #: allocation opened and closed (not from the samples: a peak between two samples
+    #: was missed, and 160 GPUs held for ten minutes read as 98)
+    peak: dict[str, int] = field(default_factory=dict)
 
 
-def usage_series(*, now: datetime, hours: int = 24, step_s: int = 900) -> UsageSeries:
+#: The windows the usage chart offers: name -> (span, sampling step), in seconds.
+USAGE_WINDOWS: dict[str, tuple[int, int]] = {
+    "hour": (3600, 60),
+    "day": (86400, 900),
+    "week": (7 * 86400, 7200),
+}
+
+
+def usage_default_window(*, now: datetime) -> str:
+    """The shortest window that holds every allocation of the last day (one query): on a
+    cluster that started an hour ago, a day's axis was flat for 23 hours."""
+    first = Allocation.objects.filter(
+        Q(end__isnull=True) | Q(end__gt=now - timedelta(days=1))).aggregate(t=Min("start"))["t"]
+    if first is not None and first >= now - timedelta(hours=1):
+        return "hour"
+    return "day"
+
+
+def usage_series(*, now: datetime, hours: float = 24, step_s: int = 900) -> UsageSeries:
     """GPUs held per tenant over the last ``hours``, from the allocations (the log's
     projection: an allocation opens on placement and closes when the job stops holding).
-    Two queries: the tenants and the allocations that overlap the window."""
-    since = now - timedelta(hours=hours)
+    The samples fall on round clock times (every ``step_s`` since the epoch: 14:00, 14:15,
+    not 13:47, 14:02), the last at ``now``. Two queries: the tenants and the allocations
+    that overlap the window."""
+    since = now - timedelta(seconds=hours * 3600)
     tenants = list(Tenant.objects.order_by("name").values_list("pk", "name", "guaranteed_gpus"))
-    times = [since + timedelta(seconds=step_s * i) for i in range(hours * 3600 // step_s)]
-    times.append(now)
+    first = -(-int(since.timestamp()) // step_s) * step_s  # the first round instant
+    times = [datetime.fromtimestamp(t, tz=now.tzinfo or UTC)
+             for t in range(first, int(now.timestamp()), step_s)]
+    if not times or times[-1] != now:
+        times.append(now)
     events: dict[int, list[tuple[datetime, int]]] = defaultdict(list)
     for tenant_id, start, end, indices in (
         Allocation.objects.filter(start__lte=now)
@@ -334,10 +406,13 @@ def usage_series(*, now: datetime, hours: int = 24, step_s: int = 900) -> UsageS
     ):
         gpus = len(indices)
         events[tenant_id].append((max(start, since), gpus))
-        if end is not None:
+        if end is not None and end <= now:
             events[tenant_id].append((end, -gpus))
     held: dict[str, list[int]] = {}
+    peak: dict[str, int] = {}
     for pk, name, _g in tenants:
+        # releases before starts at the same instant: a job handing its GPUs to the next
+        # one at 14:00 is not both holding them
         changes = sorted(events.get(pk, []))
         at = [c[0] for c in changes]
         running, sums = 0, []
@@ -346,7 +421,9 @@ def usage_series(*, now: datetime, hours: int = 24, step_s: int = 900) -> UsageS
             sums.append(running)
         # GPUs held at t: the running sum after every change at or before t
         held[name] = [sums[i - 1] if (i := bisect.bisect_right(at, t)) else 0 for t in times]
-    return UsageSeries(times=times, held=held, guaranteed={n: g for _pk, n, g in tenants})
+        peak[name] = max(sums + [0])
+    return UsageSeries(times=times, held=held, guaranteed={n: g for _pk, n, g in tenants},
+                       peak=peak)
 
 
 @dataclass(frozen=True, slots=True)
@@ -390,6 +467,13 @@ def reclaims(*, now: datetime, hours: int = 24, limit: int = 2000) -> list[Recla
 
 
 # --------------------------------------------------------------------------- the map
+def gpu_types() -> list[str]:
+    """The GPU types the cluster has, each once (one query). ``order_by`` replaces the
+    model's ordering by name: DISTINCT over (gpu_type, name) gave one entry per node."""
+    return [t for t in Node.objects.order_by("gpu_type").values_list("gpu_type", flat=True)
+            .distinct() if t]
+
+
 @dataclass(frozen=True, slots=True)
 class Cell:
     """One GPU: who holds it (None: free)."""
@@ -454,6 +538,62 @@ def cluster_map(*, viewer: Viewer) -> list[PodMap]:
         cells = [held[node.pk].get(i, Cell(i)) for i in range(node.gpu_count)]
         nodes[node.pod_id].append(NodeMap(node, cells))
     return [PodMap(pod, nodes.get(pod.pk, [])) for pod in Pod.objects.order_by("name")]
+
+
+@dataclass(frozen=True, slots=True)
+class NodeRow:
+    """A row of the operator's node table: the node and how many jobs hold GPUs on it."""
+
+    node: Node
+    jobs: int
+
+
+def node_rows(node_ids: Iterable[int] | None = None) -> list[NodeRow]:
+    """Every node (or the ones named) with its pod and the number of jobs on it: two
+    queries, the nodes and their open allocations counted by node."""
+    nodes = Node.objects.select_related("pod").order_by("name")
+    if node_ids is not None:
+        nodes = nodes.filter(pk__in=sorted(node_ids))
+    listed = list(nodes)
+    counts = dict(
+        Allocation.objects.filter(end__isnull=True, node__in=[n.pk for n in listed])
+        .values("node_id").annotate(n=Count("job_id", distinct=True)).order_by()
+        .values_list("node_id", "n")
+    ) if listed else {}
+    return [NodeRow(n, counts.get(n.pk, 0)) for n in listed]
+
+
+@dataclass(frozen=True, slots=True)
+class NodeJob:
+    """A job holding GPUs on a node, as the viewer may see it (``job`` None: another
+    team's job, shown by its team only)."""
+
+    job: Job | None
+    tenant: str
+    gpus: list[int]
+
+
+@dataclass(frozen=True, slots=True)
+class NodePanel:
+    node: Node
+    jobs: list[NodeJob]
+
+    @property
+    def used(self) -> int:
+        return sum(len(j.gpus) for j in self.jobs)
+
+
+def node_panel(*, node: Node, viewer: Viewer) -> NodePanel:
+    """What the map's panel shows for one node: the jobs on it and their GPUs (one query,
+    the node's open allocations with their jobs)."""
+    jobs = []
+    for alloc in (Allocation.objects.filter(node=node, end__isnull=True)
+                  .select_related("job__tenant").order_by("job_id")):
+        job = alloc.job
+        visible = viewer.sees_job(job.tenant_id, job.owner_id)
+        jobs.append(NodeJob(job if visible else None, job.tenant.name,
+                            sorted(alloc.gpu_indices)))
+    return NodePanel(node, jobs)
 
 
 # --------------------------------------------------------------------------- reservations
@@ -552,24 +692,35 @@ __all__ = [
     "Cell",
     "JobDetail",
     "JobRow",
+    "NodeJob",
     "NodeMap",
+    "NodePanel",
+    "NodeRow",
     "Planned",
     "PodMap",
     "Preemption",
     "Reclaim",
+    "USAGE_WINDOWS",
     "UsageSeries",
     "Viewer",
     "cluster_map",
+    "ends_by",
+    "failed_log_tail",
+    "gpu_types",
     "job_detail",
     "job_rows",
+    "job_ids_by_position",
     "jobs_visible",
     "last_preemptions",
+    "node_panel",
+    "node_rows",
     "open_allocations",
     "pending_sentence",
     "queue_positions",
     "reclaims",
     "reservations",
     "transitions_feed",
+    "usage_default_window",
     "usage_series",
     "viewer_for",
 ]

@@ -50,4 +50,23 @@ def job_queue_position(*, job: Job) -> tuple[int | None, int | None]:
     return in_tenant, rank
 
 
-__all__ = ["job_history", "job_queue_position"]
+def queue_order() -> list[tuple[int, int]]:
+    """(job id, tenant id) of every QUEUED job in the cluster's order (two queries): the
+    order ``job_queue_position`` counts in, for a whole page or list at once."""
+    ranks = dict(Tenant.objects.values_list("pk", "share_rank"))
+    queued = sorted(
+        (
+            (0, ranks[tenant_id]) if ranks.get(tenant_id) is not None else (1, 0),
+            -priority,
+            submitted_at,
+            pk,
+            tenant_id,
+        )
+        for pk, tenant_id, priority, submitted_at in Job.objects.filter(
+            state=JobState.QUEUED
+        ).values_list("pk", "tenant_id", "priority", "submitted_at")
+    )
+    return [(pk, tenant_id) for _tier, _prio, _at, pk, tenant_id in queued]
+
+
+__all__ = ["job_history", "job_queue_position", "queue_order"]

@@ -133,9 +133,13 @@ def tenant_set_quota(
     return row
 
 
-def node_drain(*, node: Node, actor_name: str, at: datetime | None = None) -> Transition:
-    """Stop placing new work on ``node``; what runs there keeps running."""
-    return node_move(node=node, action="drain", actor=Actor.OPERATOR, actor_name=actor_name, at=at)
+def node_drain(
+    *, node: Node, actor_name: str, why: str = "", at: datetime | None = None
+) -> Transition:
+    """Stop placing new work on ``node``; what runs there keeps running. ``why`` (the
+    operator's reason) is kept in the log row, for whoever wonders later."""
+    return node_move(node=node, action="drain", actor=Actor.OPERATOR, actor_name=actor_name,
+                     why=why, at=at)
 
 
 def node_undrain(*, node: Node, actor_name: str, at: datetime | None = None) -> Transition:

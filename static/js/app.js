@@ -8,6 +8,12 @@
   var COLOURS = ["#1d4ed8", "#c2410c", "#047857", "#a21caf", "#0e7490",
                  "#854d0e", "#6d28d9", "#be123c", "#4d7c0f", "#334155"];
 
+  // the fair-share chart's series (guarantee, held, borrowed, limit) are not teams: none
+  // of their colours is a team colour ("Held now" was team t0's blue, "Borrowed" t1's
+  // orange, so a reader took them for those teams)
+  var SERIES = { guarantee: "#98a2b3", held: "#101828", borrowed: "#f5b40b",
+                 borrowedEdge: "#6b4e00", limit: "rgba(245,180,11,0.15)" };
+
   function colour(i, alpha) {
     var c = COLOURS[i % COLOURS.length];
     if (alpha === undefined) return c;
@@ -27,11 +33,12 @@
         data: {
           labels: d.labels,
           datasets: [
-            { label: "Guarantee", data: d.guarantee, backgroundColor: "#98a2b3" },
-            { label: "Held now", data: d.held, backgroundColor: "#1d4ed8" },
-            { label: "Borrowed", data: d.borrowed, backgroundColor: "#c2410c" },
-            { label: "Borrow limit", data: d.borrow_limit, backgroundColor: "rgba(194,65,12,0.25)",
-              borderColor: "#c2410c", borderWidth: 1 }
+            { label: "Guarantee", data: d.guarantee, backgroundColor: SERIES.guarantee },
+            { label: "Held now", data: d.held, backgroundColor: SERIES.held },
+            { label: "Borrowed", data: d.borrowed, backgroundColor: SERIES.borrowed,
+              borderColor: SERIES.borrowedEdge, borderWidth: 1 },
+            { label: "Borrow limit", data: d.borrow_limit, backgroundColor: SERIES.limit,
+              borderColor: SERIES.borrowedEdge, borderWidth: 1, borderDash: [4, 3] }
           ]
         },
         options: {
@@ -42,21 +49,30 @@
       };
     },
     usage: function (d) {
+      // each team in its own colour (the one its chips use), and its guarantee as a
+      // dashed line of the same colour
+      var sets = [];
+      d.series.forEach(function (s) {
+        sets.push({ label: s.name, data: s.held, borderColor: colour(s.colour),
+                    backgroundColor: colour(s.colour, 0.1), stepped: true, pointRadius: 0,
+                    borderWidth: 2 });
+        sets.push({ label: s.name + " guarantee", data: d.labels.map(function () { return s.guaranteed; }),
+                    borderColor: colour(s.colour, 0.8), borderDash: [6, 4], borderWidth: 1,
+                    pointRadius: 0, fill: false });
+      });
       return {
         type: "line",
-        data: {
-          labels: d.labels,
-          datasets: d.series.map(function (s, i) {
-            return { label: s.name, data: s.held, borderColor: colour(i), backgroundColor: colour(i, 0.1),
-                     stepped: true, pointRadius: 0, borderWidth: 2 };
-          })
-        },
+        data: { labels: d.labels, datasets: sets },
         options: {
           responsive: true, maintainAspectRatio: false, animation: false,
           interaction: { mode: "index", intersect: false },
           scales: { y: { beginAtZero: true, title: { display: true, text: "GPUs held" } },
-                    x: { ticks: { maxTicksLimit: 12 } } },
-          plugins: { legend: { position: "bottom" } }
+                    x: { ticks: { autoSkip: false, maxRotation: 0,
+                                  callback: function (value, index) {
+                                    return d.ticks[index] ? d.labels[index] : null;
+                                  } } } },
+          plugins: { legend: { position: "bottom", labels: { filter: function (item) {
+            return !/ guarantee$/.test(item.text); } } } }
         }
       };
     }
@@ -102,6 +118,65 @@
   }
   document.addEventListener("htmx:oobAfterSwap", syncFieldErrors);
   document.addEventListener("htmx:afterSettle", syncFieldErrors);
+
+  // the map's node panel: a node's button loads it (htmx), this shows it and gives it the
+  // focus; Close or Escape hides it and gives the focus back to the node
+  var panelOpener = null;
+  document.addEventListener("htmx:afterSwap", function (event) {
+    var panel = event.detail.target;
+    if (!panel || panel.id !== "node-panel") return;
+    panelOpener = event.detail.requestConfig && event.detail.requestConfig.elt;
+    panel.hidden = false;
+    var close = panel.querySelector("[data-close-panel]");
+    if (close) close.focus();
+  });
+  function closePanel() {
+    var panel = document.getElementById("node-panel");
+    if (!panel || panel.hidden) return;
+    panel.hidden = true;
+    // the map may have been redrawn since: find the node's button again by its URL
+    var url = panelOpener && panelOpener.getAttribute("hx-get");
+    var again = url && document.querySelector("button[hx-get='" + url + "']");
+    if (again) again.focus();
+  }
+  document.addEventListener("click", function (event) {
+    if (event.target.closest && event.target.closest("[data-close-panel]")) closePanel();
+  });
+  document.addEventListener("keydown", function (event) {
+    if (event.key === "Escape") closePanel();
+  });
+
+  // the operator's quota inputs: typed but not saved marks the row, so the table's poll
+  // waits instead of wiping it (the section's hx-trigger filter reads the mark)
+  document.addEventListener("input", function (event) {
+    if (event.target.closest && event.target.closest(".quota-form")) {
+      event.target.setAttribute("data-dirty", "1");
+    }
+  });
+
+  // a search box that hides the rows that do not contain its text (the node table); it
+  // runs again when a poll swaps the rows in
+  function filterRows(input) {
+    var needle = input.value.trim().toLowerCase();
+    document.querySelectorAll(input.dataset.filterRows).forEach(function (row) {
+      row.hidden = needle !== "" && row.textContent.toLowerCase().indexOf(needle) < 0;
+    });
+  }
+  function filterAll() {
+    document.querySelectorAll("input[data-filter-rows]").forEach(filterRows);
+  }
+  document.addEventListener("input", function (event) {
+    if (event.target.matches && event.target.matches("input[data-filter-rows]")) {
+      filterRows(event.target);
+    }
+  });
+  document.addEventListener("htmx:afterSettle", filterAll);
+
+  // the job list's filters apply as soon as one changes: no Apply button to find
+  document.addEventListener("change", function (event) {
+    var form = event.target.closest && event.target.closest("form[data-auto-submit]");
+    if (form) form.requestSubmit();
+  });
 
   function start() {
     drawCharts(document);

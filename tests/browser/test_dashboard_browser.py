@@ -103,6 +103,7 @@ def test_a_researcher_submits_sees_position_and_estimate_then_running(
     context, page = sign_in(browser, live_server, "vision-r1")
     page.get_by_role("navigation", name="Main").get_by_role("link", name="Submit").click()
     page.get_by_label("Name").fill("browser-run")
+    page.get_by_label("Command").fill("python train.py")  # an empty command is refused
     page.get_by_label("GPUs", exact=True).fill("8")
     page.get_by_label("GPUs per node").fill("8")
     page.get_by_label("Time limit").fill("30m")
@@ -174,13 +175,39 @@ def test_an_operator_drains_a_node_and_sees_it_on_the_map(browser, live_server, 
     node = cluster["nodes"][1]
     on_map = page.locator(f"#node-{node.pk}")
     expect(on_map).to_have_attribute("data-health", "healthy")
+    row = page.locator(f"#noderow-{node.pk}")
+    row.get_by_text("Drain…").click()  # draining asks first, and for a reason
+    row.get_by_label(f"Why drain {node.name}?").fill("fan replacement")
     page.get_by_role("button", name=f"Drain {node.name}").click()
     expect(page.get_by_role("button", name=f"Undrain {node.name}")).to_be_visible()
     expect(on_map).to_have_attribute("data-health", "draining")
     expect(on_map).to_contain_text("draining")
-    expect(page.locator("#sec-feed")).to_contain_text(f"Node {node.name} drained by op")
+    expect(page.locator("#sec-feed")).to_contain_text(
+        f"Node {node.name} drained by op: it keeps its jobs and takes no new ones "
+        "(fan replacement)")
     node.refresh_from_db()
     assert node.health == "draining"
     page.goto(f"{live_server.url}/cluster/")  # and in every other page's map
     expect(page.locator(f"#node-{node.pk}")).to_have_class(re.compile(r"\bdraining\b"))
+    context.close()
+
+
+def test_the_operator_page_refreshes_held_and_free_gpus_on_its_own(
+    browser, live_server, cluster
+):
+    context, page = sign_in(browser, live_server, "op")
+    page.goto(f"{live_server.url}/operator/")
+    nlp = cluster["blocker"].tenant
+    held = page.locator(f"#quota-{nlp.pk} td[data-label='held']")
+    expect(held).to_have_text("16")
+    node = Node.objects.get(name="n0")
+    expect(page.locator(f"#noderow-{node.pk} td[data-label='free']")).to_have_text("0 / 8")
+    agent_report_exit(node=node, job=cluster["blocker"], outcome="completed", exit_code=0)
+    expect(held).to_have_text("0")  # the poll brought it in, no reload
+    expect(page.locator(f"#noderow-{node.pk} td[data-label='free']")).to_have_text("8 / 8")
+    # typing a quota holds the refresh back: what is typed stays
+    box = page.locator(f"#quota-{nlp.pk} input[type=number]").first
+    box.fill("20")
+    page.wait_for_timeout(2500)
+    expect(box).to_have_value("20")
     context.close()

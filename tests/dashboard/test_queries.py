@@ -26,9 +26,12 @@ JOBS = 10_000
 
 #: page -> the most queries it may make (session, user and memberships included)
 BOUNDS = {
-    "/": 22,
+    "/": 25,  # the lead's home shows usage over time too (three queries)
     "/jobs/": 14,
     "/jobs/?state=all": 14,
+    "/jobs/?state=all&sort=position": 16,
+    "/live/operator-quotas/": 8,
+    "/live/operator-nodes/": 8,
     "/jobs/new/": 10,
     "/teams/": 16,
     "/cluster/": 18,
@@ -126,7 +129,7 @@ def test_every_page_for_every_role_makes_a_bounded_number_of_queries_at_10000_jo
     for role in ("operator", "lead", "researcher", "outsider"):
         client.force_login(big["users"][role])
         for url, bound in BOUNDS.items():
-            if url == "/operator/" and role != "operator":
+            if "operator" in url and role != "operator":
                 continue
             if url == "/jobs/new/" and role == "outsider":
                 continue

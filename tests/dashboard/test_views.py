@@ -349,18 +349,21 @@ def test_the_operator_page_says_when_down_nodes_leave_the_guarantees_oversubscri
 def test_an_operator_drains_and_undrains_a_node_and_the_map_shows_it(world: World):
     client = world.client("operator")
     node = world.nodes[3]
-    response = client.post(f"/operator/nodes/{node.pk}/drain/", HTTP_HX_REQUEST="true")
+    response = client.post(f"/operator/nodes/{node.pk}/drain/", {"why": "fan replacement"},
+                           HTTP_HX_REQUEST="true")
     assert response["HX-Trigger"] == "cluster-changed"
     assert "Undrain n3" in response.content.decode()
     node.refresh_from_db()
     assert node.health == "draining"
     row = Transition.objects.filter(kind="node", node=node).last()
     assert (row.from_state, row.to_state, row.actor_name) == ("healthy", "draining", "op")
+    assert row.detail["why"] == "fan replacement"  # the operator's reason is in the log
     map_page = world.client("researcher").get("/live/map/").content.decode()
     assert re.search(rf'id="node-{node.pk}" class="node draining"', map_page)
     feed = client.get("/live/feed/").content.decode()
     assert "Node n3 drained by op" in feed
-    again = client.post(f"/operator/nodes/{node.pk}/drain/", follow=True).content.decode()
+    again = client.post(f"/operator/nodes/{node.pk}/drain/", {"why": "again"},
+                        follow=True).content.decode()
     assert "node n3 is draining: cannot drain it" in again
     client.post(f"/operator/nodes/{node.pk}/undrain/")
     node.refresh_from_db()

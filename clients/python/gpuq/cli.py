@@ -495,6 +495,15 @@ def why_lines(data: dict[str, Any], job: dict[str, Any], width: int) -> list[str
         lines += wrap(f"{head} is waiting: {data.get('pending_reason') or 'None'}.", width, "")
         if data.get("pending_sentence"):
             lines += wrap(str(data["pending_sentence"]), width)
+        why = data.get("why_pending") or {}
+        if why.get("headline"):
+            # the server's answer in one place: the dominant reason, its figures, a step
+            lines += wrap(f"Why: {why['headline']}", width)
+            for item in why.get("evidence") or []:
+                chunks = wrap(str(item), width, indent="      ")
+                lines += ["    - " + chunks[0].lstrip(), *chunks[1:]]
+            if why.get("next_step"):
+                lines += wrap(f"Next step: {why['next_step']}", width)
         pos = data.get("queue_position") or {}
         lines += wrap(f"Position: {ordinal(pos.get('cluster'))} in the cluster's order, "
                       f"{ordinal(pos.get('tenant'))} in team {data.get('tenant')}'s queue.",
@@ -520,7 +529,8 @@ def why_lines(data: dict[str, Any], job: dict[str, Any], width: int) -> list[str
         lines += wrap(f"{head} is {state}: it goes back to the queue at the next tick.", width,
                       "")
     for key, value in data.items():
-        if key in explain.KNOWN or key in ("id", "name", "tenant", "hints", "preemptions"):
+        if key in explain.KNOWN or key in ("id", "name", "tenant", "hints", "preemptions",
+                                           "why_pending"):
             continue
         label = key.replace("_", " ").capitalize()
         if isinstance(value, (dict, list)):

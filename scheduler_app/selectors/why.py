@@ -1,0 +1,294 @@
+"""Why a queued job waits, in one place: the dominant reason, its evidence, a next step.
+
+The scheduler writes one pending reason per job at each tick (``Job.pending_reason``,
+squeue's REASON) and, when it can plan one, a start estimate with its basis. A person
+asks more: *which* numbers keep it waiting, and what would start it sooner. This reads
+the cluster as it is now (the nodes, the team's quota, the queue ahead, the jobs being
+preempted for it) and says so, for example::
+
+    reason     Resources
+    headline   It needs 64 GPUs (8 per node); 40 are free on healthy nodes.
+    evidence   free now: pod-a 16, pod-b 24, pod-c 0
+               planned start at the latest 14:20 UTC: reserved 8 nodes (64 GPUs) in
+               pod-b from 14:20 UTC, when job 117 reaches its declared limit
+    next step  Asking for 40 GPUs would start it now.
+
+The job page, the API's job detail (``why_pending``) and ``gpuq why`` show the same
+answer. Job ids are written "job 117" (the dashboard links them, the redaction rewrites
+the ones the viewer may not see, as it does for every core sentence); instants are
+clock times in UTC. A fixed number of queries (at most seven), whatever the cluster.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import defaultdict
+from dataclasses import asdict, dataclass, field
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from scheduler_app.core.states import PENDING_SENTENCES, JobState, PendingReason, Reason
+from scheduler_app.models import Job, Node, Tenant, Transition
+
+from .jobs import queue_order
+from .redaction import OtherJobs
+
+P = PendingReason
+_EPOCH = re.compile(r"\bt=(\d{9,11})\b")
+_UPPER_BOUND = {"reserved": "at the latest", "reclaim": "at the latest"}
+
+
+@dataclass(frozen=True, slots=True)
+class WhyPending:
+    reason: str  # the scheduler's pending reason (Resources, QuotaLimit, ...)
+    headline: str  # the one thing that keeps it waiting, in numbers
+    evidence: list[str] = field(default_factory=list)
+    next_step: str = ""
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def _clock(at: datetime) -> str:
+    return f"{at.astimezone(UTC):%H:%M} UTC"
+
+
+def _plain(text: str) -> str:
+    """A core sentence with its instants (``t=<epoch>``) as clock times."""
+    return _EPOCH.sub(lambda m: _clock(datetime.fromtimestamp(int(m.group(1)), tz=UTC)),
+                      text or "")
+
+
+def _gpus(n: int) -> str:
+    return f"{n} GPU" if n == 1 else f"{n} GPUs"
+
+
+def _nodes(n: int) -> str:
+    return f"{n} node" if n == 1 else f"{n} nodes"
+
+
+@dataclass(slots=True)
+class _Cluster:
+    """The nodes a job could use now: healthy ones of its GPU type (one query)."""
+
+    free: int = 0  # free GPUs on healthy nodes of the type
+    per_pod: dict[str, int] = field(default_factory=lambda: defaultdict(int))
+    node_free: list[int] = field(default_factory=list)
+    unhealthy: list[tuple[str, str, int]] = field(default_factory=list)  # name, health, idle
+    nodes: int = 0
+
+    def largest(self, per_node: int | None) -> int:
+        """The biggest gang of this shape that fits on the free GPUs now."""
+        if per_node:
+            return per_node * sum(1 for f in self.node_free if f >= per_node)
+        return self.free
+
+
+def _cluster(gpu_type: str) -> _Cluster:
+    c = _Cluster()
+    for name, pod, health, free, kind in Node.objects.order_by("name").values_list(
+            "name", "pod__name", "health", "free_gpus", "gpu_type"):
+        if gpu_type and kind != gpu_type:
+            continue
+        c.nodes += 1
+        if health != "healthy":
+            c.unhealthy.append((name, health, free))
+            continue
+        c.free += free
+        c.per_pod[pod] += free
+        c.node_free.append(free)
+    return c
+
+
+def _shape(job: Job) -> str:
+    parts = []
+    if job.gpus_per_node:
+        parts.append(f"{job.gpus_per_node} per node")
+    if job.gpu_type:
+        parts.append(job.gpu_type)
+    return f" ({', '.join(parts)})" if parts else ""
+
+
+def _smaller(job: Job, fits: int) -> str:
+    """"Asking for 32 GPUs would start it now", when a smaller gang of its shape fits."""
+    if fits <= 0 or fits >= job.gpus:
+        return ""
+    if job.min_gpus and job.min_gpus <= fits:
+        return ""  # elastic: the scheduler shrinks it on its own at the next tick
+    return f"Asking for {_gpus(fits)} would start it now."
+
+
+def why_pending(*, job: Job, others: OtherJobs | None = None,
+                now: datetime | None = None) -> WhyPending | None:
+    """Why ``job`` waits (None when it is not QUEUED). ``others`` rewrites the jobs the
+    viewer may not see ("a job of team X"); it must have learnt the job's estimate basis."""
+    if job.state != JobState.QUEUED:
+        return None
+    others = others or OtherJobs(None)
+    now = now or datetime.now(tz=UTC)
+    try:
+        reason = PendingReason(job.pending_reason)
+    except ValueError:
+        reason = P.NONE
+    tenant: Tenant = job.tenant
+    evidence: list[str] = []
+    if job.estimate_start_at is not None:
+        lead = _UPPER_BOUND.get(job.estimate_kind or "", "expected")
+        basis = _plain(others.text(job.estimate_basis or ""))
+        evidence.append(f"planned start {lead} {_clock(job.estimate_start_at)}"
+                        + (f": {basis}" if basis else ""))
+    need = job.gpus
+    if reason == P.NONE:
+        return WhyPending(reason.value, "The scheduler has not looked at it yet.", evidence,
+                          "Nothing to do: it is placed or explained at the next tick "
+                          "(every few seconds).")
+
+    if reason in (P.RESOURCES, P.TOPOLOGY, P.GPU_TYPE, P.NODE_DOWN, P.INTERACTIVE_TIER_FULL):
+        c = _cluster(job.gpu_type)
+        fits = min(c.largest(job.gpus_per_node), max(0, _quota_room(tenant)))
+        pods = ", ".join(f"{pod} {free}" for pod, free in sorted(c.per_pod.items()))
+        if pods:
+            evidence.insert(0, f"free now on healthy nodes: {pods}")
+        if reason == P.TOPOLOGY:
+            per = job.gpus_per_node or 0
+            whole = sum(1 for f in c.node_free if per and f >= per)
+            headline = (f"It needs {_gpus(need)}{_shape(job)}: {_gpus(c.free)} are free, but "
+                        f"only {_nodes(whole)} {'has' if whole == 1 else 'have'} {per} free."
+                        if per else
+                        f"It needs {_gpus(need)}{_shape(job)}: enough GPUs are free, not in "
+                        "the shape it asked for.")
+        elif reason == P.NODE_DOWN:
+            idle = sum(free for _n, _h, free in c.unhealthy)
+            names = ", ".join(f"{n} ({h})" for n, h, _f in c.unhealthy[:4])
+            more = f" and {len(c.unhealthy) - 4} more" if len(c.unhealthy) > 4 else ""
+            headline = (f"It needs {_gpus(need)}{_shape(job)}; {_gpus(c.free)} are free on "
+                        f"healthy nodes, and {_gpus(idle)} sit idle on "
+                        f"{len(c.unhealthy)} of {c.nodes} nodes that are down or draining.")
+            if names:
+                evidence.append(f"not taking jobs: {names}{more}")
+        elif reason == P.INTERACTIVE_TIER_FULL:
+            headline = "The interactive slice is fully used by other notebooks."
+        else:
+            kind = f" {job.gpu_type}" if reason == P.GPU_TYPE and job.gpu_type else ""
+            headline = (f"It needs {_gpus(need)}{_shape(job)}; {c.free}{kind} GPUs are free "
+                        "on healthy nodes.")
+        step = _smaller(job, fits)
+        if not step and reason == P.INTERACTIVE_TIER_FULL:
+            step = "Submitted as a batch job (not interactive), it could use the whole cluster."
+        if not step and job.gpu_type and reason == P.GPU_TYPE:
+            step = f"Without the {job.gpu_type} requirement it could use any free GPU."
+        if not step:
+            step = ("It starts when running jobs free the GPUs; the planned start above says "
+                    "when." if job.estimate_start_at else
+                    "It starts when running jobs free the GPUs. A time limit on it lets the "
+                    "scheduler plan its start and fit it into gaps." if not job.max_runtime_s
+                    else "It starts when running jobs free the GPUs; no start can be planned "
+                    "yet because the jobs ahead of it have no time limit.")
+        return WhyPending(reason.value, headline, evidence, step)
+
+    if reason == P.QUOTA_LIMIT:
+        limit = tenant.guaranteed_gpus + tenant.borrow_limit_gpus
+        room = _quota_room(tenant)
+        headline = (f"Team {tenant.name} holds {_gpus(tenant.held_gpus)} of its {limit} "
+                    f"({tenant.guaranteed_gpus} guaranteed + {tenant.borrow_limit_gpus} "
+                    f"borrow limit); this job's {need} would take it to "
+                    f"{tenant.held_gpus + need}.")
+        first_end = _first_end(tenant)
+        if first_end is not None:
+            evidence.append(f"the team's first running job to reach its time limit does so "
+                            f"at {_clock(first_end)}")
+        step = _smaller(job, room) or (
+            f"It starts when the team's running jobs free {_gpus(tenant.held_gpus + need - limit)}"
+            "; an operator can also raise the team's borrow limit.")
+        return WhyPending(reason.value, headline, evidence, step)
+
+    if reason == P.PRIORITY:
+        ahead, ahead_gpus, in_team = _ahead(job)
+        headline = (f"{ahead} {'job ranks' if ahead == 1 else 'jobs rank'} ahead of it in the "
+                    f"cluster's order ({_gpus(ahead_gpus)} between them).")
+        if tenant.share_rank:
+            evidence.append(f"team {tenant.name} is {tenant.share_rank} in the fair-share "
+                            "order (1 is served first)")
+        step = (f"{in_team} of them {'is' if in_team == 1 else 'are'} your team's: a higher "
+                "priority puts it before them." if in_team else
+                "Its team's turn comes as the teams ahead use their share; nothing to change "
+                "on the job.")
+        return WhyPending(reason.value, headline, evidence, step)
+
+    if reason == P.RESERVATION:
+        held = (Job.objects.filter(state=JobState.QUEUED, estimate_kind="reserved")
+                .exclude(pk=job.pk).order_by("estimate_start_at").first())
+        if held is not None and held.estimate_start_at is not None:
+            name = others.learn(texts=[f"job {held.pk}"]).text(f"job {held.pk}")
+            headline = (f"GPUs are reserved for {name}, which ranks higher and starts at the "
+                        f"latest {_clock(held.estimate_start_at)}; this job would delay it.")
+            free_for = int((held.estimate_start_at - now).total_seconds())
+            step = (f"With a time limit under {max(1, free_for // 60)} min it could run in "
+                    "the gap before that start (backfill)." if free_for > 60 else
+                    "It starts after that job has started.")
+        else:
+            headline = "GPUs are reserved for a higher-ranked job and this one would delay it."
+            step = "A shorter time limit lets it run in the gap before that start (backfill)."
+        return WhyPending(reason.value, headline, evidence, step)
+
+    if reason == P.QUOTA_RESERVED:
+        return WhyPending(reason.value, PENDING_SENTENCES[reason], evidence,
+                          "A time limit short enough to end before that job's planned start "
+                          "lets it run now.")
+
+    if reason == P.PREEMPTING:
+        stopping = _victims(job, now)
+        if stopping:
+            gpus = sum(g for g, _ in stopping)
+            grace = max(s for _, s in stopping)
+            are = "job is" if len(stopping) == 1 else "jobs are"
+            headline = f"{len(stopping)} borrowing {are} being stopped to give it {_gpus(gpus)}."
+            step = (f"Nothing to do: they write their checkpoints and exit within "
+                    f"{max(1, grace // 60)} min, then it starts.")
+        else:
+            headline = PENDING_SENTENCES[reason]
+            step = "Nothing to do: it starts when the borrowed GPUs are back."
+        return WhyPending(reason.value, headline, evidence, step)
+
+    return WhyPending(reason.value, PENDING_SENTENCES.get(reason, reason.value), evidence, "")
+
+
+def _quota_room(tenant: Tenant) -> int:
+    return tenant.guaranteed_gpus + tenant.borrow_limit_gpus - tenant.held_gpus
+
+
+def _first_end(tenant: Tenant) -> datetime | None:
+    """When the team's first running job reaches its declared limit (one query)."""
+    ends = [started + timedelta(seconds=limit) for started, limit in
+            Job.objects.filter(tenant=tenant, state=JobState.RUNNING, started_at__isnull=False,
+                               max_runtime_s__isnull=False)
+            .values_list("started_at", "max_runtime_s")]
+    return min(ends) if ends else None
+
+
+def _ahead(job: Job) -> tuple[int, int, int]:
+    """(jobs ahead in the cluster's order, their GPUs, how many are the job's team's)."""
+    order = queue_order()
+    ids = [pk for pk, _t in order]
+    if job.pk not in ids:
+        return 0, 0, 0
+    before = order[:ids.index(job.pk)]
+    gpus = dict(Job.objects.filter(pk__in=[pk for pk, _t in before]).values_list("pk", "gpus"))
+    return (len(before), sum(gpus.values()),
+            sum(1 for _pk, t in before if t == job.tenant_id))
+
+
+def _victims(job: Job, now: datetime) -> list[tuple[int, int]]:
+    """(GPUs, grace seconds) of the jobs being stopped to make room for ``job`` now."""
+    rows = Transition.objects.filter(
+        reason=Reason.PREEMPT_REQUESTED.value, at__gte=now - timedelta(hours=1),
+        job__state__in=[JobState.PREEMPT_REQUESTED.value, JobState.CHECKPOINTING.value],
+    ).values_list("job_id", "job__gpus", "detail")
+    latest: dict[int, tuple[int, int]] = {}
+    for job_id, gpus, detail in rows:
+        if str((detail or {}).get("for", "")) == str(job.pk):
+            latest[job_id] = (gpus, int((detail or {}).get("grace_s") or 0))
+    return list(latest.values())
+
+
+__all__ = ["WhyPending", "why_pending"]
