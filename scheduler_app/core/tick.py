@@ -333,6 +333,7 @@ class Tick:
         #: this tick's reservations, in rank order, and the picture they are planned on
         self.reserved: list[Booked] = []
         self.reserved_ids: set[str] = set()
+        self._booked_on_node: dict[str, list[Booked]] = {}  # node -> reservations there
         self.planned_at: dict[str, int] = {}
         self.line: _Line | None = None
         self.line_version = 0  # bumped at every change of the picture (memo key)
@@ -707,6 +708,8 @@ class Tick:
         if rec.spec.id in self.reserved_ids:  # it starts on (or instead of) its reservation
             self.reserved_ids.discard(rec.spec.id)
             self.reserved = [b for b in self.reserved if b.res.job_id != rec.spec.id]
+            for entries in self._booked_on_node.values():
+                entries[:] = [b for b in entries if b.res.job_id != rec.spec.id]
             self.line = None  # rebuilt without it at the next need
             self.line_version += 1
         elif self.line is not None:
@@ -735,18 +738,22 @@ class Tick:
     # -- reservations: placing around them
     def _clashes(self, binding: list[Booked], alloc: Allocation, end: int | None
                  ) -> list[Booked]:
-        """The reservations ``alloc`` would delay: it uses some of their GPUs and does not
-        end (by its declared limit) by their start."""
-        out = []
-        for b in binding:
-            if end is not None and end <= b.res.start_s:
+        """The reservations of ``binding`` that ``alloc`` would delay: it uses some of
+        their GPUs and does not end (by its declared limit) by their start. Looked up by
+        node (``alloc`` spans a few nodes, the reservations may span thousands)."""
+        on_node = self._booked_on_node
+        hit: set[int] = set()
+        for n, ix in alloc.items():
+            entries = on_node.get(n)
+            if not entries:
                 continue
-            for n, ix in alloc.items():
-                m = b.masks.get(n)
-                if m and m & mask_of(ix):
-                    out.append(b)
-                    break
-        return out
+            m = mask_of(ix)
+            for b in entries:
+                if m & b.masks[n] and (end is None or end > b.res.start_s):
+                    hit.add(id(b))
+        if not hit:
+            return []
+        return [b for b in binding if id(b) in hit]
 
     def _backfill_detail(self, binding: list[Booked], alloc: Allocation, end: int | None
                          ) -> dict[str, Any]:
@@ -831,7 +838,10 @@ class Tick:
         line.hold(spec.id, dict(res.alloc), self._res_end(res))
         self.line_version += 1
         masks = {n: mask_of(ix) for n, ix in res.alloc.items()}
-        self.reserved.append(Booked(res, spec.tenant, masks))
+        booked = Booked(res, spec.tenant, masks)
+        self.reserved.append(booked)
+        for n in masks:
+            self._booked_on_node.setdefault(n, []).append(booked)
         self.reserved_ids.add(spec.id)
         self.planned_at[spec.id] = planned_at
 
