@@ -16,5 +16,7 @@ urlpatterns = [
     path("operator/", views.operator, name="operator"),
     path("operator/teams/<int:pk>/quota/", views.tenant_quota, name="tenant_quota"),
     path("operator/nodes/<int:pk>/<slug:action>/", views.node_action, name="node_action"),
+    path("operator/whatif/", views.whatif, name="whatif"),
+    path("operator/whatif/<uuid:pk>/", views.whatif_run, name="whatif_run"),
     path("live/<slug:name>/", views.live, name="live"),
 ]
