@@ -7,8 +7,11 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
+import secrets
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import pytest
 
@@ -194,3 +197,33 @@ def test_the_live_database_is_byte_for_byte_untouched(live):
                   tmpdir=live["tmp"])
     assert done.returncode == 2
     assert _fingerprint(live["file"]) == before
+
+
+@pytest.mark.postgres
+def test_a_live_postgres_database_is_left_as_it_was(tmp_path: Path):
+    """The snapshot's transaction is READ ONLY on PostgreSQL: the dump is the same after
+    a what-if with every kind of change."""
+    from .test_scratch_database import _admin, _dump
+
+    name = f"sched_whatif_{secrets.token_hex(4)}"
+    with _admin() as admin:
+        admin.execute(f'CREATE DATABASE "{name}"')
+    url = urlsplit(os.environ["DATABASE_URL"])._replace(path=f"/{name}").geturl()
+    try:
+        for args in (("migrate", "--no-input", "-v", "0"),
+                     ("shell", "-c", "from tests.sim.whatif_seed import seed; seed()")):
+            done = manage(*args, database_url=url, tmpdir=tmp_path)
+            assert done.returncode == 0, done.stderr
+        before = _dump(url)
+        out = tmp_path / "w.json"
+        done = manage("whatif", "--quiet", "--set-quota", "alpha=16", "--add-nodes",
+                      "pod-a=1", "--drain", "a1", "--cancel", "3", "--setting",
+                      "grace_period_s=30", "--json", str(out), database_url=url,
+                      tmpdir=tmp_path)
+        assert done.returncode == 0, done.stderr
+        alpha = next(t for t in json.loads(out.read_text())["tenants"] if t["name"] == "alpha")
+        assert alpha["whatif_mean_wait_s"] < alpha["baseline_mean_wait_s"]
+        assert _dump(url) == before
+    finally:
+        with _admin() as admin:
+            admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
