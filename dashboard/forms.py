@@ -207,3 +207,33 @@ class DrainForm(forms.Form):
 
     why = forms.CharField(label="Reason", max_length=200, error_messages={
         "required": "Say why the node is drained: the reason goes in the log."})
+
+
+def _lines(text: str) -> list[str]:
+    """One change a line (commas too): the command line's repeated flags."""
+    return [part.strip() for line in (text or "").splitlines() for part in line.split(",")
+            if part.strip()]
+
+
+class WhatIfForm(forms.Form):
+    """The changes of a what-if, as ``manage.py whatif`` takes them, one a line. Their
+    names and values are checked by the run itself (``sim.whatif.apply_changes``), whose
+    message names the change, so the page and the command refuse the same things."""
+
+    set_quota = forms.CharField(required=False, widget=forms.Textarea(attrs={"rows": 2}),
+                                label="Set quota",
+                                help_text="TEAM=GUARANTEE[:BORROW], one a line")
+    add_nodes = forms.CharField(required=False, widget=forms.Textarea(attrs={"rows": 2}),
+                                label="Add nodes",
+                                help_text="POD=N: N more nodes like the pod's last")
+    drain = forms.CharField(required=False, widget=forms.Textarea(attrs={"rows": 2}),
+                            label="Drain nodes", help_text="node names")
+    cancel = forms.CharField(required=False, widget=forms.Textarea(attrs={"rows": 2}),
+                             label="Cancel jobs", help_text="job ids")
+    setting = forms.CharField(required=False, widget=forms.Textarea(attrs={"rows": 2}),
+                              label="Settings", help_text="NAME=VALUE (any SCHEDULER_ setting)")
+    hours = forms.FloatField(initial=24, min_value=0.25, max_value=24 * 14, label="Horizon (hours)")
+
+    def changes(self) -> dict[str, list[str]]:
+        return {name: _lines(self.cleaned_data.get(name, ""))
+                for name in ("set_quota", "add_nodes", "drain", "cancel", "setting")}

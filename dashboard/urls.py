@@ -18,5 +18,7 @@ urlpatterns = [
     path("operator/nodes/<int:pk>/<slug:action>/", views.node_action, name="node_action"),
     path("glossary/", views.glossary, name="glossary"),
     path("live/node/<int:pk>/", views.node_panel, name="node_panel"),
+    path("operator/whatif/", views.whatif, name="whatif"),
+    path("operator/whatif/<uuid:pk>/", views.whatif_run, name="whatif_run"),
     path("live/<slug:name>/", views.live, name="live"),
 ]

@@ -37,8 +37,9 @@ from scheduler_app.services import job_cancel, job_submit
 from scheduler_app.services.cluster import node_drain, node_mark_up, node_undrain, tenant_set_quota
 from scheduler_app.services.errors import Invalid, ServiceError
 
-from . import words
-from .forms import DrainForm, JobForm, QuotaForm
+from . import whatif_runs, words
+from .forms import DrainForm, JobForm, QuotaForm, WhatIfForm
+from .models import WhatIfRun
 
 PER_PAGE = 50
 FINAL = frozenset(s.value for s in FINAL_STATES)
@@ -595,3 +596,51 @@ def node_action(request: HttpRequest, pk: int, action: str) -> HttpResponse:
     else:
         messages.success(request, f"Node {node.name} is {node.health}.")
     return redirect("dashboard:operator")
+
+
+# --------------------------------------------------------------------------- what if
+@operator_required
+def whatif(request: HttpRequest) -> HttpResponse:
+    """The changes in a form; the run goes to the background (whatif_runs.start_run) and
+    its page shows how far it has got, then the answer."""
+    form = WhatIfForm(request.POST or None)
+    if request.method == "POST" and form.is_valid():
+        run = whatif_runs.start_run(changes=form.changes(), hours=form.cleaned_data["hours"],
+                                    user=request.user)
+        return redirect("dashboard:whatif_run", pk=run.pk)
+    recent = WhatIfRun.objects.order_by("-created_at")[:10]
+    return page(request, "dashboard/whatif.html", {"form": form, "recent": recent},
+                status=400 if form.errors else 200)
+
+
+@operator_required
+@require_GET
+def whatif_run(request: HttpRequest, pk: Any) -> HttpResponse:
+    run = get_object_or_404(WhatIfRun, pk=pk)
+    ctx = {"run": run, "answer": _whatif_answer(run)}
+    if request.htmx:
+        return render(request, "dashboard/partials/whatif_run.html", ctx)
+    return page(request, "dashboard/whatif_run.html", ctx)
+
+
+def _whatif_answer(run: WhatIfRun) -> dict[str, Any] | None:
+    """The answer shaped for the template: the table rows, the moved jobs, and a chart
+    per team (GPUs held over the horizon, before and after)."""
+    if run.status != WhatIfRun.Status.DONE or not run.result:
+        return None
+    result = run.result
+    step = result["series"]["step_s"]
+    charts = []
+    for i, t in enumerate(result["tenants"]):
+        base = result["series"]["baseline"].get(t["name"], [])
+        after = result["series"]["whatif"].get(t["name"], [])
+        charts.append({"id": f"whatif-{i}", "data_id": f"whatif-{i}-data", "name": t["name"],
+                       "data": {
+            "name": t["name"], "labels": [round(k * step / 3600, 2) for k in range(len(base))],
+            "baseline": base, "whatif": after}})
+    moved = [j for j in result["jobs"] if j["moved_s"]][:20]
+    cancelled = [j["id"] for j in result["jobs"] if j["cancelled"]]
+    return {"tenants": result["tenants"], "moved": moved, "cancelled": cancelled,
+            "charts": charts, "changes": result["changes"],
+            "assumptions": result["assumptions"], "taken_at": result["taken_at"],
+            "hours": result["horizon_s"] / 3600, "timings": result.get("timings_s", {})}

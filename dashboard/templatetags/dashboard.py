@@ -162,3 +162,19 @@ def possessive(name: str) -> SafeString:
 def get_window(windows: list[tuple[str, str]], name: str) -> str:
     """The words of one of the usage chart's windows: "last hour"."""
     return dict(windows).get(name, name)
+
+
+@register.filter
+def wait_hours(seconds: float | None) -> str:
+    """Seconds as hours with two decimals (the what-if table); "–" for none (a job that
+    does not start within the horizon)."""
+    if seconds is None:
+        return "–"
+    return f"{float(seconds) / 3600:.2f}"
+
+
+@register.filter
+def whatif_flags(changes: dict[str, list[str]] | None) -> list[str]:
+    """A what-if run's changes as the command's flags: ``--set-quota rl=64``."""
+    return [f"--{flag.replace('_', '-')} {value}"
+            for flag, values in (changes or {}).items() for value in values]

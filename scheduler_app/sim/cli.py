@@ -53,6 +53,10 @@ def run_simulation(scenario_path: str, out: str, *, engine: str = "memory",
         scenario = load_scenario(scenario_path)
     except ScenarioError as exc:
         raise SimulateError(str(exc)) from exc
+    if engine == "db" and scenario.carries_in():
+        raise SimulateError("--engine db: this scenario starts with jobs already running or "
+                            "queued at t=0 (running:, queued:), which only the memory engine "
+                            "restores")
     if engine == "db" and not in_scratch():
         return _run_in_a_scratch_database(scenario_path, out, policy=policy, seed=seed,
                                           quiet=quiet)

@@ -46,7 +46,7 @@ from scheduler_app.core.types import Allocation, Decision
 
 from .jobmodel import FAILURE, PREEMPTION, SimJob
 from .result import JobRecord, PreemptionRecord, RunRecord, SimOutcome
-from .scenario import EventDef, Scenario
+from .scenario import EventDef, JobDef, Scenario
 
 S = JobState
 
@@ -162,9 +162,62 @@ class Simulation:
         self._draining = False
 
         for j in scenario.jobs:
-            self._push(j.spec.submit_s, _SUBMIT, j.spec.seq, 0, j.id, 0)
+            if not j.carried_in:
+                self._push(j.spec.submit_s, _SUBMIT, j.spec.seq, 0, j.id, 0)
+        self._carry_in([j for j in scenario.jobs if j.carried_in])
         for ev in scenario.events:
             self._push(ev.at_s, _SCENARIO, ev.index, 0, "", 0)
+
+    def _carry_in(self, jobs: list[JobDef]) -> None:
+        """Restore the jobs already in the system at t=0 (the carried-in state extension,
+        docs/scenarios.md) through the core's restore path, the one a production leader
+        rebuilds its state with: no decision is made, the running ones hold their GPUs
+        and their time-limit timers, the queued ones join their queues in file order.
+        Their records start with the moves that brought them there, at their instants.
+        Running jobs first, so the entitlement of a queued one counts its team's GPUs."""
+        if not jobs:
+            return
+        restore = getattr(self.sched, "restore_job", None)
+        if restore is None:
+            raise ValueError("this engine cannot start from jobs already running or queued "
+                             "at t=0 (the memory engine can)")
+        for j in sorted(jobs, key=lambda j: (j.running is None, j.spec.seq)):
+            spec, rec, job = j.spec, self.records[j.id], self.sim[j.id]
+            self._unsubmitted -= 1
+            self._active += 1
+            rec.transitions += [(spec.submit_s, S.SUBMITTED.value, str(Reason.SUBMITTED)),
+                                (spec.submit_s, S.QUEUED.value, str(Reason.ADMITTED))]
+            run = j.running
+            if run is None:
+                book = self.tenants[spec.tenant]
+                ahead = book.queued_at_or_above(spec.priority)
+                rec.entitled = book.running_gpus + ahead + spec.gpus <= book.guaranteed_gpus
+                restore(spec, S.QUEUED, preemption_times=j.preemption_times_s)
+                self.state[j.id] = S.QUEUED
+                rec.state = S.QUEUED.value
+                self._queue_bookkeeping(j.id, None, S.QUEUED)
+                continue
+            alloc = dict(run.alloc)
+            ckpt = run.last_checkpoint_s
+            # the resume pointer: the progress when the last checkpoint was written (wall
+            # speed), none for a job that cannot checkpoint or never wrote one
+            pointer = max(0, run.progress_s + ckpt) if ckpt is not None else 0
+            restore(spec, S.RUNNING, alloc=alloc, run_start_s=run.started_at_s,
+                    confirmed_s=run.started_at_s, last_checkpoint_s=ckpt,
+                    resume_pointer=pointer if ckpt is not None else None,
+                    preemption_times=j.preemption_times_s)
+            self.state[j.id] = S.RUNNING
+            rec.state = S.RUNNING.value
+            rec.transitions += [(run.started_at_s, S.PLACING.value, str(Reason.PLACED)),
+                                (run.started_at_s, S.RUNNING.value, str(Reason.STARTED))]
+            self._start_run(j.id, alloc, run.started_at_s)
+            # The segment that progresses now began at the last checkpoint of this run (or
+            # at its start): periodic checkpoints keep their cadence from there.
+            seg = max(ckpt, run.started_at_s) if ckpt is not None else run.started_at_s
+            job.start_run(seg, self.records[j.id].runs[-1].gpus)
+            job.pointer = pointer
+            job.base = max(0, run.progress_s + seg)
+            self._schedule_run(j.id, 0)
 
     def _priority_ranks(self) -> dict[str, dict[int, int]]:
         by_tenant: dict[str, set[int]] = {}

@@ -40,17 +40,42 @@ class ScenarioError(ValueError):
 
 
 @dataclass(frozen=True, slots=True)
+class NodeDef:
+    """A node listed by name (the extension for a live cluster, whose nodes are not named
+    ``<pod>-000``): its own GPU count, type and rail."""
+
+    name: str
+    gpus: int
+    gpu_type: str | None = None
+    rail: int = 0
+
+
+@dataclass(frozen=True, slots=True)
 class PodDef:
     name: str
     nodes: int
     gpus_per_node: int
     gpu_type: str | None = None
+    #: the nodes one by one, when the pod lists them (then ``nodes`` is their number and
+    #: ``gpus_per_node`` the largest of their GPU counts)
+    listed: tuple[NodeDef, ...] | None = None
 
     def node_names(self) -> tuple[str, ...]:
+        if self.listed is not None:
+            return tuple(n.name for n in self.listed)
         # Zero-padded to at least 3 digits (pod-a-000); wider pods pad wider so that the
         # names still sort in node order (pod-a-0999 < pod-a-1000).
         width = max(3, len(str(self.nodes - 1)))
         return tuple(f"{self.name}-{i:0{width}d}" for i in range(self.nodes))
+
+    def node_defs(self) -> tuple[NodeDef, ...]:
+        if self.listed is not None:
+            return self.listed
+        return tuple(NodeDef(name, self.gpus_per_node, self.gpu_type)
+                     for name in self.node_names())
+
+    def total_gpus(self) -> int:
+        return sum(n.gpus for n in self.node_defs())
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,16 +96,34 @@ class TenantDef:
 
 
 @dataclass(frozen=True, slots=True)
+class RunningDef:
+    """A job already running at t=0 (the carried-in state extension, docs/scenarios.md)."""
+
+    started_at_s: int  # when its current run started (<= 0)
+    alloc: tuple[tuple[str, tuple[int, ...]], ...]  # (node, GPU indices), by node name
+    progress_s: int  # useful work done by t=0
+    last_checkpoint_s: int | None = None  # when its last checkpoint was written (<= 0)
+
+
+@dataclass(frozen=True, slots=True)
 class JobDef:
     """A job of the scenario: what it asks the scheduler for, and how it really behaves."""
 
     spec: JobSpec  # what the scheduler sees (seq = position in the file)
     runtime_s: int  # simulated truth: useful work needed to finish
     ignores_preempt: bool = False  # simulated misbehaviour
+    running: RunningDef | None = None  # running at t=0 (carried in)
+    queued: bool = False  # waiting in its queue at t=0 (carried in)
+    preemption_times_s: tuple[int, ...] = ()  # preemptions before t=0 (the per-day cap)
 
     @property
     def id(self) -> str:
         return self.spec.id
+
+    @property
+    def carried_in(self) -> bool:
+        """In the system at t=0: restored then as running or queued, not submitted."""
+        return self.running is not None or self.queued
 
 
 @dataclass(frozen=True, slots=True)
@@ -107,16 +150,20 @@ class Scenario:
 
     def node_specs(self) -> list[NodeSpec]:
         return [
-            NodeSpec(name=name, pod=pod.name, gpus=pod.gpus_per_node, gpu_type=pod.gpu_type)
+            NodeSpec(name=n.name, pod=pod.name, gpus=n.gpus, gpu_type=n.gpu_type, rail=n.rail)
             for pod in self.pods
-            for name in pod.node_names()
+            for n in pod.node_defs()
         ]
 
     def tenant_specs(self) -> list[TenantSpec]:
         return [t.to_spec() for t in self.tenants]
 
     def total_gpus(self) -> int:
-        return sum(p.nodes * p.gpus_per_node for p in self.pods)
+        return sum(p.total_gpus() for p in self.pods)
+
+    def carries_in(self) -> bool:
+        """Some job is already in the system at t=0 (the carried-in state extension)."""
+        return any(j.carried_in for j in self.jobs)
 
     def config(self, policy: str = "full") -> SchedulerConfig:
         values: dict[str, Any] = {"tick_work_budget": DEFAULT_TICK_WORK_BUDGET}
@@ -170,12 +217,14 @@ _TOP_KEYS = ("name", "until_s", "settings", "cluster", "tenants", "jobs", "event
 _SETTINGS_INT = {st.name: int(st.minimum) for st in SETTINGS if not st.is_float}
 _SETTINGS_FLOAT = {st.name for st in SETTINGS if st.is_float}
 _POD_KEYS = ("name", "nodes", "gpus_per_node", "gpu_type")
+_NODE_KEYS = ("name", "gpus", "gpu_type", "rail")
+_RUNNING_KEYS = ("started_at_s", "alloc", "progress_s", "last_checkpoint_s")
 _TENANT_KEYS = ("name", "guaranteed_gpus", "borrow_limit_gpus", "initial_usage_gpu_s")
 _JOB_KEYS = (
     "id", "tenant", "submit_at_s", "gpus", "gpus_per_node", "gpu_type", "priority",
     "runtime_s", "max_runtime_s", "checkpointable", "checkpoint_interval_s",
     "checkpoint_time_s", "restart_s", "preemptible", "interactive", "min_gpus",
-    "ignores_preempt",
+    "ignores_preempt", "running", "queued", "preemption_times_s",
 )
 _QUOTA_KEYS = ("tenant", "guaranteed_gpus", "borrow_limit_gpus")
 
@@ -267,18 +316,19 @@ def validate_scenario(data: Any) -> Scenario:
     until_s = _time(_required(top, "until_s", "until_s"), "until_s", minimum=1)
     settings = _settings(top.get("settings"))
     pods = _pods(_required(top, "cluster", "cluster"))
-    gpu_types = {p.gpu_type for p in pods if p.gpu_type is not None}
+    gpu_types = {n.gpu_type for p in pods for n in p.node_defs() if n.gpu_type is not None}
     node_gpus: dict[str, int] = {}
     for pod in pods:
-        for node in pod.node_names():
-            if node in node_gpus:
-                raise _fail(f"cluster.pods[{pods.index(pod)}].name", f"node name {node} is taken")
-            node_gpus[node] = pod.gpus_per_node
+        for node in pod.node_defs():
+            if node.name in node_gpus:
+                raise _fail(f"cluster.pods[{pods.index(pod)}].name",
+                            f"node name {node.name} is taken")
+            node_gpus[node.name] = node.gpus
     tenants = _tenants(_required(top, "tenants", "tenants"))
     tenant_names = {t.name for t in tenants}
-    jobs = _jobs(top.get("jobs") or [], tenant_names, gpu_types)
+    jobs = _jobs(top.get("jobs") or [], tenant_names, gpu_types, node_gpus)
     events = _events(top.get("events") or [], node_gpus, {j.id: j for j in jobs}, tenant_names)
-    _guarantees_within(sum(p.nodes * p.gpus_per_node for p in pods), tenants, events)
+    _guarantees_within(sum(p.total_gpus() for p in pods), tenants, events)
     return Scenario(
         name=name,
         until_s=until_s,
@@ -323,15 +373,42 @@ def _pods(raw: Any) -> tuple[PodDef, ...]:
         if name in seen:
             raise _fail(f"{path}.name", f"duplicate pod name {name}")
         seen.add(name)
-        nodes = _int(_required(data, "nodes", f"{path}.nodes"), f"{path}.nodes",
-                     minimum=1, maximum=MAX_NODES_PER_POD)
-        per_node = _int(_required(data, "gpus_per_node", f"{path}.gpus_per_node"),
-                        f"{path}.gpus_per_node", minimum=1, maximum=64)
         gpu_type = data.get("gpu_type")
         if gpu_type is not None:
             gpu_type = _name(gpu_type, f"{path}.gpu_type")
+        raw_nodes = _required(data, "nodes", f"{path}.nodes")
+        if isinstance(raw_nodes, list):
+            listed = _listed_nodes(raw_nodes, f"{path}.nodes", gpu_type)
+            pods.append(PodDef(name=name, nodes=len(listed),
+                               gpus_per_node=max(n.gpus for n in listed), gpu_type=gpu_type,
+                               listed=listed))
+            continue
+        nodes = _int(raw_nodes, f"{path}.nodes", minimum=1, maximum=MAX_NODES_PER_POD)
+        per_node = _int(_required(data, "gpus_per_node", f"{path}.gpus_per_node"),
+                        f"{path}.gpus_per_node", minimum=1, maximum=64)
         pods.append(PodDef(name=name, nodes=nodes, gpus_per_node=per_node, gpu_type=gpu_type))
     return tuple(pods)
+
+
+def _listed_nodes(items: list[Any], path: str, pod_type: str | None) -> tuple[NodeDef, ...]:
+    """A pod's nodes one by one (extension): ``[{name, gpus, gpu_type, rail}]``; a node
+    without a type has the pod's."""
+    if not items:
+        raise _fail(path, "must list at least one node")
+    if len(items) > MAX_NODES_PER_POD:
+        raise _fail(path, f"must list at most {MAX_NODES_PER_POD} nodes")
+    out: list[NodeDef] = []
+    for i, item in enumerate(items):
+        npath = f"{path}[{i}]"
+        data = _mapping(item, npath, _NODE_KEYS)
+        name = _name(_required(data, "name", f"{npath}.name"), f"{npath}.name")
+        gpus = _int(_required(data, "gpus", f"{npath}.gpus"), f"{npath}.gpus",
+                    minimum=1, maximum=64)
+        gpu_type = data.get("gpu_type")
+        gpu_type = pod_type if gpu_type is None else _name(gpu_type, f"{npath}.gpu_type")
+        rail = _opt_int(data, "rail", npath, minimum=0, maximum=1024, default=0)
+        out.append(NodeDef(name, gpus, gpu_type, rail or 0))
+    return tuple(out)
 
 
 def _tenants(raw: Any) -> tuple[TenantDef, ...]:
@@ -383,17 +460,21 @@ def _guarantees_within(cluster_gpus: int, tenants: Sequence[TenantDef],
                         f"{cluster_gpus}")
 
 
-def _jobs(raw: Any, tenant_names: set[str], gpu_types: set[str]) -> tuple[JobDef, ...]:
+def _jobs(raw: Any, tenant_names: set[str], gpu_types: set[str],
+          node_gpus: Mapping[str, int]) -> tuple[JobDef, ...]:
     items = _list(raw, "jobs")
     jobs: list[JobDef] = []
     seen: set[str] = set()
+    taken: dict[tuple[str, int], str] = {}  # (node, GPU index) -> the running job on it
     for i, item in enumerate(items):
-        jobs.append(_job(item, f"jobs[{i}]", i, tenant_names, gpu_types, seen))
+        jobs.append(_job(item, f"jobs[{i}]", i, tenant_names, gpu_types, seen, node_gpus,
+                         taken))
     return tuple(jobs)
 
 
 def _job(item: Any, path: str, seq: int, tenant_names: set[str], gpu_types: set[str],
-         seen: set[str]) -> JobDef:
+         seen: set[str], node_gpus: Mapping[str, int],
+         taken: dict[tuple[str, int], str]) -> JobDef:
     data = _mapping(item, path, _JOB_KEYS)
     raw_id = _required(data, "id", f"{path}.id")
     job_id = _name(raw_id, f"{path}.id")
@@ -404,7 +485,11 @@ def _job(item: Any, path: str, seq: int, tenant_names: set[str], gpu_types: set[
     if tenant not in tenant_names:
         raise _fail(f"{path}.tenant", f"unknown tenant {tenant}; known: "
                     + ", ".join(sorted(tenant_names)))
-    submit = _time(_required(data, "submit_at_s", f"{path}.submit_at_s"), f"{path}.submit_at_s")
+    # Negative only for a job already in the system at t=0, running or queued (the
+    # carried-in state extension): anywhere else a negative instant is a typo.
+    carried = data.get("running") is not None or data.get("queued") is True
+    submit = _time(_required(data, "submit_at_s", f"{path}.submit_at_s"), f"{path}.submit_at_s",
+                   minimum=-MAX_TIME_S if carried else 0)
     gpus = _int(_required(data, "gpus", f"{path}.gpus"), f"{path}.gpus",
                 minimum=1, maximum=MAX_GPUS)
     shape = _opt_int(data, "gpus_per_node", path, minimum=1, maximum=64)
@@ -455,7 +540,81 @@ def _job(item: Any, path: str, seq: int, tenant_names: set[str], gpu_types: set[
         min_gpus=min_gpus,
     )
     ignores = _bool(data, "ignores_preempt", path)
-    return JobDef(spec=spec, runtime_s=runtime, ignores_preempt=ignores)
+    queued = _bool(data, "queued", path)
+    if queued and submit > 0:
+        raise _fail(f"{path}.queued", "only for a job submitted by t=0 (submit_at_s <= 0)")
+    running = None
+    if data.get("running") is not None:
+        if queued:
+            raise _fail(f"{path}.queued", "a job is queued or running at t=0, not both")
+        running = _running(data["running"], f"{path}.running", spec, runtime, node_gpus, taken)
+    times: tuple[int, ...] = ()
+    if data.get("preemption_times_s") is not None:
+        tpath = f"{path}.preemption_times_s"
+        times = tuple(_int(t, f"{tpath}[{k}]", minimum=-MAX_TIME_S, maximum=0)
+                      for k, t in enumerate(_list(data["preemption_times_s"], tpath)))
+        if list(times) != sorted(times):
+            raise _fail(tpath, "must be in time order")
+    return JobDef(spec=spec, runtime_s=runtime, ignores_preempt=ignores, running=running,
+                  queued=queued, preemption_times_s=times)
+
+
+def _running(raw: Any, path: str, spec: JobSpec, runtime_s: int, node_gpus: Mapping[str, int],
+             taken: dict[tuple[str, int], str]) -> RunningDef:
+    """A job running at t=0 (extension): when its run started, the GPUs it holds (a list
+    of indices per node, or a count: the lowest indices no earlier job holds), its progress
+    and its last checkpoint."""
+    data = _mapping(raw, path, _RUNNING_KEYS)
+    started = _int(_required(data, "started_at_s", f"{path}.started_at_s"),
+                   f"{path}.started_at_s", minimum=-MAX_TIME_S, maximum=0)
+    if started < spec.submit_s:
+        raise _fail(f"{path}.started_at_s", f"before the job is submitted ({spec.submit_s})")
+    apath = f"{path}.alloc"
+    raw_alloc = _required(data, "alloc", apath)
+    if not isinstance(raw_alloc, Mapping) or not raw_alloc:
+        raise _fail(apath, "must map node names to GPU indices (or a GPU count)")
+    alloc: list[tuple[str, tuple[int, ...]]] = []
+    for node in sorted(raw_alloc, key=str):
+        npath = f"{apath}.{node}"
+        if node not in node_gpus:
+            raise _fail(npath, f"unknown node {node}")
+        size = node_gpus[node]
+        value = raw_alloc[node]
+        if isinstance(value, list):
+            indices = tuple(sorted(_int(ix, f"{npath}[{k}]", minimum=0, maximum=size - 1)
+                                   for k, ix in enumerate(value)))
+            if not indices or len(set(indices)) != len(indices):
+                raise _fail(npath, "must list distinct GPU indices")
+        else:
+            count = _int(value, npath, minimum=1, maximum=size)
+            free = [ix for ix in range(size) if (node, ix) not in taken]
+            if len(free) < count:
+                raise _fail(npath, f"{count} GPUs asked, {len(free)} left free on {node}")
+            indices = tuple(free[:count])
+        for ix in indices:
+            other = taken.get((node, ix))
+            if other is not None:
+                raise _fail(npath, f"GPU {ix} of {node} is held by job {other} already")
+            taken[(node, ix)] = spec.id
+        alloc.append((str(node), indices))
+    held = sum(len(ix) for _, ix in alloc)
+    low = spec.min_gpus if spec.min_gpus is not None else spec.gpus
+    if not low <= held <= spec.gpus:
+        want = f"{spec.gpus}" if low == spec.gpus else f"{low} to {spec.gpus}"
+        raise _fail(apath, f"holds {held} GPUs; the job runs on {want}")
+    progress = _opt_int(data, "progress_s", path, minimum=0, maximum=MAX_TIME_S,
+                        default=-started)
+    assert progress is not None
+    if progress >= runtime_s:
+        raise _fail(f"{path}.progress_s", f"must be less than runtime_s ({runtime_s}): a "
+                    "job that has done its work is not running")
+    checkpoint = None
+    if data.get("last_checkpoint_s") is not None:
+        cpath = f"{path}.last_checkpoint_s"
+        if not spec.checkpointable:
+            raise _fail(cpath, "set only for a checkpointable job (checkpointable: true)")
+        checkpoint = _int(data["last_checkpoint_s"], cpath, minimum=spec.submit_s, maximum=0)
+    return RunningDef(started, tuple(alloc), progress, checkpoint)
 
 
 def _events(raw: Any, node_gpus: Mapping[str, int], jobs: Mapping[str, JobDef],

@@ -78,6 +78,31 @@
     }
   };
 
+  // the what-if page: one chart a team, its GPUs held over the horizon before and after
+  BUILDERS.whatif = function (d) {
+    return {
+      type: "line",
+      data: {
+        labels: d.labels,
+        datasets: [
+          { label: "baseline", data: d.baseline, borderColor: "#98a2b3",
+            backgroundColor: "rgba(152,162,179,0.15)", stepped: true, pointRadius: 0, borderWidth: 2 },
+          { label: "what if", data: d.whatif, borderColor: colour(0),
+            backgroundColor: colour(0, 0.1), stepped: true, pointRadius: 0, borderWidth: 2,
+            borderDash: [6, 3] }
+        ]
+      },
+      options: {
+        responsive: true, maintainAspectRatio: false, animation: false,
+        interaction: { mode: "index", intersect: false },
+        scales: { y: { beginAtZero: true, title: { display: true, text: "GPUs held" } },
+                  x: { title: { display: true, text: "hours from now" },
+                       ticks: { maxTicksLimit: 12 } } },
+        plugins: { legend: { position: "bottom" } }
+      }
+    };
+  };
+
   function drawCharts(root) {
     if (typeof window.Chart === "undefined") return;
     // a section swapped out took its canvas along: free those charts

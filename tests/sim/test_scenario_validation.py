@@ -20,8 +20,8 @@ from .helpers import BASE, job, make, scenario_dir
 
 JOB_KEYS = (
     "checkpoint_interval_s, checkpoint_time_s, checkpointable, gpu_type, gpus, gpus_per_node, "
-    "id, ignores_preempt, interactive, max_runtime_s, min_gpus, preemptible, priority, "
-    "restart_s, runtime_s, submit_at_s, tenant"
+    "id, ignores_preempt, interactive, max_runtime_s, min_gpus, preemptible, "
+    "preemption_times_s, priority, queued, restart_s, running, runtime_s, submit_at_s, tenant"
 )
 EVENT_KEYS = "at_s, cancel, node_down, node_drain, node_undrain, node_up, set_quota"
 

@@ -1,0 +1,89 @@
+"""``manage.py whatif [--set-quota TEAM=G[:B]] [--add-nodes POD=N] [--drain NODE]
+[--cancel JOB] [--setting NAME=VALUE] [--hours H] [--json FILE] [--export-scenario FILE]``:
+the live state played forward twice in the memory engine, as it is and with the changes
+(``sim/whatif.py``; the snapshot: ``selectors/whatif.py``). Reads the database in one
+read-only transaction and writes nothing to it. A bad flag exits 2 with one line naming
+it, as argparse does for its own errors."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from django.core.management.base import BaseCommand, CommandParser
+
+from scheduler_app.selectors.whatif import live_snapshot
+from scheduler_app.sim.whatif import (
+    DEFAULT_HOURS,
+    WhatIfError,
+    dump_scenario,
+    parse_changes,
+    render_table,
+    run_whatif,
+)
+
+
+class Command(BaseCommand):
+    help = ("Play the live cluster forward twice (as it is, and with the changes) and "
+            "compare the teams' waits, GPUs held and preemptions.")
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        add = parser.add_argument
+        add("--set-quota", action="append", default=[], metavar="TEAM=GUARANTEE[:BORROW]",
+            help="a team's guarantee (and borrow limit), repeatable")
+        add("--add-nodes", action="append", default=[], metavar="POD=N",
+            help="N more nodes like the pod's last one, repeatable")
+        add("--drain", action="append", default=[], metavar="NODE", help="repeatable")
+        add("--cancel", action="append", default=[], metavar="JOB",
+            help="a running or queued job's id, repeatable")
+        add("--setting", action="append", default=[], metavar="NAME=VALUE",
+            help="any scheduler setting (SCHEDULER_<NAME>), repeatable")
+        add("--hours", type=float, default=DEFAULT_HOURS, help="horizon (default 24)")
+        add("--json", metavar="FILE", help="write the comparison as JSON")
+        add("--export-scenario", metavar="FILE",
+            help="write the snapshot as a scenario file (YAML; JSON by a .json suffix) "
+                 "that `manage.py simulate` runs")
+        add("--quiet", action="store_true", help="no progress on stderr")
+
+    def handle(self, *args: Any, **options: Any) -> None:
+        changes = parse_changes(options["set_quota"], options["add_nodes"], options["drain"],
+                                options["cancel"], options["setting"])
+        for flag in ("json", "export_scenario"):
+            path = options[flag]
+            if path and not Path(path).parent.is_dir():
+                self._bad(f"--{flag.replace('_', '-')} {path}: no such directory")
+        progress = None if options["quiet"] else self._progress
+        snap = live_snapshot()
+        try:
+            result, scenario = run_whatif(snap, changes, hours=options["hours"],
+                                          progress=progress)
+        except WhatIfError as exc:
+            self._bad(str(exc))
+        if not options["quiet"]:
+            self.stderr.write("")
+        self.stdout.write(render_table(result), ending="")
+        if options["json"]:
+            Path(options["json"]).write_text(json.dumps(result.to_json(), indent=1) + "\n",
+                                             encoding="utf-8")
+        if options["export_scenario"]:
+            dump_scenario(scenario, options["export_scenario"])
+        if not options["quiet"]:
+            t = result.timings_s
+            self.stderr.write(f"snapshot {t['snapshot']:.2f} s, scenarios {t['build']:.2f} s, "
+                              f"two runs {t['runs']:.2f} s")
+
+    def _bad(self, message: str) -> None:
+        self.stderr.write(f"whatif: error: {message}")
+        sys.exit(2)
+
+    _shown = -1
+
+    def _progress(self, fraction: float, label: str) -> None:
+        percent = int(fraction * 100)
+        if percent == self._shown:
+            return  # a line per percent, not per simulated instant
+        self._shown = percent
+        self.stderr.write(f"\r{label:<9} {percent:3d}%", ending="")
+        self.stderr.flush()

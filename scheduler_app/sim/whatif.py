@@ -1,0 +1,595 @@
+"""What if: the live cluster played forward twice, as it is and with an operator's changes.
+
+Django-free: it takes a :class:`Snapshot` of the live state (read by
+``selectors.whatif.live_snapshot``, in one read-only transaction) and works on plain data.
+
+1. :func:`snapshot_scenario` writes the snapshot as a scenario in the public contract,
+   with the carried-in state extension (docs/scenarios.md): the nodes by name, the jobs
+   running at t=0 with their GPUs, the jobs queued then in their order, the teams'
+   decayed usage, the production settings. ``--export-scenario`` writes exactly this, so
+   ``manage.py simulate`` on the file gives the baseline again.
+2. :func:`apply_changes` turns ``--set-quota``, ``--add-nodes``, ``--drain``, ``--cancel``
+   and ``--setting`` into the same scenario, changed; every malformed or unknown value is
+   a :class:`WhatIfError` naming its flag.
+3. :func:`run_whatif` simulates both in the memory engine and compares them per team and
+   per job (:func:`compare`).
+
+What a plan can know of the future is the declared limits, so that is what it assumes
+(:data:`ASSUMPTIONS`, printed with every answer): a running job runs until its declared
+limit (``max_runtime_s``), a queued job runs for its limit once it starts, a job without
+one runs past the horizon, and nothing new is submitted.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import math
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from scheduler_app.core.types import SETTINGS, SchedulerConfig
+from scheduler_app.scheduler_config import parse as parse_setting
+
+from .engine import Simulation
+from .result import build_result, percentile
+from .scenario import MAX_GPUS, Scenario, ScenarioError, validate_scenario
+
+DEFAULT_HOURS = 24.0
+#: a horizon longer than this is not a what-if but a guess
+MAX_HOURS = 24.0 * 14
+#: points of each team's GPUs-held series over the horizon (the page's chart)
+SERIES_POINTS = 97
+#: the jobs whose start moves the most, in the printed table
+TOP_MOVED = 10
+
+ASSUMPTIONS = (
+    "running jobs run until their declared limit (max_runtime_s); a job that declares none "
+    "runs past the horizon",
+    "a queued job runs for its declared limit once it starts (none: past the horizon)",
+    "nothing new is submitted; jobs being preempted at the snapshot are back in their queue",
+    "a team's wait: first start minus submit, over the jobs queued at the snapshot; a job "
+    "that does not start within the horizon counts up to the horizon",
+)
+
+ProgressFn = Callable[[float, str], None]
+
+
+class WhatIfError(ValueError):
+    """A bad flag or value: ``str(err)`` is one line that names the flag."""
+
+
+# ---------------------------------------------------------------------------------------
+# The snapshot (filled by selectors.whatif from the live database)
+
+
+@dataclass(frozen=True, slots=True)
+class NodeSnap:
+    name: str
+    pod: str
+    gpus: int
+    gpu_type: str | None = None
+    rail: int = 0
+    health: str = "healthy"  # healthy | draining | down
+
+
+@dataclass(frozen=True, slots=True)
+class TenantSnap:
+    name: str
+    guaranteed_gpus: int
+    borrow_limit_gpus: int
+    usage_gpu_s: float  # decayed usage at the snapshot instant
+
+
+@dataclass(frozen=True, slots=True)
+class JobSnap:
+    """A live job, its instants in seconds relative to the snapshot (<= 0)."""
+
+    id: str
+    tenant: str
+    running: bool  # False: waiting in its queue
+    submit_s: int
+    gpus: int
+    gpus_per_node: int | None = None
+    gpu_type: str | None = None
+    priority: int = 0
+    max_runtime_s: int | None = None
+    checkpointable: bool = False
+    checkpoint_interval_s: int | None = None
+    checkpoint_time_s: int | None = None
+    restart_s: int = 0
+    preemptible: bool = False
+    interactive: bool = False
+    min_gpus: int | None = None
+    preemption_times_s: tuple[int, ...] = ()
+    started_s: int | None = None  # running: when its current run started
+    alloc: tuple[tuple[str, tuple[int, ...]], ...] = ()  # running: (node, GPU indices)
+    last_checkpoint_s: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Snapshot:
+    taken_at: str  # ISO 8601, UTC
+    nodes: tuple[NodeSnap, ...]
+    tenants: tuple[TenantSnap, ...]
+    jobs: tuple[JobSnap, ...]  # queue order: by id (the core's tie-break, as in production)
+    settings: Mapping[str, Any]  # SchedulerConfig field -> value, the production config
+    read_s: float = 0.0  # wall time of the read
+
+
+@dataclass(frozen=True, slots=True)
+class Changes:
+    """The operator's changes, as given on the command line (or the page's form)."""
+
+    set_quota: tuple[str, ...] = ()  # TEAM=GUARANTEE[:BORROW]
+    add_nodes: tuple[str, ...] = ()  # POD=N
+    drain: tuple[str, ...] = ()  # NODE
+    cancel: tuple[str, ...] = ()  # JOB
+    setting: tuple[str, ...] = ()  # NAME=VALUE
+
+    def words(self) -> list[str]:
+        return [f"--{flag.replace('_', '-')} {value}"
+                for flag in ("set_quota", "add_nodes", "drain", "cancel", "setting")
+                for value in getattr(self, flag)]
+
+    def empty(self) -> bool:
+        return not self.words()
+
+
+# ---------------------------------------------------------------------------------------
+# Snapshot -> scenario
+
+
+def settings_of(config: SchedulerConfig) -> dict[str, Any]:
+    """The production settings as a scenario's ``settings`` (every one but the policy; a
+    setting left unset, the simulator's work budget, keeps the simulator's default)."""
+    return {s.name: getattr(config, s.name) for s in SETTINGS
+            if getattr(config, s.name) is not None}
+
+
+def snapshot_scenario(snap: Snapshot, hours: float = DEFAULT_HOURS) -> dict[str, Any]:
+    """The snapshot as scenario data (the contract, with the carried-in extension)."""
+    until_s = horizon_s(hours)
+    past = until_s + 1  # the runtime of a job without a declared limit: past the horizon
+    pods: dict[str, list[dict[str, Any]]] = {}
+    for n in sorted(snap.nodes, key=lambda n: n.name):
+        node: dict[str, Any] = {"name": n.name, "gpus": n.gpus}
+        if n.gpu_type:
+            node["gpu_type"] = n.gpu_type
+        if n.rail:
+            node["rail"] = n.rail
+        pods.setdefault(n.pod, []).append(node)
+    jobs = [_job_data(j, past) for j in snap.jobs]
+    events: list[dict[str, Any]] = []
+    for n in sorted(snap.nodes, key=lambda n: n.name):
+        if n.health == "draining":
+            events.append({"at_s": 0, "node_drain": n.name})
+        elif n.health == "down":
+            events.append({"at_s": 0, "node_down": n.name})
+    return {
+        "name": "whatif-" + snap.taken_at.replace(":", "").replace("+0000", "Z"),
+        "until_s": until_s,
+        "settings": dict(sorted(snap.settings.items())),
+        "cluster": {"pods": [{"name": pod, "nodes": nodes} for pod, nodes in sorted(pods.items())]},
+        "tenants": [{"name": t.name, "guaranteed_gpus": t.guaranteed_gpus,
+                     "borrow_limit_gpus": t.borrow_limit_gpus,
+                     "initial_usage_gpu_s": t.usage_gpu_s}
+                    for t in sorted(snap.tenants, key=lambda t: t.name)],
+        "jobs": jobs,
+        "events": events,
+    }
+
+
+def horizon_s(hours: float) -> int:
+    return max(1, int(round(hours * 3600)))
+
+
+def _job_data(j: JobSnap, past: int) -> dict[str, Any]:
+    out: dict[str, Any] = {"id": j.id, "tenant": j.tenant, "submit_at_s": min(0, j.submit_s),
+                           "gpus": j.gpus}
+    for key in ("gpus_per_node", "gpu_type", "max_runtime_s", "checkpoint_interval_s",
+                "checkpoint_time_s", "min_gpus"):
+        value = getattr(j, key)
+        if value is not None:
+            out[key] = value
+    for key in ("checkpointable", "preemptible", "interactive"):
+        if getattr(j, key):
+            out[key] = True
+    if j.priority:
+        out["priority"] = j.priority
+    if j.restart_s:
+        out["restart_s"] = j.restart_s
+    if not j.checkpointable:  # the contract refuses checkpoint fields on such a job
+        out.pop("checkpoint_interval_s", None)
+        out.pop("checkpoint_time_s", None)
+    if j.preemption_times_s:
+        out["preemption_times_s"] = list(j.preemption_times_s)
+    limit = j.max_runtime_s
+    if not j.running:
+        out["queued"] = True
+        out["runtime_s"] = limit if limit is not None else past
+        return out
+    started = min(0, j.started_s if j.started_s is not None else 0)
+    out["submit_at_s"] = min(out["submit_at_s"], started)
+    elapsed = -started
+    # it ends at its limit: the work left is what the limit leaves of this run (at least
+    # a second: a run past its limit is stopped by the core's timer at t=0 anyway)
+    left = max(1, started + limit) if limit is not None else past
+    out["runtime_s"] = elapsed + left
+    running: dict[str, Any] = {"started_at_s": started,
+                               "alloc": {node: list(ix) for node, ix in j.alloc}}
+    if j.checkpointable and j.last_checkpoint_s is not None:
+        running["last_checkpoint_s"] = max(out["submit_at_s"], min(0, j.last_checkpoint_s))
+    out["running"] = running
+    return out
+
+
+# ---------------------------------------------------------------------------------------
+# Changes
+
+
+def apply_changes(data: Mapping[str, Any], changes: Changes) -> dict[str, Any]:
+    """The scenario data with the operator's changes made at t=0. Raises WhatIfError
+    naming the flag of the first bad value."""
+    out = copy.deepcopy(dict(data))
+    tenants = {t["name"]: t for t in out["tenants"]}
+    pods = {p["name"]: p for p in out["cluster"]["pods"]}
+    nodes = {n["name"] for p in pods.values() for n in p["nodes"]}
+    jobs = {j["id"]: j for j in out["jobs"]}
+    for value in changes.set_quota:
+        team, guaranteed, borrow = _quota(value, tenants)
+        tenants[team]["guaranteed_gpus"] = guaranteed
+        if borrow is not None:
+            tenants[team]["borrow_limit_gpus"] = borrow
+    for value in changes.add_nodes:
+        pod, count = _pair(value, "--add-nodes", "POD=N")
+        if pod not in pods:
+            raise WhatIfError(f"--add-nodes {value}: unknown pod {pod}; pods: "
+                              + ", ".join(sorted(pods)))
+        n = _count(count, f"--add-nodes {value}", minimum=1, maximum=100_000)
+        like = pods[pod]["nodes"][-1]
+        for i in range(n):
+            name = _new_node_name(pod, i, nodes)
+            nodes.add(name)
+            pods[pod]["nodes"].append({**like, "name": name})
+    for value in changes.drain:
+        if value not in nodes:
+            raise WhatIfError(f"--drain {value}: unknown node")
+        out["events"].append({"at_s": 0, "node_drain": value})
+    for value in changes.cancel:
+        if value not in jobs:
+            raise WhatIfError(f"--cancel {value}: no such job running or queued")
+        out["events"].append({"at_s": 0, "cancel": value})
+    settings = out.setdefault("settings", {})
+    by_name = {s.name: s for s in SETTINGS}
+    for value in changes.setting:
+        name, raw = _pair(value, "--setting", "NAME=VALUE")
+        setting = by_name.get(name)
+        if setting is None:
+            raise WhatIfError(f"--setting {value}: unknown setting {name}; settings: "
+                              + ", ".join(sorted(by_name)))
+        try:
+            parsed = parse_setting(setting, raw, f"--setting {name}")
+        except ValueError as exc:
+            raise WhatIfError(str(exc)) from None
+        if parsed is None:
+            settings.pop(name, None)
+        else:
+            settings[name] = parsed
+    cluster = sum(n["gpus"] for p in pods.values() for n in p["nodes"])
+    total = sum(t["guaranteed_gpus"] for t in tenants.values())
+    if total > cluster:
+        flag = f"--set-quota {changes.set_quota[-1]}" if changes.set_quota else "the snapshot"
+        raise WhatIfError(f"{flag}: the guarantees would add up to {total} GPUs; the cluster "
+                          f"has {cluster}")
+    return out
+
+
+def _pair(value: str, flag: str, form: str) -> tuple[str, str]:
+    name, sep, rest = value.partition("=")
+    if not sep or not name.strip() or not rest.strip():
+        raise WhatIfError(f"{flag} {value!r}: must be {form}")
+    return name.strip(), rest.strip()
+
+
+def _count(text: str, where: str, *, minimum: int, maximum: int) -> int:
+    try:
+        n = int(text)
+    except ValueError:
+        raise WhatIfError(f"{where}: {text!r} is not a whole number") from None
+    if not minimum <= n <= maximum:
+        raise WhatIfError(f"{where}: must be from {minimum} to {maximum}")
+    return n
+
+
+def _quota(value: str, tenants: Mapping[str, Any]) -> tuple[str, int, int | None]:
+    team, rest = _pair(value, "--set-quota", "TEAM=GUARANTEE[:BORROW]")
+    if team not in tenants:
+        raise WhatIfError(f"--set-quota {value}: unknown team {team}; teams: "
+                          + ", ".join(sorted(tenants)))
+    guaranteed, sep, borrow = rest.partition(":")
+    where = f"--set-quota {value}"
+    g = _count(guaranteed, where, minimum=0, maximum=MAX_GPUS)
+    b = _count(borrow, where, minimum=0, maximum=MAX_GPUS) if sep else None
+    return team, g, b
+
+
+def _new_node_name(pod: str, i: int, taken: set[str]) -> str:
+    k = i
+    while True:
+        name = f"{pod}-whatif-{k:03d}"
+        if name not in taken:
+            return name
+        k += 1
+
+
+# ---------------------------------------------------------------------------------------
+# The two runs and their comparison
+
+
+@dataclass(slots=True)
+class WhatIf:
+    """Both runs compared: what the command prints and ``--json`` writes."""
+
+    taken_at: str
+    horizon_s: int
+    changes: list[str]
+    assumptions: list[str]
+    tenants: list[dict[str, Any]]
+    jobs: list[dict[str, Any]]
+    series: dict[str, Any]
+    timings_s: dict[str, float] = field(default_factory=dict)
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def run_whatif(snap: Snapshot, changes: Changes, *, hours: float = DEFAULT_HOURS,
+               progress: ProgressFn | None = None) -> tuple[WhatIf, dict[str, Any]]:
+    """Both runs. Returns the comparison and the baseline scenario data (what
+    ``--export-scenario`` writes). Raises WhatIfError for a bad flag."""
+    import time
+
+    if not 0 < hours <= MAX_HOURS:
+        raise WhatIfError(f"--hours {hours:g}: must be more than 0 and at most {MAX_HOURS:g}")
+    started = time.perf_counter()
+    base_data = snapshot_scenario(snap, hours)
+    what_data = apply_changes(base_data, changes)
+    base = _validated(base_data, "the snapshot")
+    what = _validated(what_data, "the changes")
+    built = time.perf_counter()
+    results = []
+    for i, (label, scenario) in enumerate((("baseline", base), ("what if", what))):
+        results.append(_simulate(scenario, label, i, progress))
+    ran = time.perf_counter()
+    cancelled = set(changes.cancel)
+    out = compare(base, results[0], results[1], excluded=cancelled)
+    out.taken_at = snap.taken_at
+    out.changes = changes.words()
+    out.timings_s = {"snapshot": round(snap.read_s, 3), "build": round(built - started, 3),
+                     "runs": round(ran - built, 3)}
+    if progress is not None:
+        progress(1.0, "done")
+    return out, base_data
+
+
+def _validated(data: Mapping[str, Any], what: str) -> Scenario:
+    try:
+        return validate_scenario(data)
+    except ScenarioError as exc:  # a live state the contract cannot hold: say where
+        raise WhatIfError(f"{what}: {exc}") from exc
+
+
+def _simulate(scenario: Scenario, label: str, index: int,
+              progress: ProgressFn | None) -> dict[str, Any]:
+    until = scenario.until_s
+
+    def tick(now: int) -> None:
+        if progress is not None:
+            progress((index + min(now, until) / until) / 2 * 0.98, label)
+
+    if progress is not None:
+        progress(index / 2 * 0.98, label)
+    # views off: pending reasons and estimates are not compared, and cost on a big queue
+    outcome = Simulation(scenario, progress=tick, views=False).run()
+    return build_result(outcome)
+
+
+def team_stats(result: Mapping[str, Any], scenario: Scenario, *,
+               excluded: Iterable[str] = ()) -> dict[str, dict[str, Any]]:
+    """Per team, from a result document: waits of the jobs queued at t=0, GPUs held on
+    average over the horizon, preemptions and GPU-hours lost (work redone or reloaded)."""
+    until = scenario.until_s
+    skip = set(excluded)
+    jobs = result["jobs"]
+    stats: dict[str, dict[str, Any]] = {}
+    waits: dict[str, list[int]] = {}
+    for t in scenario.tenants:
+        stats[t.name] = {"waiting": 0, "started": 0, "gpu_s": 0, "preemptions": 0,
+                         "gpu_s_lost": 0}
+        waits[t.name] = []
+    for j in scenario.jobs:
+        rec = jobs[j.id]
+        row = stats[j.spec.tenant]
+        for run in rec["runs"]:
+            start = max(0, run["start_s"])
+            end = until if run["end_s"] is None else min(until, run["end_s"])
+            if end > start:
+                row["gpu_s"] += (end - start) * sum(run["alloc"].values())
+        row["preemptions"] += rec["preemptions"]
+        row["gpu_s_lost"] += rec["gpu_s_lost"]
+        if j.running is not None or j.id in skip:
+            continue
+        row["waiting"] += 1
+        first = rec["first_start_s"]
+        if first is not None:
+            row["started"] += 1
+        waits[j.spec.tenant].append((first if first is not None else until) - j.spec.submit_s)
+    out: dict[str, dict[str, Any]] = {}
+    for name, row in stats.items():
+        w = waits[name]
+        out[name] = {
+            "waiting": row["waiting"],
+            "started": row["started"],
+            "mean_wait_s": round(math.fsum(w) / len(w), 1) if w else None,
+            "p95_wait_s": percentile(w, 95),
+            "gpus_held": round(row["gpu_s"] / until, 2),
+            "preemptions": row["preemptions"],
+            "gpu_hours_lost": round(row["gpu_s_lost"] / 3600.0, 2),
+        }
+    return out
+
+
+def job_starts(result: Mapping[str, Any], scenario: Scenario) -> dict[str, int | None]:
+    """Job id -> seconds from the snapshot to its first start after it, for the jobs
+    queued at t=0 (None: not within the horizon)."""
+    jobs = result["jobs"]
+    return {j.id: jobs[j.id]["first_start_s"] for j in scenario.jobs if j.running is None}
+
+
+_TEAM_FIELDS = ("mean_wait_s", "p95_wait_s", "gpus_held", "preemptions", "gpu_hours_lost",
+                "started")
+
+
+def compare(base: Scenario, before: Mapping[str, Any], after: Mapping[str, Any], *,
+            excluded: Iterable[str] = ()) -> WhatIf:
+    skip = set(excluded)
+    b_stats = team_stats(before, base, excluded=skip)
+    a_stats = team_stats(after, base, excluded=skip)
+    tenants = []
+    for t in base.tenants:
+        row: dict[str, Any] = {"name": t.name, "waiting": b_stats[t.name]["waiting"]}
+        for key in _TEAM_FIELDS:
+            row[f"baseline_{key}"] = b_stats[t.name][key]
+            row[f"whatif_{key}"] = a_stats[t.name][key]
+        tenants.append(row)
+    b_starts, a_starts = job_starts(before, base), job_starts(after, base)
+    until = base.until_s
+    specs = {j.id: j.spec for j in base.jobs}
+    jobs = []
+    for job_id, b in b_starts.items():
+        a = a_starts.get(job_id)
+        # a cancelled job did not move: it left (the table says so, apart)
+        moved = None if job_id in skip else (until if a is None else a) - (until if b is None
+                                                                             else b)
+        jobs.append({"id": job_id, "tenant": specs[job_id].tenant, "gpus": specs[job_id].gpus,
+                     "baseline_start_in_s": b, "whatif_start_in_s": a,
+                     "cancelled": job_id in skip, "moved_s": moved})
+    jobs.sort(key=lambda j: (-abs(j["moved_s"] or 0), _id_key(j["id"])))
+    return WhatIf(taken_at="", horizon_s=until, changes=[], assumptions=list(ASSUMPTIONS),
+                  tenants=tenants, jobs=jobs,
+                  series={"step_s": _step(until),
+                          "baseline": held_series(before, base),
+                          "whatif": held_series(after, base)})
+
+
+def _id_key(job_id: str) -> tuple[int, str]:
+    return (int(job_id), "") if job_id.isdigit() else (0, job_id)
+
+
+def _step(until: int) -> int:
+    return max(1, math.ceil(until / (SERIES_POINTS - 1)))
+
+
+def held_series(result: Mapping[str, Any], scenario: Scenario) -> dict[str, list[int]]:
+    """Per team, the GPUs it holds at 0, step, 2 step, ... up to the horizon."""
+    until = scenario.until_s
+    step = _step(until)
+    points = until // step + 1
+    tenant_of = {j.id: j.spec.tenant for j in scenario.jobs}
+    deltas: dict[str, list[int]] = {t.name: [0] * (points + 1) for t in scenario.tenants}
+    for job_id, rec in result["jobs"].items():
+        d = deltas[tenant_of[job_id]]
+        for run in rec["runs"]:
+            gpus = sum(run["alloc"].values())
+            start = max(0, run["start_s"])
+            end = until + 1 if run["end_s"] is None else run["end_s"]
+            first = -(-start // step)  # the first sample at or after the start
+            last = -(-end // step)  # samples from here on are after the end
+            if first < min(last, points):
+                d[first] += gpus
+                d[min(last, points)] -= gpus
+    out: dict[str, list[int]] = {}
+    for name, d in deltas.items():
+        acc, values = 0, []
+        for k in range(points):
+            acc += d[k]
+            values.append(acc)
+        out[name] = values
+    return out
+
+
+# ---------------------------------------------------------------------------------------
+# Output
+
+
+def _h(seconds: float | None) -> str:
+    return "-" if seconds is None else f"{seconds / 3600:.2f}"
+
+
+def _num(value: Any) -> str:
+    return "-" if value is None else f"{value:g}" if isinstance(value, float) else str(value)
+
+
+def render_table(w: WhatIf, *, top: int = TOP_MOVED) -> str:
+    lines = [f"What if, from the live state at {w.taken_at}, {w.horizon_s / 3600:g} h ahead",
+             "  changes: " + (", ".join(w.changes) or "none (both runs are the baseline)"),
+             "  assumes:"]
+    lines += [f"    - {a}" for a in w.assumptions]
+    lines.append("")
+    head = (f"{'team':<16} {'waiting':>7} | {'mean wait h':>13} | {'p95 wait h':>13} | "
+            f"{'GPUs held':>15} | {'preemptions':>11} | {'GPU-h lost':>13}")
+    lines += [head, f"{'':<16} {'':>7} | {'before  after':>13} | {'before  after':>13} | "
+                    f"{'before    after':>15} | {'before after':>11} | {'before  after':>13}",
+              "-" * len(head)]
+    for t in w.tenants:
+        lines.append(
+            f"{t['name']:<16} {t['waiting']:>7} | "
+            f"{_h(t['baseline_mean_wait_s']):>6} {_h(t['whatif_mean_wait_s']):>6} | "
+            f"{_h(t['baseline_p95_wait_s']):>6} {_h(t['whatif_p95_wait_s']):>6} | "
+            f"{_num(t['baseline_gpus_held']):>7} {_num(t['whatif_gpus_held']):>7} | "
+            f"{t['baseline_preemptions']:>5} {t['whatif_preemptions']:>5} | "
+            f"{_num(t['baseline_gpu_hours_lost']):>6} {_num(t['whatif_gpu_hours_lost']):>6}")
+    moved = [j for j in w.jobs if j["moved_s"]][:top]
+    cancelled = [j["id"] for j in w.jobs if j["cancelled"]]
+    lines.append("")
+    if cancelled:
+        lines.append("Cancelled at t=0 (left out of the waits): " + ", ".join(cancelled))
+    if not moved:
+        lines.append("No queued job's start moves.")
+        return "\n".join(lines) + "\n"
+    lines.append(f"The jobs whose start moves the most (start in h from now; - = not "
+                 f"within {w.horizon_s / 3600:g} h):")
+    lines.append(f"  {'job':>10} {'team':<16} {'GPUs':>5} {'before':>7} {'after':>7} "
+                 f"{'moved h':>8}")
+    for j in moved:
+        lines.append(f"  {j['id']:>10} {j['tenant']:<16} {j['gpus']:>5} "
+                     f"{_h(j['baseline_start_in_s']):>7} {_h(j['whatif_start_in_s']):>7} "
+                     f"{j['moved_s'] / 3600:>+8.2f}")
+    return "\n".join(lines) + "\n"
+
+
+def dump_scenario(data: Mapping[str, Any], path: str | Path) -> None:
+    """Write scenario data as YAML, or JSON by a ``.json`` suffix (as ``simulate`` reads)."""
+    path = Path(path)
+    if path.suffix.lower() == ".json":
+        text = json.dumps(data, indent=1, sort_keys=False) + "\n"
+    else:
+        dumper = getattr(yaml, "CSafeDumper", yaml.SafeDumper)  # libyaml: 100k jobs
+        text = yaml.dump(dict(data), Dumper=dumper, sort_keys=False, default_flow_style=None,
+                         width=100)
+    path.write_text(text, encoding="utf-8")
+
+
+def parse_changes(set_quota: Sequence[str] = (), add_nodes: Sequence[str] = (),
+                  drain: Sequence[str] = (), cancel: Sequence[str] = (),
+                  setting: Sequence[str] = ()) -> Changes:
+    def clean(values: Sequence[str]) -> tuple[str, ...]:
+        return tuple(v.strip() for v in values if v and v.strip())
+
+    return Changes(clean(set_quota), clean(add_nodes), clean(drain), clean(cancel),
+                   clean(setting))

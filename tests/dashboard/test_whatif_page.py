@@ -1,0 +1,117 @@
+"""The "What if" page: operators only; a run goes to a thread without a broker and to the
+Celery task with one; its page shows the progress, then the table and a chart a team;
+a bad change shows the run's one-line error; nothing is written but the run's row."""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+import pytest
+from django.contrib.auth import get_user_model
+from django.test import Client
+
+from dashboard import whatif_runs
+from dashboard.models import WhatIfRun
+from scheduler_app.models import Job, Tenant, Transition
+from tests.sim.whatif_seed import seed
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+@pytest.fixture
+def operator() -> Client:
+    seed()
+    user = get_user_model().objects.create_user("op", password="pw-whatif-1", is_staff=True)
+    client = Client()
+    client.force_login(user)
+    return client
+
+
+@pytest.fixture
+def inline_threads(monkeypatch) -> list[Any]:
+    """The embedded mode's thread, run to its end before start_run returns."""
+    started: list[Any] = []
+
+    class Inline:
+        def __init__(self, target: Any, args: tuple, **kwargs: Any) -> None:
+            self.target, self.args = target, args
+            started.append(kwargs.get("name"))
+
+        def start(self) -> None:
+            self.target(*self.args)
+
+    monkeypatch.setattr(whatif_runs.threading, "Thread", Inline)
+    return started
+
+
+def test_the_page_is_for_operators_only() -> None:
+    seed()
+    user = get_user_model().objects.create_user("r1", password="pw-whatif-1")
+    client = Client()
+    client.force_login(user)
+    assert client.get("/operator/whatif/").status_code == 403
+    assert Client().get("/operator/whatif/").status_code == 302  # to the sign-in form
+
+
+def test_without_a_broker_a_thread_runs_it_and_its_page_shows_the_answer(
+        operator, inline_threads, settings) -> None:
+    settings.CELERY_BROKER_URL = ""
+    before = (Transition.objects.count(), list(Job.objects.values_list("id", "state")),
+              list(Tenant.objects.values_list("name", "guaranteed_gpus", "usage_gpu_s")))
+    response = operator.post("/operator/whatif/", {"set_quota": "alpha=16", "hours": "24"})
+    assert response.status_code == 302
+    run = WhatIfRun.objects.get()
+    assert inline_threads == [f"whatif-{run.pk}"]
+    assert run.status == "done" and run.changes["set_quota"] == ["alpha=16"]
+    page = operator.get(response["Location"]).content.decode()
+    assert 'id="whatif-table"' in page and "alpha" in page
+    assert page.count('data-chart="whatif"') == 3  # a chart a team
+    assert "running jobs run until their declared limit" in page
+    alpha = next(t for t in run.result["tenants"] if t["name"] == "alpha")
+    assert alpha["whatif_mean_wait_s"] < alpha["baseline_mean_wait_s"]
+    # the run wrote its own row and nothing of the scheduler's
+    assert before == (Transition.objects.count(), list(Job.objects.values_list("id", "state")),
+                      list(Tenant.objects.values_list("name", "guaranteed_gpus",
+                                                      "usage_gpu_s")))
+
+
+def test_with_a_broker_the_celery_task_gets_it(operator, settings, monkeypatch) -> None:
+    settings.CELERY_BROKER_URL = "redis://broker.invalid:6379/0"
+    sent: list[str] = []
+    from dashboard import tasks
+
+    monkeypatch.setattr(tasks.whatif_run, "delay", sent.append)
+    monkeypatch.setattr(threading, "Thread", None)  # no thread may be started
+    response = operator.post("/operator/whatif/", {"drain": "a1\na2", "hours": "6"})
+    assert response.status_code == 302
+    run = WhatIfRun.objects.get()
+    assert sent == [str(run.pk)] and run.status == "queued"
+    assert run.changes["drain"] == ["a1", "a2"] and run.hours == 6
+    # the worker's side: the task runs it
+    tasks.whatif_run(str(run.pk))
+    run.refresh_from_db()
+    assert run.status == "done" and run.result["horizon_s"] == 6 * 3600
+
+
+def test_a_run_in_progress_polls_its_progress_bar(operator) -> None:
+    run = WhatIfRun.objects.create(changes={}, hours=24, status="running", progress=0.4,
+                                   stage="baseline")
+    html = operator.get(f"/operator/whatif/{run.pk}/", HTTP_HX_REQUEST="true").content.decode()
+    assert '<progress id="whatif-progress" max="100" value="40"' in html
+    assert "hx-trigger=" in html and "baseline" in html
+
+
+def test_a_bad_change_shows_the_error_naming_it(operator, inline_threads, settings) -> None:
+    settings.CELERY_BROKER_URL = ""
+    response = operator.post("/operator/whatif/", {"set_quota": "nobody=8", "hours": "24"})
+    run = WhatIfRun.objects.get()
+    assert run.status == "failed"
+    html = operator.get(response["Location"]).content.decode()
+    assert "--set-quota nobody=8: unknown team nobody" in html
+    assert "hx-trigger=" not in html  # finished: no more polling
+
+
+def test_a_bad_horizon_is_refused_by_the_form(operator) -> None:
+    response = operator.post("/operator/whatif/", {"hours": "0"})
+    assert response.status_code == 400 and not WhatIfRun.objects.exists()

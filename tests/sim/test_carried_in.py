@@ -1,0 +1,136 @@
+"""The carried-in state extension (docs/scenarios.md): a scenario may start with jobs
+already running or queued at t=0, nodes listed by name, and the memory engine restores
+them through the core's restore path."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from scheduler_app.sim.cli import SimulateError, run_simulation
+from scheduler_app.sim.scenario import ScenarioError, validate_scenario
+
+from .helpers import run
+
+
+def carried(**changes: Any) -> dict[str, Any]:
+    data: dict[str, Any] = {
+        "name": "carried", "until_s": 5000,
+        "cluster": {"pods": [{"name": "p", "nodes": [
+            {"name": "n1", "gpus": 8}, {"name": "n2", "gpus": 8, "rail": 1}]}]},
+        "tenants": [{"name": "a", "guaranteed_gpus": 8, "borrow_limit_gpus": 8},
+                    {"name": "b", "guaranteed_gpus": 8, "borrow_limit_gpus": 8}],
+        "jobs": [
+            {"id": "r1", "tenant": "a", "submit_at_s": -500, "gpus": 8, "runtime_s": 1000,
+             "max_runtime_s": 1000, "checkpointable": True, "checkpoint_interval_s": 100,
+             "running": {"started_at_s": -400, "alloc": {"n1": 8}, "last_checkpoint_s": -50}},
+            {"id": "r2", "tenant": "a", "submit_at_s": -500, "gpus": 8, "runtime_s": 700,
+             "max_runtime_s": 1000,
+             "running": {"started_at_s": -300, "alloc": {"n2": list(range(8))}}},
+            {"id": "q1", "tenant": "b", "submit_at_s": -100, "queued": True, "gpus": 8,
+             "runtime_s": 300, "max_runtime_s": 300},
+        ],
+    }
+    data.update(changes)
+    return data
+
+
+def test_running_jobs_keep_their_gpus_and_end_when_their_work_is_done() -> None:
+    result = run(carried(jobs=carried()["jobs"][1:2]))
+    r2 = result["jobs"]["r2"]
+    # 700 s of work, 300 done by t=0: it ends at 400, on the GPUs it held
+    assert r2["runs"] == [{"start_s": -300, "end_s": 400, "alloc": {"n2": 8},
+                           "end": "COMPLETED"}]
+    assert [t["to"] for t in r2["transitions"]] == [
+        "SUBMITTED", "QUEUED", "PLACING", "RUNNING", "COMPLETED"]
+
+
+def test_a_queued_job_is_in_its_queue_at_t0_and_reclaims_its_guarantee() -> None:
+    result = run(carried())
+    # team b is owed 8 GPUs, team a borrows 8: the cheapest victim (checkpoint 50 s ago)
+    # is asked at t=0, checkpoints and leaves; q1 starts on its GPUs
+    assert [(p["at_s"], p["victim"], p["for"], p["cost_s"]) for p in result["preemptions"]] \
+        == [(0, "r1", "q1", 50)]
+    q1 = result["jobs"]["q1"]
+    assert q1["runs"][0]["alloc"] == {"n1": 8} and q1["first_start_s"] == 60
+    # r1 resumes from the progress it saved when asked (400 s): 600 s left
+    r1 = result["jobs"]["r1"]
+    assert r1["runs"][-1]["end"] == "COMPLETED"
+    assert r1["runs"][-1]["end_s"] - r1["runs"][-1]["start_s"] == 600
+
+
+def test_a_carried_in_queued_job_is_not_submitted_again() -> None:
+    result = run(carried())
+    steps = [t["to"] for t in result["jobs"]["q1"]["transitions"]]
+    assert steps.count("SUBMITTED") == 1 and result["jobs"]["q1"]["transitions"][0]["at_s"] == -100
+
+
+def test_usage_carried_in_orders_the_teams() -> None:
+    jobs = [{"id": f"{t}{i}", "tenant": t, "submit_at_s": -10, "queued": True, "gpus": 8,
+             "runtime_s": 100, "max_runtime_s": 100} for i in range(2) for t in "ab"]
+    fresh = run(carried(jobs=jobs))
+    used = run(carried(jobs=jobs, tenants=[
+        {"name": "a", "guaranteed_gpus": 8, "borrow_limit_gpus": 8,
+         "initial_usage_gpu_s": 1e6},
+        {"name": "b", "guaranteed_gpus": 8, "borrow_limit_gpus": 8}]))
+    # one team fills the cluster (16 GPUs) first: with a's usage, b goes first
+    assert fresh["jobs"]["a0"]["first_start_s"] == 0
+    assert used["jobs"]["b0"]["first_start_s"] == 0 and used["jobs"]["b1"]["first_start_s"] == 0
+    assert used["jobs"]["a0"]["first_start_s"] > 0
+
+
+@pytest.mark.parametrize(("change", "message"), [
+    ({"submit_at_s": -1, "running": None},
+     "jobs[0].submit_at_s: must be a non-negative integer"),
+    ({"running": {"started_at_s": -600, "alloc": {"n1": 8}}},
+     "jobs[0].running.started_at_s: before the job is submitted (-500)"),
+    ({"running": {"started_at_s": -400, "alloc": {"n9": 8}}},
+     "jobs[0].running.alloc.n9: unknown node n9"),
+    ({"running": {"started_at_s": -400, "alloc": {"n1": 4}}},
+     "jobs[0].running.alloc: holds 4 GPUs; the job runs on 8"),
+    ({"running": {"started_at_s": -400, "alloc": {"n1": [0, 0, 1, 2, 3, 4, 5, 6]}}},
+     "jobs[0].running.alloc.n1: must list distinct GPU indices"),
+    ({"running": {"started_at_s": -400, "alloc": {"n1": 8}, "progress_s": 1000}},
+     "jobs[0].running.progress_s: must be less than runtime_s (1000): a job that has done "
+     "its work is not running"),
+    ({"running": {"started_at_s": 10, "alloc": {"n1": 8}}},
+     "jobs[0].running.started_at_s: must be at most 0"),
+    ({"queued": True},
+     "jobs[0].queued: a job is queued or running at t=0, not both"),
+    ({"preemption_times_s": [-5, -10]}, "jobs[0].preemption_times_s: must be in time order"),
+])
+def test_a_malformed_carried_in_job_names_its_field(change: dict[str, Any],
+                                                   message: str) -> None:
+    data = carried()
+    data["jobs"][0].update(change)
+    if data["jobs"][0].get("running") is None:
+        data["jobs"][0].pop("running", None)
+    with pytest.raises(ScenarioError) as err:
+        validate_scenario(data)
+    assert str(err.value) == message
+
+
+def test_a_gpu_held_twice_is_refused() -> None:
+    data = carried()
+    data["jobs"][1]["running"]["alloc"] = {"n1": [7]}
+    data["jobs"][1]["gpus"] = 1
+    with pytest.raises(ScenarioError) as err:
+        validate_scenario(data)
+    assert str(err.value) == "jobs[1].running.alloc.n1: GPU 7 of n1 is held by job r1 already"
+
+
+def test_listed_nodes_name_their_fields() -> None:
+    data = carried(cluster={"pods": [{"name": "p", "nodes": [{"name": "n1", "gpus": 0}]}]})
+    with pytest.raises(ScenarioError) as err:
+        validate_scenario(data)
+    assert str(err.value) == "cluster.pods[0].nodes[0].gpus: must be a positive integer"
+
+
+def test_the_db_engine_refuses_a_carried_in_scenario(tmp_path) -> None:
+    import yaml
+
+    path = tmp_path / "c.yaml"
+    path.write_text(yaml.safe_dump(carried()))
+    with pytest.raises(SimulateError, match="--engine db: .*only the memory engine"):
+        run_simulation(str(path), str(tmp_path / "r.json"), engine="db", quiet=True)

@@ -1,0 +1,229 @@
+"""``manage.py whatif`` on a seeded live database (tests/sim/whatif_seed.py: 48 GPUs, all
+held; alpha waits for its own quota, beta for GPUs): each kind of change does what it
+says, bad flags exit 2 naming the flag, the exported scenario gives the same baseline
+through ``manage.py simulate``, and the database file is byte for byte as it was."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import secrets
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+import pytest
+
+from scheduler_app.sim.scenario import load_scenario
+from scheduler_app.sim.whatif import job_starts, team_stats
+
+from .test_scratch_database import manage
+
+HOUR = 3600
+
+
+@pytest.fixture(scope="module")
+def live(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    tmp = tmp_path_factory.mktemp("whatif")
+    url = f"sqlite:///{tmp / 'live.sqlite3'}"
+    done = manage("migrate", "--no-input", "-v", "0", database_url=url, tmpdir=tmp)
+    assert done.returncode == 0, done.stderr
+    done = manage("shell", "-c", "import json; from tests.sim.whatif_seed import seed; "
+                  "print('IDS=' + json.dumps(seed()))", database_url=url, tmpdir=tmp)
+    assert done.returncode == 0, done.stderr
+    line = next(x for x in done.stdout.splitlines() if x.startswith("IDS="))
+    return {"url": url, "tmp": tmp, "file": tmp / "live.sqlite3",
+            "ids": {k: str(v) for k, v in json.loads(line[4:]).items()}}
+
+
+def whatif(live: dict[str, Any], *flags: str, name: str = "w") -> dict[str, Any]:
+    out = live["tmp"] / f"{name}.json"
+    done = manage("whatif", "--quiet", *flags, "--json", str(out), database_url=live["url"],
+                  tmpdir=live["tmp"])
+    assert done.returncode == 0, done.stderr
+    data = json.loads(out.read_text())
+    data["stdout"] = done.stdout
+    return data
+
+
+def team(data: dict[str, Any], name: str) -> dict[str, Any]:
+    return next(t for t in data["tenants"] if t["name"] == name)
+
+
+def start(data: dict[str, Any], job_id: str, run: str) -> int | None:
+    return next(j for j in data["jobs"] if j["id"] == job_id)[f"{run}_start_in_s"]
+
+
+def test_without_changes_both_runs_agree_and_the_output_says_what_it_assumes(live):
+    data = whatif(live)
+    for t in data["tenants"]:
+        assert t["baseline_mean_wait_s"] == t["whatif_mean_wait_s"]
+        assert t["baseline_gpus_held"] == t["whatif_gpus_held"]
+    assert "running jobs run until their declared limit" in data["stdout"]
+    assert data["assumptions"] and data["horizon_s"] == 24 * HOUR
+    # alpha waits for its own quota: one 8-GPU job at a time, the first when its running
+    # job reaches its limit (2 h from now)
+    ids = live["ids"]
+    assert start(data, ids["alpha-q0"], "baseline") == pytest.approx(2 * HOUR, abs=5)
+    assert start(data, ids["alpha-q2"], "baseline") == pytest.approx(4 * HOUR, abs=5)
+    assert team(data, "alpha")["waiting"] == 3 and team(data, "gamma")["waiting"] == 0
+
+
+def test_a_raised_guarantee_shortens_that_teams_waits(live):
+    data = whatif(live, "--set-quota", "alpha=16:0")
+    alpha = team(data, "alpha")
+    assert alpha["whatif_mean_wait_s"] < alpha["baseline_mean_wait_s"] - HOUR / 2
+    assert alpha["whatif_p95_wait_s"] < alpha["baseline_p95_wait_s"]
+    ids = live["ids"]
+    assert start(data, ids["alpha-q2"], "whatif") < start(data, ids["alpha-q2"], "baseline")
+    # the jobs that move most are listed first, alpha's
+    assert data["jobs"][0]["tenant"] == "alpha" and data["jobs"][0]["moved_s"] < 0
+    assert "--set-quota alpha=16:0" in data["changes"]
+
+
+def test_added_nodes_start_jobs_sooner(live):
+    data = whatif(live, "--add-nodes", "pod-b=2")
+    ids = live["ids"]
+    for key in ("beta-q0", "beta-q1"):
+        assert start(data, ids[key], "baseline") == pytest.approx(1.5 * HOUR, abs=5)
+        assert start(data, ids[key], "whatif") == 0  # on the new nodes, at once
+    assert team(data, "beta")["whatif_mean_wait_s"] < team(data, "beta")["baseline_mean_wait_s"]
+
+
+def test_draining_nodes_takes_them_out_of_the_plan(live):
+    data = whatif(live, "--drain", "a3", "--drain", "a4")
+    ids = live["ids"]
+    # gamma's job leaves a3, a4 and b1 at 1.5 h: only b1 takes a new job; beta's second
+    # job waits for beta's own running job to reach its limit (3 h)
+    starts = sorted(start(data, ids[k], "whatif") for k in ("beta-q0", "beta-q1"))
+    assert starts[0] == pytest.approx(1.5 * HOUR, abs=5)
+    assert starts[1] == pytest.approx(3 * HOUR, abs=5)
+    held = [sum(v) for v in zip(*data["series"]["whatif"].values(), strict=True)]
+    step = data["series"]["step_s"]
+    after = [h for k, h in enumerate(held) if 1.6 * HOUR <= k * step < 3 * HOUR]
+    assert after and max(after) <= 48 - 16  # the two drained nodes stay empty
+
+
+def test_cancelling_a_running_job_frees_its_gpus_at_once(live):
+    ids = live["ids"]
+    data = whatif(live, "--cancel", ids["gamma-run"])
+    for key in ("beta-q0", "beta-q1"):
+        assert start(data, ids[key], "whatif") == 0
+    gamma = team(data, "gamma")
+    assert gamma["whatif_gpus_held"] == 0 and gamma["baseline_gpus_held"] > 0
+
+
+def test_a_cancelled_queued_job_leaves_the_waits(live):
+    ids = live["ids"]
+    data = whatif(live, "--cancel", ids["beta-q0"])
+    job = next(j for j in data["jobs"] if j["id"] == ids["beta-q0"])
+    assert job["cancelled"] and job["whatif_start_in_s"] is None and job["moved_s"] is None
+    # left out of both runs' waits, so the two compare the same jobs
+    beta = team(data, "beta")
+    assert beta["waiting"] == 1 and beta["baseline_started"] == beta["whatif_started"] == 1
+    assert beta["whatif_gpus_held"] < beta["baseline_gpus_held"]
+
+
+def test_a_setting_changes_the_plan(live):
+    # 16 GPUs (b1, b2) kept for interactive jobs: alpha's batch jobs cannot use b2 once
+    # alpha's running job leaves it, so each waits an hour longer
+    data = whatif(live, "--setting", "interactive_reserved_gpus=16")
+    ids = live["ids"]
+    for key in ("alpha-q0", "alpha-q1", "alpha-q2"):
+        assert start(data, ids[key], "whatif") == start(data, ids[key], "baseline") + HOUR
+    assert "--setting interactive_reserved_gpus=16" in data["changes"]
+
+
+def test_the_horizon_bounds_the_starts(live):
+    data = whatif(live, "--hours", "1")
+    assert data["horizon_s"] == HOUR
+    assert all(j["baseline_start_in_s"] is None for j in data["jobs"]
+               if j["tenant"] == "alpha")
+
+
+@pytest.mark.parametrize(("flags", "named"), [
+    (("--set-quota", "nobody=8"), "--set-quota nobody=8: unknown team nobody"),
+    (("--set-quota", "alpha=lots"), "--set-quota alpha=lots: 'lots' is not a whole number"),
+    (("--set-quota", "alpha"), "--set-quota 'alpha': must be TEAM=GUARANTEE[:BORROW]"),
+    (("--set-quota", "alpha=40"),
+     "--set-quota alpha=40: the guarantees would add up to 72 GPUs; the cluster has 48"),
+    (("--add-nodes", "pod-z=2"), "--add-nodes pod-z=2: unknown pod pod-z"),
+    (("--add-nodes", "pod-a=0"), "--add-nodes pod-a=0: must be from 1 to 100000"),
+    (("--drain", "zz9"), "--drain zz9: unknown node"),
+    (("--cancel", "999999"), "--cancel 999999: no such job running or queued"),
+    (("--setting", "tick_intervals=5"), "--setting tick_intervals=5: unknown setting"),
+    (("--setting", "tick_interval_s=0"), "--setting tick_interval_s: must be a whole number, 1"),
+    (("--hours", "0"), "--hours 0: must be more than 0"),
+])
+def test_a_bad_flag_exits_2_with_one_line_naming_it(live, flags, named):
+    done = manage("whatif", "--quiet", *flags, database_url=live["url"], tmpdir=live["tmp"])
+    assert done.returncode == 2, done.stderr
+    errors = [line for line in done.stderr.splitlines() if "error:" in line]
+    assert len(errors) == 1 and named in errors[0], done.stderr
+
+
+def test_the_exported_scenario_gives_the_same_baseline_when_simulated(live):
+    exported = live["tmp"] / "snapshot.yaml"
+    data = whatif(live, "--set-quota", "alpha=16", "--export-scenario", str(exported))
+    out = live["tmp"] / "simulated.json"
+    done = manage("simulate", str(exported), "--out", str(out), "--quiet",
+                  database_url=live["url"], tmpdir=live["tmp"])
+    assert done.returncode == 0, done.stderr
+    scenario = load_scenario(exported)
+    result = json.loads(out.read_text())
+    stats = team_stats(result, scenario)
+    for t in data["tenants"]:
+        for key in ("mean_wait_s", "p95_wait_s", "gpus_held", "preemptions",
+                    "gpu_hours_lost", "started"):
+            assert t[f"baseline_{key}"] == stats[t["name"]][key], (t["name"], key)
+    starts = job_starts(result, scenario)
+    assert {j["id"]: j["baseline_start_in_s"] for j in data["jobs"]} == starts
+    assert len(scenario.jobs) == 8 and sum(1 for j in scenario.jobs if j.running) == 3
+
+
+def _fingerprint(path: Path) -> dict[str, str]:
+    return {p.name: hashlib.sha256(p.read_bytes()).hexdigest()
+            for p in sorted(path.parent.glob(path.name + "*"))}
+
+
+def test_the_live_database_is_byte_for_byte_untouched(live):
+    before = _fingerprint(live["file"])
+    assert list(before) == ["live.sqlite3"]  # no WAL left over from the seed
+    whatif(live, "--set-quota", "alpha=16", "--add-nodes", "pod-a=1", "--drain", "a1",
+           "--cancel", live["ids"]["beta-q0"], "--setting", "grace_period_s=30",
+           "--export-scenario", str(live["tmp"] / "x.json"))
+    done = manage("whatif", "--quiet", "--drain", "nope", database_url=live["url"],
+                  tmpdir=live["tmp"])
+    assert done.returncode == 2
+    assert _fingerprint(live["file"]) == before
+
+
+@pytest.mark.postgres
+def test_a_live_postgres_database_is_left_as_it_was(tmp_path: Path):
+    """The snapshot's transaction is READ ONLY on PostgreSQL: the dump is the same after
+    a what-if with every kind of change."""
+    from .test_scratch_database import _admin, _dump
+
+    name = f"sched_whatif_{secrets.token_hex(4)}"
+    with _admin() as admin:
+        admin.execute(f'CREATE DATABASE "{name}"')
+    url = urlsplit(os.environ["DATABASE_URL"])._replace(path=f"/{name}").geturl()
+    try:
+        for args in (("migrate", "--no-input", "-v", "0"),
+                     ("shell", "-c", "from tests.sim.whatif_seed import seed; seed()")):
+            done = manage(*args, database_url=url, tmpdir=tmp_path)
+            assert done.returncode == 0, done.stderr
+        before = _dump(url)
+        out = tmp_path / "w.json"
+        done = manage("whatif", "--quiet", "--set-quota", "alpha=16", "--add-nodes",
+                      "pod-a=1", "--drain", "a1", "--cancel", "3", "--setting",
+                      "grace_period_s=30", "--json", str(out), database_url=url,
+                      tmpdir=tmp_path)
+        assert done.returncode == 0, done.stderr
+        alpha = next(t for t in json.loads(out.read_text())["tenants"] if t["name"] == "alpha")
+        assert alpha["whatif_mean_wait_s"] < alpha["baseline_mean_wait_s"]
+        assert _dump(url) == before
+    finally:
+        with _admin() as admin:
+            admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
