@@ -30,10 +30,14 @@ reservation's GPUs or ends by its declared limit before that reservation's start
 with no declared limit only the first. A job whose team stays within its guarantee does
 not simply wait for a reservation in its way: it first searches for preemption victims
 away from the reserved nodes (its team takes its guarantee back from borrowers within
-the grace window) and waits for the reservations only when that search finds none.
-(Letting it take reserved GPUs instead, and letting a higher-ranked job take a
-reservation over, pushed large gangs back without end on a cluster whose guarantees add
-up to its size: the anchor window's short 33-GPU-and-larger jobs waited a day.)
+the grace window); when that search finds none and every reservation in its way is a
+borrower's of another team (its team above its guarantee once it starts), it takes
+those GPUs (the log row says so, ``entitled_past``): a borrower's plan never holds back a
+guarantee, since the borrower, once started, could be preempted for it anyway. Only a
+reservation held within its team's guarantee makes it wait. (Letting a higher-ranked job
+take a reservation over pushed large gangs back without end on a cluster whose
+guarantees add up to its size: the anchor window's short 33-GPU-and-larger jobs waited a
+day.)
 
 A job that waits only for its own team's quota holds no reservation on the cluster's
 GPUs (another team may use them, and the rule lets its team reclaim them later); it
@@ -298,6 +302,9 @@ class Booked:
 
     res: Reservation
     tenant: str
+    #: its team would hold more than its guarantee once it starts: a job within its own
+    #: team's guarantee that no preemption can help takes its GPUs rather than wait
+    borrowing: bool
     masks: dict[str, int]  # node -> reserved GPU bitmask
 
 
@@ -627,23 +634,34 @@ class Tick:
         binding = self.reserved if own is None else [b for b in self.reserved if b is not own]
         alloc = self._own_gpus(own, size, exclude) or self._place(spec, size, exclude)
         clash = self._clashes(binding, alloc, end) if alloc is not None and binding else []
+        passed: list[Booked] = []
         if clash:
             # the first fit takes GPUs a higher-ranked job has reserved before this one
             # would end: place it on GPUs no reservation holds, if there are enough
+            first = alloc
             alloc = self._place_on_line(spec, size, exclude)
+            if alloc is None and claim is not None and self._victims_holding(claim):
+                self._wait(rec, P.PREEMPTING)  # its own victims are making room
+                return "waiting"
             if alloc is None:
                 if entitled:
                     # reservations stand in the way of this team's guarantee: take it
                     # back from borrowers by preemption (within the grace window), away
-                    # from the reserved nodes, where the rule allows; wait for the
-                    # reservations' start only when no victim can be found
+                    # from the reserved nodes, where the rule allows; failing that, a
+                    # borrower's future plan does not hold back a guarantee now (the
+                    # borrower, once started, could be preempted for this job anyway):
+                    # only reservations of jobs within their own guarantee make it wait
                     avoid = frozenset(n for b in clash for n in b.res.alloc)
                     outcome = self._try_reclaim(rec, held, avoid=avoid)
                     if outcome is not None:
                         return outcome
-                self._wait(rec, P.RESERVATION)
-                self._reserve(rec)
-                return "blocked"
+                    if all(b.borrowing and b.tenant != team for b in clash):
+                        alloc, passed = first, clash
+                        binding = [b for b in binding if b not in clash]
+                if alloc is None:
+                    self._wait(rec, P.RESERVATION)
+                    self._reserve(rec)
+                    return "blocked"
         if alloc is not None:
             reason = Reason.BACKFILLED if binding else Reason.PLACED
             detail = self._backfill_detail(binding, alloc, end) if binding else {}
@@ -652,6 +670,8 @@ class Tick:
                 reason = Reason.BACKFILLED
                 detail.update(ends_by_s=end, quota_of={"job": hold.job_id,
                                                        "start_s": hold.start_s})
+            if passed:  # borrowers' reservations: they do not hold back a guarantee
+                detail["entitled_past"] = [b.res.job_id for b in passed]
             if claim is not None:
                 detail["reclaimed_from"] = sorted(claim.victims)
             self._start(rec, alloc, reason, detail)
@@ -838,7 +858,9 @@ class Tick:
         line.hold(spec.id, dict(res.alloc), self._res_end(res))
         self.line_version += 1
         masks = {n: mask_of(ix) for n, ix in res.alloc.items()}
-        booked = Booked(res, spec.tenant, masks)
+        held = self._held(spec.tenant, besides=spec.id)
+        borrowing = held + res.gpus > self.s.tenants[spec.tenant].guaranteed_gpus
+        booked = Booked(res, spec.tenant, borrowing, masks)
         self.reserved.append(booked)
         for n in masks:
             self._booked_on_node.setdefault(n, []).append(booked)

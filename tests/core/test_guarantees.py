@@ -184,14 +184,37 @@ def _borrower_reserved(second_node: str) -> Sim:
     ).run(3000)
 
 
-def test_a_borrowers_reservation_binds_a_guaranteed_job_when_no_borrower_can_give() -> None:
-    """No team is above its guarantee, so nobody can be preempted for team-e: it waits for
-    the gang's reserved start instead of taking the gang's idle GPUs (which would push the
-    gang back by 5000 s, and on a cluster whose guarantees add up to its size, without
-    end)."""
+def test_a_guarantee_is_not_held_back_by_a_borrowers_plan_when_no_borrower_can_give(
+) -> None:
+    """No team is above its guarantee, so nobody can be preempted for team-e: it takes
+    the gang's idle reserved GPUs at once (the gang, a borrower, could be preempted for it
+    as soon as it started anyway), the log row says why, and the gang is planned again."""
     sim = _borrower_reserved("team-e")
-    assert sim.started_at("g-big") == 1000
+    assert sim.started_at("e-new") == 10
+    placed = sim.first("e-new", S.PLACING)
+    assert placed.detail.get("entitled_past") == ["g-big"]
     assert not sim.of(S.PREEMPT_REQUESTED)
+    assert sim.started_at("g-big") is None  # within the 3000 s run
+    assert sim.estimate_kinds["g-big"][-1][1] >= 5010  # planned behind e-new's limit
+
+
+def _within_guarantee_reserved() -> Sim:
+    """As above, but the gang's team stays within its guarantee (24): its reservation is
+    a guarantee too, and team-e's job waits for it."""
+    return Sim(
+        nodes({"pod-a": 4}),
+        [tenant("team-g", 24, 8), tenant("team-e", 8, 16)],
+        [work("e-run0", 8, 1000, tenant="team-e", gpus_per_node=8, max_runtime_s=1000),
+         work("long-1", 8, 100_000, tenant="team-e", gpus_per_node=8, max_runtime_s=100_000),
+         work("g-big", 24, 500, at=1, tenant="team-g", gpus_per_node=8, max_runtime_s=500),
+         work("e-new", 8, 5000, at=10, tenant="team-e", gpus_per_node=8,
+              max_runtime_s=5000)],
+    ).run(3000)
+
+
+def test_a_reservation_within_its_teams_guarantee_binds_everyone() -> None:
+    sim = _within_guarantee_reserved()
+    assert sim.started_at("g-big") == 1000
     waits = {r.pending_reasons.get("e-new") for t, r in sim.ticks if 10 <= t < 1000}
     assert waits == {P.RESERVATION}
 
