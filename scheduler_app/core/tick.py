@@ -41,6 +41,12 @@ holds its place in its team's quota instead (``QuotaHold``): a lower-ranked job 
 team may use that quota only if it ends by its declared limit before the holder's
 planned start.
 
+A job whose owner holds what the team's ``max_gpus_per_user`` lets one person hold waits
+(``UserLimit``) with neither a reservation nor a quota hold: the owner's held GPUs are a
+counter the core keeps as GPUs are taken and given back (``Scheduler.user_held``), so the
+check reads no queue. Such a job is not charged to its heap's ``BLOCKED_PER_HEAP``: the
+other owners' jobs behind it are still looked at.
+
 Bounds (the tick never scans all jobs or all nodes):
 
 - Phase 3 stops after ``config.tick_work_budget`` jobs examined (the simulator's
@@ -462,7 +468,7 @@ class Tick:
                     self._advance(key, it)
                     continue
                 outcome = self.examine(rec)
-                if outcome != "started":
+                if outcome not in ("started", "user-limit"):
                     blocked[key] = blocked.get(key, 0) + 1
                     if blocked[key] >= BLOCKED_PER_HEAP or self._heap_is_stuck(rec):
                         self._behind(key, job_id, it)
@@ -501,8 +507,8 @@ class Tick:
             if len(self.reserved) >= self.cfg.reservation_depth:
                 break
             rec = s.jobs[res.job_id]
-            if rec.state != S.QUEUED or res.job_id in s.claims:
-                continue
+            if rec.state != S.QUEUED or res.job_id in s.claims or self._over_user_cap(rec.spec):
+                continue  # (a job over its owner's cap holds no reservation)
             line = self._line()
             exclude = self._excluded(res.job_id)
             planned_at = s.planned_at.get(res.job_id, self.now)
@@ -612,7 +618,10 @@ class Tick:
             if team not in self.quota_holds:
                 self._hold_quota(rec, need)
             return "blocked"
-        size = min(spec.gpus, room)
+        user_room = s.user_room(spec)
+        if user_room is not None and user_room < need:
+            return self._user_limited(rec)
+        size = min(spec.gpus, room if user_room is None else min(room, user_room))
         end = None if spec.max_runtime_s is None else self.now + spec.max_runtime_s
         hold = self.quota_holds.get(team)
         in_quota = None if hold is None else self._quota_allows(hold, team, size, end)
@@ -668,6 +677,21 @@ class Tick:
         self._wait(rec, reason)
         self._reserve(rec)
         return "blocked"
+
+    def _user_limited(self, rec: JobRecord) -> str:
+        """Its owner holds what the team lets one person hold: it waits (UserLimit) with no
+        reservation and no quota hold, since neither would help it start sooner, and the
+        walk's per-heap count of blocked jobs is not charged ("user-limit"), so that one
+        owner's queued sweep does not hide the other owners' jobs behind it in the heap.
+        Its place in the heap is kept: it is looked at again at each tick."""
+        if rec.spec.id in self.s.claims:
+            self.s.drop_claim(rec.spec.id)  # GPUs reclaimed for it could not be used
+        self._wait(rec, P.USER_LIMIT)
+        return "user-limit"
+
+    def _over_user_cap(self, spec: JobSpec) -> bool:
+        room = self.s.user_room(spec)
+        return room is not None and room < self._need(spec)
 
     def _own_gpus(self, own: Booked | None, size: int, exclude: frozenset[str]
                   ) -> Allocation | None:
@@ -1154,6 +1178,12 @@ class Tick:
         if room < self._need(spec):
             self._wait(rec, P.QUOTA_LIMIT)
             return False
+        user_room = s.user_room(spec)
+        if user_room is not None:
+            if user_room < self._need(spec):
+                self._wait(rec, P.USER_LIMIT)
+                return False
+            room = min(room, user_room)
         # an elastic job asks for no more than its team's room; otherwise the whole gang
         size = min(spec.gpus, room)
         slice_ = s.interactive_nodes if not spec.interactive else frozenset()
