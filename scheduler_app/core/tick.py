@@ -121,6 +121,8 @@ ESTIMATE_REFRESH_S = 60
 RESERVATION_REFRESH_S = 30
 #: kept reservations planned afresh per tick at most (the stalest first)
 REFRESHES_PER_TICK = 2
+#: a running job with no declared end, in the owner's plan (_owner_free_at)
+_NO_END = 1 << 62
 #: GPU ends further than this past now count as "no declared limit" for the quota plan
 _FOREVER = 1 << 62
 
@@ -1311,6 +1313,9 @@ class Tick:
                 self._estimate(rec, est)
                 continue
             plans += 1
+            if rec.pending_reason == P.USER_LIMIT:
+                self._estimate(rec, self._owner_free_at(rec.spec))
+                continue
             team_plans = rnd.team_plans.setdefault(rec.spec.tenant, [])
             res = self.plan(rec, line.releases, cap=line.cap, masks=rnd.masks,
                             planned=team_plans)
@@ -1330,6 +1335,36 @@ class Tick:
             line.hold(job_id, dict(res.alloc), end)  # the jobs behind it plan around it
             team_plans.append((res.start_s, end, res.gpus))
         self.stats["estimate_plans"] = plans
+
+    def _owner_free_at(self, spec: JobSpec) -> StartEstimate | None:
+        """A job over its owner's cap: when the owner's running jobs, ending by their
+        declared limits, leave it room (None: one of them has no limit). Reads the team's
+        holding jobs, at most ``estimate_plans_per_tick`` times per tick."""
+        s = self.s
+        cap = s.tenants[spec.tenant].max_gpus_per_user
+        room = s.user_room(spec)
+        if cap is None or room is None:
+            return None
+        ends: list[tuple[int, int]] = []
+        for job_id in s.holders[spec.tenant]:
+            rec = s.jobs[job_id]
+            if rec.spec.owner == spec.owner:
+                end = s.releases.end_of(job_id)
+                ends.append((end if end is not None else _NO_END, alloc_gpus(rec.alloc)))
+        need = self._need(spec)
+        at = self.now
+        for end, gpus in sorted(ends):
+            if room >= need:
+                break
+            if end == _NO_END:
+                return None
+            room += gpus
+            at = max(at, end)
+        if room < need:
+            return None
+        return StartEstimate(at, f"when its owner's running jobs reach their declared "
+                             f"limits, leaving room under the team's cap of {cap} GPUs per "
+                             "user (it holds no GPUs: it starts then if they are free)", "quota")
 
     def _estimate(self, rec: JobRecord, est: Any) -> None:
         rec.estimate = est
