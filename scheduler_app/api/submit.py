@@ -113,6 +113,6 @@ def spec_errors(spec: dict[str, Any], refusals: Refusals) -> dict[str, ErrorDeta
 def same_spec(job: Job, spec: dict[str, Any]) -> bool:
     """Does the existing ``job`` (found by idempotency key) ask for exactly ``spec``? A
     job given its team's default limit asked for none."""
-    asked = {**spec, "max_runtime_s": None} if job.runtime_from_team_default else spec
-    return all(getattr(job, name) == asked[name] for name in SPEC_FIELDS)
+    declared = {"max_runtime_s": None} if job.runtime_from_team_default else {}
+    return all(declared.get(name, getattr(job, name)) == spec[name] for name in SPEC_FIELDS)
 
