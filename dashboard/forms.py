@@ -217,9 +217,12 @@ class QuotaForm(forms.Form):
             "guaranteed_gpus", "borrow_limit_gpus", *TENANT_LIMITS)}
 
     def service_kwargs(self) -> dict[str, Any]:
-        """The cleaned data as tenant_set_quota takes it (an empty limit clears it)."""
+        """The cleaned data as tenant_set_quota takes it: a limit sent empty clears it, one
+        not sent at all (an older page) keeps its value."""
         data = dict(self.cleaned_data)
-        data["limits"] = {name: data.pop(name) for name in TENANT_LIMITS}
+        limits = {name: data.pop(name) for name in TENANT_LIMITS}
+        data["limits"] = {name: value for name, value in limits.items()
+                          if self.add_prefix(name) in self.data}
         return data
 
 
