@@ -15,8 +15,9 @@ from typing import Any
 from django import forms
 from django.core.exceptions import ValidationError
 
+from scheduler_app.core.types import TENANT_LIMITS
 from scheduler_app.models import Job, Tenant
-from scheduler_app.services.jobs import never_fits, validate_job_spec
+from scheduler_app.services.jobs import never_fits, over_team_max_runtime, validate_job_spec
 
 #: Any duration past this is a typo (seconds typed as milliseconds): the API's bound too.
 MAX_DURATION_S = 366 * 86400
@@ -166,6 +167,9 @@ class JobForm(forms.Form):
         why = never_fits(job, tenant)
         if why:
             self.add_error(_never_fits_field(why, spec), f"This job can never run: it {why}.")
+        too_long = over_team_max_runtime(spec, tenant)
+        if too_long and "max_runtime_s" not in self.errors:
+            self.add_error("max_runtime_s", too_long)
         return data
 
 
@@ -199,6 +203,27 @@ class QuotaForm(forms.Form):
                                          max_value=MAX_INT)
     borrow_limit_gpus = forms.IntegerField(label="Borrow limit (GPUs)", min_value=-MAX_INT,
                                            max_value=MAX_INT)
+    # team limits, empty: none (the service checks the values and names the field)
+    max_gpus_per_user = forms.IntegerField(label="GPUs per user", required=False,
+                                           min_value=-MAX_INT, max_value=MAX_INT)
+    default_runtime_s = forms.IntegerField(label="Default time limit (s)", required=False,
+                                           min_value=-MAX_INT, max_value=MAX_INT)
+    max_runtime_s = forms.IntegerField(label="Longest time limit (s)", required=False,
+                                       min_value=-MAX_INT, max_value=MAX_INT)
+
+    @staticmethod
+    def initial_of(tenant: Any) -> dict[str, Any]:
+        return {name: getattr(tenant, name) for name in (
+            "guaranteed_gpus", "borrow_limit_gpus", *TENANT_LIMITS)}
+
+    def service_kwargs(self) -> dict[str, Any]:
+        """The cleaned data as tenant_set_quota takes it: a limit sent empty clears it, one
+        not sent at all (an older page) keeps its value."""
+        data = dict(self.cleaned_data)
+        limits = {name: data.pop(name) for name in TENANT_LIMITS}
+        data["limits"] = {name: value for name, value in limits.items()
+                          if self.add_prefix(name) in self.data}
+        return data
 
 
 class DrainForm(forms.Form):

@@ -516,9 +516,8 @@ def operator(request: HttpRequest) -> HttpResponse:
 
 def _quota_tables() -> dict[str, Any]:
     tenants = list(Tenant.objects.order_by("name"))
-    rows = [{"tenant": t, "form": QuotaForm(initial={
-        "guaranteed_gpus": t.guaranteed_gpus, "borrow_limit_gpus": t.borrow_limit_gpus},
-        prefix=f"t{t.pk}")} for t in tenants]
+    rows = [{"tenant": t, "form": QuotaForm(initial=QuotaForm.initial_of(t),
+                                            prefix=f"t{t.pk}")} for t in tenants]
     totals = Node.objects.aggregate(
         gpus=Sum("gpu_count"),
         healthy=Sum("gpu_count", filter=Q(health=NodeHealth.HEALTHY.value)))
@@ -535,7 +534,7 @@ def tenant_quota(request: HttpRequest, pk: int) -> HttpResponse:
     if form.is_valid():
         try:
             tenant_set_quota(tenant=tenant, actor_name=request.user.get_username(),
-                             **form.cleaned_data)
+                             **form.service_kwargs())
         except Invalid as error:
             for name, message in error.errors.items():
                 form.add_error(name if name in form.fields else None, message)
@@ -552,9 +551,7 @@ def tenant_quota(request: HttpRequest, pk: int) -> HttpResponse:
     note = (f"Team {tenant.name}: {tenant.guaranteed_gpus} guaranteed + "
             f"{tenant.borrow_limit_gpus} borrow limit.")
     if request.htmx:
-        fresh = QuotaForm(initial={"guaranteed_gpus": tenant.guaranteed_gpus,
-                                   "borrow_limit_gpus": tenant.borrow_limit_gpus},
-                          prefix=f"t{tenant.pk}")
+        fresh = QuotaForm(initial=QuotaForm.initial_of(tenant), prefix=f"t{tenant.pk}")
         response = render(request, "dashboard/partials/quota_row.html",
                           {"row": {"tenant": tenant, "form": fresh}, "saved": note})
         response["HX-Trigger"] = "cluster-changed"

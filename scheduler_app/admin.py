@@ -30,10 +30,11 @@ from django.template.response import TemplateResponse
 from django.urls import path, reverse
 from django.utils.html import format_html
 
-from .core.types import Actor
+from .core.types import TENANT_LIMITS, Actor
 from .models import Allocation, Job, Lease, Membership, Node, Pod, Tenant, Transition
 from .services import job_cancel
 from .services.cluster import (
+    LIMIT_MAXIMUMS,
     MAX_GPUS_QUOTA,
     node_drain,
     node_mark_down,
@@ -91,17 +92,33 @@ class MembershipInline(admin.TabularInline):
 class QuotaForm(forms.Form):
     guaranteed_gpus = forms.IntegerField(min_value=0, max_value=MAX_GPUS_QUOTA)
     borrow_limit_gpus = forms.IntegerField(min_value=0, max_value=MAX_GPUS_QUOTA)
+    # team limits: empty is no limit
+    max_gpus_per_user = forms.IntegerField(
+        min_value=1, max_value=LIMIT_MAXIMUMS["max_gpus_per_user"], required=False,
+        help_text="GPUs one person may hold at once (empty: no cap).")
+    default_runtime_s = forms.IntegerField(
+        min_value=1, max_value=LIMIT_MAXIMUMS["default_runtime_s"], required=False,
+        help_text="Seconds; the time limit of a job that declares none (empty: none).")
+    max_runtime_s = forms.IntegerField(
+        min_value=1, max_value=LIMIT_MAXIMUMS["max_runtime_s"], required=False,
+        help_text="Seconds; the longest time limit a job may ask for (empty: any).")
+
+    def service_kwargs(self) -> dict[str, Any]:
+        """The cleaned data as tenant_create / tenant_set_quota take it."""
+        data = dict(self.cleaned_data)
+        data["limits"] = {key: data.pop(key) for key in TENANT_LIMITS}
+        return data
 
 
 class TeamForm(QuotaForm):
     name = forms.SlugField(max_length=64)
-    field_order = ["name", "guaranteed_gpus", "borrow_limit_gpus"]
+    field_order = ["name", "guaranteed_gpus", "borrow_limit_gpus", *TENANT_LIMITS]
 
 
 @admin.register(Tenant)
 class TenantAdmin(ReadOnlyAdmin):
-    list_display = ["name", "guaranteed_gpus", "borrow_limit_gpus", "held_gpus", "usage_gpu_s",
-                    "quota_link"]
+    list_display = ["name", "guaranteed_gpus", "borrow_limit_gpus", "max_gpus_per_user",
+                    "max_runtime_s", "held_gpus", "usage_gpu_s", "quota_link"]
     search_fields = ["name"]
     inlines = [MembershipInline]
 
@@ -131,7 +148,7 @@ class TenantAdmin(ReadOnlyAdmin):
         if request.method == "POST" and form.is_valid():
             try:
                 tenant = tenant_create(actor_name=request.user.get_username(),
-                                       **form.cleaned_data)
+                                       **form.service_kwargs())
             except ServiceError as error:
                 _form_errors(form, error)
             else:
@@ -149,11 +166,12 @@ class TenantAdmin(ReadOnlyAdmin):
         form = QuotaForm(request.POST or None, initial={
             "guaranteed_gpus": tenant.guaranteed_gpus,
             "borrow_limit_gpus": tenant.borrow_limit_gpus,
+            **{key: getattr(tenant, key) for key in TENANT_LIMITS},
         })
         if request.method == "POST" and form.is_valid():
             try:
                 tenant_set_quota(tenant=tenant, actor_name=request.user.get_username(),
-                                 **form.cleaned_data)
+                                 **form.service_kwargs())
             except ServiceError as error:
                 _form_errors(form, error)
             else:

@@ -248,13 +248,25 @@ class JobDetailOut(JobOut):
     history = serializers.SerializerMethodField()
     preemptions = serializers.SerializerMethodField()
     why_pending = serializers.SerializerMethodField()
+    max_runtime_from = serializers.SerializerMethodField(
+        help_text="Where max_runtime_s came from: 'job' (declared at submit), 'team_default' "
+                  "(the job declared none and got its team's default_runtime_s), or null "
+                  "(no limit).")
 
     class Meta(JobOut.Meta):
         fields = [*JobOut.Meta.fields, "command", "checkpointable", "checkpoint_interval_s",
-                  "checkpoint_time_s", "restart_s", "max_runtime_s", "min_gpus",
+                  "checkpoint_time_s", "restart_s", "max_runtime_s", "max_runtime_from",
+                  "min_gpus",
                   "preemptible", "interactive", "last_checkpoint_at", "resume_pointer",
                   "retry_count", "pending_sentence", "queue_position", "estimate",
                   "allocation", "history", "preemptions", "why_pending"]
+
+    @extend_schema_field(serializers.ChoiceField(choices=["job", "team_default"],
+                                                 allow_null=True))
+    def get_max_runtime_from(self, job: Job) -> str | None:
+        if job.max_runtime_s is None:
+            return None
+        return "team_default" if job.runtime_from_team_default else "job"
 
     @extend_schema_field(serializers.CharField())
     def get_pending_sentence(self, job: Job) -> str:
@@ -486,7 +498,7 @@ class JobListCreate(generics.GenericAPIView):
         _check_may_submit(request, tenant)
         spec = full_spec({**data, "idempotency_key": _idempotency_key(
             request, data["idempotency_key"])})
-        refusals = Refusals(tenant)
+        refusals = Refusals(tenant, request.user.pk)
         errors = spec_errors(spec, refusals)
         if errors:
             replay = _replayed(tenant, request.user, spec)  # a retry of one admitted: 200
@@ -552,7 +564,7 @@ class JobBatchSubmit(APIView):
         if len(key) > 123:
             raise ValidationError({"idempotency_key": ["At most 123 characters for a batch."]})
         specs = [full_spec(s) for s in data["jobs"]]
-        refusals = Refusals(tenant)
+        refusals = Refusals(tenant, request.user.pk)
         errors: dict[str, list[str]] = {}
         for i, spec in enumerate(specs):
             for field, message in spec_errors(spec, refusals).items():

@@ -19,7 +19,12 @@ from django.core.exceptions import ValidationError
 from rest_framework.exceptions import ErrorDetail
 
 from scheduler_app.models import Job, Tenant
-from scheduler_app.services.jobs import ClusterShape, never_fits, validate_job_spec
+from scheduler_app.services.jobs import (
+    ClusterShape,
+    never_fits,
+    over_team_max_runtime,
+    validate_job_spec,
+)
 
 from . import cache
 
@@ -35,8 +40,9 @@ class Refusals:
     """Checks specs against the cluster and a tenant's quota, memoising per shape: a
     sweep of 1,000 specs usually has one or two distinct shapes."""
 
-    def __init__(self, tenant: Tenant) -> None:
+    def __init__(self, tenant: Tenant, owner_id: int | None = None) -> None:
         self.tenant = tenant
+        self.owner_id = owner_id  # the submitter: the team's per-user cap applies
         #: the cluster's shape, read once (one query) and kept for API_CACHE_S seconds
         #: (api.cache); the submit services reuse it
         self.shape = ClusterShape(max_age_s=cache.ttl_s())
@@ -63,6 +69,7 @@ class Refusals:
             min_gpus=spec.get("min_gpus"),
             gpus_per_node=spec.get("gpus_per_node"),
             gpu_type=spec.get("gpu_type") or "",
+            owner_id=self.owner_id,
         )
         why = never_fits(job, self.tenant, capacity=self.shape)  # type: ignore[arg-type]
         if not why:
@@ -70,6 +77,8 @@ class Refusals:
         # never_fits says which limit it hit in words; map them to the field at fault
         if "per node" in why or "nodes with" in why:
             field = "gpus_per_node"
+        elif "max_gpus_per_user" in why and not spec.get("min_gpus"):
+            field = "gpus"
         elif spec.get("min_gpus"):
             field = "min_gpus"
         else:
@@ -95,9 +104,15 @@ def spec_errors(spec: dict[str, Any], refusals: Refusals) -> dict[str, ErrorDeta
     except ValidationError as error:
         return {field: ErrorDetail(" ".join(messages), code="invalid")
                 for field, messages in error.message_dict.items()}
+    too_long = over_team_max_runtime(spec, refusals.tenant)
+    if too_long:
+        return {"max_runtime_s": ErrorDetail(too_long, code="over_team_max_runtime")}
     return refusals.of(spec)
 
 
 def same_spec(job: Job, spec: dict[str, Any]) -> bool:
-    """Does the existing ``job`` (found by idempotency key) ask for exactly ``spec``?"""
-    return all(getattr(job, name) == spec[name] for name in SPEC_FIELDS)
+    """Does the existing ``job`` (found by idempotency key) ask for exactly ``spec``? A
+    job given its team's default limit asked for none."""
+    declared = {"max_runtime_s": None} if job.runtime_from_team_default else {}
+    return all(declared.get(name, getattr(job, name)) == spec[name] for name in SPEC_FIELDS)
+

@@ -11,9 +11,9 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from scheduler_app.core.types import SIZE_CLASS_LABELS
+from scheduler_app.core.types import SIZE_CLASS_LABELS, TENANT_LIMITS
 from scheduler_app.models import Tenant
-from scheduler_app.services.cluster import MAX_GPUS_QUOTA, tenant_set_quota
+from scheduler_app.services.cluster import LIMIT_MAXIMUMS, MAX_GPUS_QUOTA, tenant_set_quota
 
 from . import access
 from .fields import KnownFieldsOnly, StrictIntegerField
@@ -36,6 +36,17 @@ class TenantOut(serializers.Serializer):
         "GPUs the tenant may hold, and the largest job it may submit.")
     current_gpus = serializers.IntegerField(source="tenant.held_gpus",
                                             help_text="GPUs its jobs hold now.")
+    max_gpus_per_user = serializers.IntegerField(
+        source="tenant.max_gpus_per_user", allow_null=True,
+        help_text="GPUs one owner may hold at once; a job past it waits (UserLimit). Null: "
+        "no per-user cap.")
+    default_runtime_s = serializers.IntegerField(
+        source="tenant.default_runtime_s", allow_null=True,
+        help_text="The time limit given at submit to a job that declares none. Null: none.")
+    max_runtime_s = serializers.IntegerField(
+        source="tenant.max_runtime_s", allow_null=True,
+        help_text="The longest time limit a job may ask for; more is refused at submit. "
+        "Null: any (up to 366 days).")
     usage_gpu_s = serializers.FloatField(help_text="Decayed GPU-seconds, as of now.")
     usage_gpu_h = serializers.SerializerMethodField()
     share = serializers.FloatField(
@@ -99,9 +110,18 @@ class TenantDetail(APIView):
         return Response(TenantOut(row, context={"user": request.user}).data)
 
 
+def _limit_field(name: str) -> StrictIntegerField:
+    """A team limit: 1 to its maximum, null to clear it; left out, it keeps its value."""
+    return StrictIntegerField(min_value=1, max_value=LIMIT_MAXIMUMS[name], required=False,
+                              allow_null=True)
+
+
 class QuotaIn(KnownFieldsOnly):
     guaranteed_gpus = StrictIntegerField(min_value=0, max_value=MAX_GPUS_QUOTA)
     borrow_limit_gpus = StrictIntegerField(min_value=0, max_value=MAX_GPUS_QUOTA)
+    max_gpus_per_user = _limit_field("max_gpus_per_user")
+    default_runtime_s = _limit_field("default_runtime_s")
+    max_runtime_s = _limit_field("max_runtime_s")
 
 
 class QuotaPatchIn(QuotaIn):
@@ -117,8 +137,10 @@ class QuotaOut(serializers.Serializer):
 
 
 class TenantQuota(APIView):
-    """Operators set a tenant's guarantee and borrow limit. The change is a row of the log
-    (kind tenant, reason QuotaChanged) and the scheduler follows it at the next tick."""
+    """Operators set a tenant's guarantee and borrow limit, and its team limits
+    (``max_gpus_per_user``, ``default_runtime_s``, ``max_runtime_s``: null clears one, one
+    left out keeps its value). The change is a row of the log (kind tenant, reason
+    QuotaChanged) and the scheduler follows it at the next tick."""
 
     permission_classes = [access.IsOperator]
 
@@ -141,6 +163,7 @@ class TenantQuota(APIView):
             guaranteed_gpus=data.validated_data.get("guaranteed_gpus", tenant.guaranteed_gpus),
             borrow_limit_gpus=data.validated_data.get("borrow_limit_gpus",
                                                       tenant.borrow_limit_gpus),
+            limits={k: data.validated_data[k] for k in TENANT_LIMITS if k in data.validated_data},
             actor_name=request.user.get_username(),
         )
         figures = next(r for r in _figures(request) if r.tenant.pk == tenant.pk)

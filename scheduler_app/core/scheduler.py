@@ -30,8 +30,8 @@ from __future__ import annotations
 
 import bisect
 import heapq
-from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, replace
 from typing import Any
 
 from .capacity import Capacity
@@ -50,6 +50,7 @@ from .states import (
 )
 from .tick import RESERVATION_REFRESH_S, Tick
 from .types import (
+    TENANT_LIMITS,
     Allocation,
     Decision,
     JobSpec,
@@ -226,11 +227,15 @@ class Scheduler:
         #: still held, already on their way out; a team's share leaves them out
         self.leaving: dict[str, int] = {}
         self.holders: dict[str, set[str]] = {}  # holding job ids per tenant
+        #: GPUs held per (tenant, owner), for jobs with an owner: the per-user cap reads
+        #: this counter (updated as GPUs are taken and given back), never the queue
+        self.user_held: dict[tuple[str, str], int] = {}
         for t in tenants:
             if t.name in self.tenants:
                 raise ValueError(f"tenant {t.name}: listed twice")
             self.tenants[t.name] = TenantSpec(
-                t.name, t.guaranteed_gpus, t.borrow_limit_gpus, t.usage_gpu_s, t.usage_at_s
+                t.name, t.guaranteed_gpus, t.borrow_limit_gpus, t.usage_gpu_s, t.usage_at_s,
+                t.max_gpus_per_user, t.default_runtime_s, t.max_runtime_s,
             )
             self.running[t.name] = 0
             self.leaving[t.name] = 0
@@ -288,6 +293,7 @@ class Scheduler:
         if spec.gpus <= 0:
             raise ValueError(f"job {spec.id}: gpus must be positive")
         self._clock(now)
+        spec = self.with_team_default(spec)
         rec = JobRecord(spec=spec)
         self.jobs[spec.id] = rec
         self._move(rec, S.SUBMITTED, Reason.SUBMITTED, now)
@@ -373,10 +379,13 @@ class Scheduler:
         return []
 
     def set_quota(
-        self, tenant: str, guaranteed_gpus: int, borrow_limit_gpus: int | None, now: int
+        self, tenant: str, guaranteed_gpus: int, borrow_limit_gpus: int | None, now: int,
+        *, limits: Mapping[str, int | None] | None = None,
     ) -> list[Decision]:
         """Change a tenant's limits. The next tick sees them: a tenant that becomes
-        entitled may then reclaim borrowed GPUs."""
+        entitled may then reclaim borrowed GPUs. ``limits``: any of ``max_gpus_per_user``,
+        ``default_runtime_s``, ``max_runtime_s`` to set (None clears one); the others keep
+        their values. A new default or cap applies to jobs submitted from now on."""
         t = self._tenant(tenant)
         self._clock(now)
         self.fair.advance(tenant, now, self.running[tenant])
@@ -384,7 +393,27 @@ class Scheduler:
         self.version += 1
         if borrow_limit_gpus is not None:
             t.borrow_limit_gpus = borrow_limit_gpus
+        for key, value in (limits or {}).items():
+            if key not in TENANT_LIMITS:
+                raise ValueError(f"tenant {tenant}: unknown limit {key!r}")
+            setattr(t, key, value)
         return []
+
+    def with_team_default(self, spec: JobSpec) -> JobSpec:
+        """``spec`` with its team's ``default_runtime_s`` as its limit when it declares
+        none: a job with a limit can backfill and be planned."""
+        default = self._tenant(spec.tenant).default_runtime_s
+        if spec.max_runtime_s is None and default is not None:
+            return replace(spec, max_runtime_s=default)
+        return spec
+
+    def user_room(self, spec: JobSpec) -> int | None:
+        """GPUs the job's owner may still take under its team's ``max_gpus_per_user``
+        (None: no cap applies, the team has none or the job no owner). O(1)."""
+        cap = self.tenants[spec.tenant].max_gpus_per_user
+        if cap is None or spec.owner is None:
+            return None
+        return cap - self.user_held.get((spec.tenant, spec.owner), 0)
 
     def tick(self, now: int, clock: Callable[[], float] | None = None) -> TickResult:
         """One tick (tick.py). At a *fixed point* (see :meth:`quiet_until`) the tick would
@@ -808,6 +837,9 @@ class Scheduler:
         if accrue:
             self.fair.advance(tenant, now, self.running[tenant])
         self.running[tenant] += alloc_gpus(alloc)
+        if rec.spec.owner is not None:
+            key = (tenant, rec.spec.owner)
+            self.user_held[key] = self.user_held.get(key, 0) + alloc_gpus(alloc)
         self.holders[tenant].add(rec.spec.id)
         for n in alloc:
             self.node_jobs[n].add(rec.spec.id)
@@ -819,6 +851,13 @@ class Scheduler:
         tenant = rec.spec.tenant
         self.fair.advance(tenant, now, self.running[tenant])
         self.running[tenant] -= alloc_gpus(alloc)
+        if rec.spec.owner is not None:
+            key = (tenant, rec.spec.owner)
+            left = self.user_held[key] - alloc_gpus(alloc)
+            if left:
+                self.user_held[key] = left
+            else:  # an owner holding nothing takes no room (owners come and go)
+                del self.user_held[key]
         self.holders[tenant].discard(rec.spec.id)
         for n in alloc:
             self.node_jobs[n].discard(rec.spec.id)
@@ -898,6 +937,10 @@ class Scheduler:
         need = spec.min_gpus if spec.elastic and spec.min_gpus else spec.gpus
         if need > limit:
             return f"needs {need} GPUs; team {spec.tenant} may hold at most {limit}"
+        cap = self.tenants[spec.tenant].max_gpus_per_user
+        if cap is not None and spec.owner is not None and need > cap:
+            return (f"needs {need} GPUs; one owner of team {spec.tenant} may hold at most "
+                    f"{cap} (max_gpus_per_user)")
         return None
 
     def _never_fits_in(self, spec: JobSpec, *, in_slice: bool) -> str | None:
@@ -985,6 +1028,7 @@ class Scheduler:
         self.cap.check_invariants()
         per_node: dict[str, int] = {}
         running = dict.fromkeys(self.tenants, 0)
+        user_held: dict[tuple[str, str], int] = {}
         queued = 0
         for rec in self.jobs.values():
             if rec.state in HOLDING_STATES:
@@ -993,6 +1037,9 @@ class Scheduler:
                 low = rec.spec.min_gpus if rec.spec.elastic and rec.spec.min_gpus else rec.spec.gpus
                 assert low <= n <= rec.spec.gpus, (rec.spec.id, n)
                 running[rec.spec.tenant] += n
+                if rec.spec.owner is not None:
+                    key = (rec.spec.tenant, rec.spec.owner)
+                    user_held[key] = user_held.get(key, 0) + n
                 for node, ix in rec.alloc.items():
                     per_node[node] = per_node.get(node, 0) + len(ix)
                     assert rec.spec.id in self.node_jobs[node]
@@ -1005,6 +1052,7 @@ class Scheduler:
                 assert rec.spec.id not in self.queues, rec.spec.id
         assert queued == len(self.queues)
         assert running == self.running, (running, self.running)
+        assert user_held == self.user_held, (user_held, self.user_held)
         for node, used in per_node.items():
             st = self.cap.nodes[node]
             assert used == st.gpus - st.free, (node, used, st.free)

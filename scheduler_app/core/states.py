@@ -150,6 +150,7 @@ class PendingReason(StrEnum):
     RESOURCES = "Resources"
     QUOTA_LIMIT = "QuotaLimit"
     QUOTA_RESERVED = "QuotaReserved"
+    USER_LIMIT = "UserLimit"
     RESERVATION = "Reservation"
     TOPOLOGY = "Topology"
     NODE_DOWN = "NodeDown"
@@ -168,6 +169,10 @@ PENDING_SENTENCES: dict[PendingReason, str] = {
     PendingReason.QUOTA_RESERVED: (
         "Its team's remaining quota is held for a higher-ranked job of the team, and this "
         "one would not end (by its declared limit) before that job's planned start."
+    ),
+    PendingReason.USER_LIMIT: (
+        "Its owner already holds as many GPUs as the team lets one person hold at once "
+        "(the team's max_gpus_per_user); it starts when the owner's running jobs free enough."
     ),
     PendingReason.RESERVATION: (
         "GPUs are reserved for a higher-ranked job and this one would delay it."

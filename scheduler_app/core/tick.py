@@ -45,6 +45,12 @@ holds its place in its team's quota instead (``QuotaHold``): a lower-ranked job 
 team may use that quota only if it ends by its declared limit before the holder's
 planned start.
 
+A job whose owner holds what the team's ``max_gpus_per_user`` lets one person hold waits
+(``UserLimit``) with neither a reservation nor a quota hold: the owner's held GPUs are a
+counter the core keeps as GPUs are taken and given back (``Scheduler.user_held``), so the
+check reads no queue. Such a job is not charged to its heap's ``BLOCKED_PER_HEAP``: the
+other owners' jobs behind it are still looked at.
+
 Bounds (the tick never scans all jobs or all nodes):
 
 - Phase 3 stops after ``config.tick_work_budget`` jobs examined (the simulator's
@@ -119,6 +125,8 @@ ESTIMATE_REFRESH_S = 60
 RESERVATION_REFRESH_S = 30
 #: kept reservations planned afresh per tick at most (the stalest first)
 REFRESHES_PER_TICK = 2
+#: a running job with no declared end, in the owner's plan (_owner_free_at)
+_NO_END = 1 << 62
 #: GPU ends further than this past now count as "no declared limit" for the quota plan
 _FOREVER = 1 << 62
 
@@ -470,7 +478,7 @@ class Tick:
                     self._advance(key, it)
                     continue
                 outcome = self.examine(rec)
-                if outcome != "started":
+                if outcome not in ("started", "user-limit"):
                     blocked[key] = blocked.get(key, 0) + 1
                     if blocked[key] >= BLOCKED_PER_HEAP or self._heap_is_stuck(rec):
                         self._behind(key, job_id, it)
@@ -509,8 +517,8 @@ class Tick:
             if len(self.reserved) >= self.cfg.reservation_depth:
                 break
             rec = s.jobs[res.job_id]
-            if rec.state != S.QUEUED or res.job_id in s.claims:
-                continue
+            if rec.state != S.QUEUED or res.job_id in s.claims or self._over_user_cap(rec.spec):
+                continue  # (a job over its owner's cap holds no reservation)
             line = self._line()
             exclude = self._excluded(res.job_id)
             planned_at = s.planned_at.get(res.job_id, self.now)
@@ -620,7 +628,10 @@ class Tick:
             if team not in self.quota_holds:
                 self._hold_quota(rec, need)
             return "blocked"
-        size = min(spec.gpus, room)
+        user_room = s.user_room(spec)
+        if user_room is not None and user_room < need:
+            return self._user_limited(rec)
+        size = min(spec.gpus, room if user_room is None else min(room, user_room))
         end = None if spec.max_runtime_s is None else self.now + spec.max_runtime_s
         hold = self.quota_holds.get(team)
         in_quota = None if hold is None else self._quota_allows(hold, team, size, end)
@@ -689,6 +700,21 @@ class Tick:
         self._wait(rec, reason)
         self._reserve(rec)
         return "blocked"
+
+    def _user_limited(self, rec: JobRecord) -> str:
+        """Its owner holds what the team lets one person hold: it waits (UserLimit) with no
+        reservation and no quota hold, since neither would help it start sooner, and the
+        walk's per-heap count of blocked jobs is not charged ("user-limit"), so that one
+        owner's queued sweep does not hide the other owners' jobs behind it in the heap.
+        Its place in the heap is kept: it is looked at again at each tick."""
+        if rec.spec.id in self.s.claims:
+            self.s.drop_claim(rec.spec.id)  # GPUs reclaimed for it could not be used
+        self._wait(rec, P.USER_LIMIT)
+        return "user-limit"
+
+    def _over_user_cap(self, spec: JobSpec) -> bool:
+        room = self.s.user_room(spec)
+        return room is not None and room < self._need(spec)
 
     def _own_gpus(self, own: Booked | None, size: int, exclude: frozenset[str]
                   ) -> Allocation | None:
@@ -1186,6 +1212,12 @@ class Tick:
         if room < self._need(spec):
             self._wait(rec, P.QUOTA_LIMIT)
             return False
+        user_room = s.user_room(spec)
+        if user_room is not None:
+            if user_room < self._need(spec):
+                self._wait(rec, P.USER_LIMIT)
+                return False
+            room = min(room, user_room)
         # an elastic job asks for no more than its team's room; otherwise the whole gang
         size = min(spec.gpus, room)
         slice_ = s.interactive_nodes if not spec.interactive else frozenset()
@@ -1313,6 +1345,9 @@ class Tick:
                 self._estimate(rec, est)
                 continue
             plans += 1
+            if rec.pending_reason == P.USER_LIMIT:
+                self._estimate(rec, self._owner_free_at(rec.spec))
+                continue
             team_plans = rnd.team_plans.setdefault(rec.spec.tenant, [])
             res = self.plan(rec, line.releases, cap=line.cap, masks=rnd.masks,
                             planned=team_plans)
@@ -1332,6 +1367,36 @@ class Tick:
             line.hold(job_id, dict(res.alloc), end)  # the jobs behind it plan around it
             team_plans.append((res.start_s, end, res.gpus))
         self.stats["estimate_plans"] = plans
+
+    def _owner_free_at(self, spec: JobSpec) -> StartEstimate | None:
+        """A job over its owner's cap: when the owner's running jobs, ending by their
+        declared limits, leave it room (None: one of them has no limit). Reads the team's
+        holding jobs, at most ``estimate_plans_per_tick`` times per tick."""
+        s = self.s
+        cap = s.tenants[spec.tenant].max_gpus_per_user
+        room = s.user_room(spec)
+        if cap is None or room is None:
+            return None
+        ends: list[tuple[int, int]] = []
+        for job_id in s.holders[spec.tenant]:
+            rec = s.jobs[job_id]
+            if rec.spec.owner == spec.owner:
+                end = s.releases.end_of(job_id)
+                ends.append((end if end is not None else _NO_END, alloc_gpus(rec.alloc)))
+        need = self._need(spec)
+        at = self.now
+        for end, gpus in sorted(ends):
+            if room >= need:
+                break
+            if end == _NO_END:
+                return None
+            room += gpus
+            at = max(at, end)
+        if room < need:
+            return None
+        return StartEstimate(at, f"when its owner's running jobs reach their declared "
+                             f"limits, leaving room under the team's cap of {cap} GPUs per "
+                             "user (it holds no GPUs: it starts then if they are free)", "quota")
 
     def _estimate(self, rec: JobRecord, est: Any) -> None:
         rec.estimate = est

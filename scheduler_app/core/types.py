@@ -57,6 +57,9 @@ class JobSpec:
     preemptible: bool = False  # opted into preemptible pricing
     interactive: bool = False
     min_gpus: int | None = None  # elastic: may run with as few as this
+    #: who submitted it: the tenant's ``max_gpus_per_user`` caps what one owner holds at
+    #: once (None: no owner, so no per-user cap applies)
+    owner: str | None = None
 
     @property
     def size_class(self) -> int:
@@ -84,6 +87,20 @@ class TenantSpec:
     borrow_limit_gpus: int = 0
     usage_gpu_s: float = 0.0  # decayed usage as of usage_at_s
     usage_at_s: int = 0
+    #: GPUs one owner of the team may hold at once (None: no per-user cap); a job past it
+    #: waits with pending reason UserLimit and holds no reservation
+    max_gpus_per_user: int | None = None
+    #: the declared limit of a job of the team that declares none (None: it keeps none),
+    #: given at submit so that the job can backfill and be planned
+    default_runtime_s: int | None = None
+    #: the largest limit a job of the team may declare; the callers refuse more at submit
+    #: (the core does not: a limit lowered later must not fail jobs already admitted)
+    max_runtime_s: int | None = None
+
+
+#: The TenantSpec fields beyond the quota that an operator may change (Scheduler.set_quota's
+#: ``limits``; the services log them with the quota).
+TENANT_LIMITS: tuple[str, ...] = ("max_gpus_per_user", "default_runtime_s", "max_runtime_s")
 
 
 #: node name -> GPU indices on that node. Sorted by node name when serialised.

@@ -51,6 +51,9 @@ class Job(models.Model):
     restart_s = models.PositiveIntegerField(default=0)
     #: Limit per run; at the limit the job FAILS (TimeLimit). Null: no limit, never backfills.
     max_runtime_s = models.PositiveIntegerField(null=True, blank=True)
+    #: The job declared no limit and ``max_runtime_s`` is its team's ``default_runtime_s``,
+    #: given at submit (the API and the job page say where the limit came from).
+    runtime_from_team_default = models.BooleanField(default=False)
     #: Elastic jobs may run (and shrink) down to this many GPUs. Null: not elastic.
     min_gpus = models.PositiveIntegerField(null=True, blank=True)
     #: Opted into preemptible pricing: may be preempted even if it cannot checkpoint.

@@ -19,6 +19,13 @@ class Tenant(models.Model):
     usage_gpu_s = models.FloatField(default=0.0)
     usage_at = models.DateTimeField(null=True, blank=True)
     held_gpus = models.PositiveIntegerField(default=0)
+    #: Team limits beyond the quota (null: none), set by operators through the logged
+    #: quota service. GPUs one owner may hold at once (a job past it waits: UserLimit);
+    #: the limit given at submit to a job that declares none; the longest limit a job
+    #: may declare (a job asking for more is refused at submit).
+    max_gpus_per_user = models.PositiveIntegerField(null=True, blank=True)
+    default_runtime_s = models.PositiveIntegerField(null=True, blank=True)
+    max_runtime_s = models.PositiveIntegerField(null=True, blank=True)
     #: Written by the leader after each tick: the fair-share key of that tick (usage /
     #: guarantee; null for a tenant without a guarantee that has used GPUs: infinite) and
     #: the tenant's place in the tick's order (1 = served first; equal keys share a rank);

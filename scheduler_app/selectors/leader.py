@@ -33,7 +33,7 @@ S = JobState
 SPEC_COLUMNS = (
     "pk", "tenant__name", "gpus", "submitted_at", "gpus_per_node", "gpu_type", "priority",
     "max_runtime_s", "checkpointable", "checkpoint_interval_s", "checkpoint_time_s",
-    "restart_s", "preemptible", "interactive", "min_gpus",
+    "restart_s", "preemptible", "interactive", "min_gpus", "owner",
 )
 
 

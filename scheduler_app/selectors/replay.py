@@ -28,7 +28,7 @@ from django.db.models.functions import Cast, Coalesce
 
 from scheduler_app.collector import collector_paused
 from scheduler_app.core.states import JobState, Reason, allowed_targets
-from scheduler_app.core.types import NodeHealth
+from scheduler_app.core.types import TENANT_LIMITS, NodeHealth
 from scheduler_app.models import Allocation, Job, Node, Tenant, Transition
 from scheduler_app.selectors.binary import fetch_binary
 from scheduler_app.services.projection import (
@@ -44,6 +44,9 @@ from scheduler_app.services.usage import accrued, half_life_s
 CHUNK = 50_000
 _HEALTHS = frozenset(h.value for h in NodeHealth)
 QUOTA_KEYS = ("guaranteed_gpus", "borrow_limit_gpus")
+#: the team limits logged with the quota, each only when set: a limit missing from a row
+#: reads as null (no limit), so rows written before the limits existed read as they were
+LIMIT_KEYS = TENANT_LIMITS
 
 
 @dataclass(frozen=True, slots=True)
@@ -338,9 +341,17 @@ def _replay_tenant_row(out: Rebuilt, seq: int, tenant_id: int, detail: dict) -> 
         out.tenants[tenant_id] = _TenantUsage(
             usage=float(after.get("usage_gpu_s", 0.0)), since_s=after.get("usage_at_s")
         )
-    elif previous is not None and before != previous:
+    elif previous is not None and _limits_filled(before) != _limits_filled(previous):
         out.log_errors.append(Mismatch(f"{here} before", previous, before))
-    out.tenant_quota[tenant_id] = {key: after[key] for key in QUOTA_KEYS}
+    out.tenant_quota[tenant_id] = ({key: after[key] for key in QUOTA_KEYS}
+                                   | {k: after[k] for k in LIMIT_KEYS if after.get(k) is not None})
+
+
+def _limits_filled(quota: object) -> object:
+    """``quota`` with every team limit it lacks as null (a limit not set is not logged)."""
+    if not isinstance(quota, dict):
+        return quota
+    return {**dict.fromkeys(LIMIT_KEYS), **quota}
 
 
 def compare_with_tables(rebuilt: Rebuilt) -> list[Mismatch]:
@@ -402,12 +413,12 @@ def _compare_nodes(rebuilt: Rebuilt) -> list[Mismatch]:
 
 def _compare_tenants(rebuilt: Rebuilt) -> list[Mismatch]:
     found: list[Mismatch] = []
-    for pk, name, held, usage, guaranteed, borrow in Tenant.objects.order_by("name").values_list(
-        "pk", "name", "held_gpus", "usage_gpu_s", "guaranteed_gpus", "borrow_limit_gpus"
+    for pk, name, held, usage, *limits in Tenant.objects.order_by("name").values_list(
+        "pk", "name", "held_gpus", "usage_gpu_s", *QUOTA_KEYS, *LIMIT_KEYS
     ):
         quota = rebuilt.tenant_quota.get(pk)
         if quota is not None:
-            for key, actual in (("guaranteed_gpus", guaranteed), ("borrow_limit_gpus", borrow)):
+            for key, actual in zip((*QUOTA_KEYS, *LIMIT_KEYS), limits, strict=True):
                 if quota.get(key) != actual:
                     found.append(Mismatch(f"tenant {name} {key}", quota.get(key), actual))
         expected = rebuilt.tenants.get(pk, _TenantUsage())

@@ -88,7 +88,7 @@ def live_snapshot(now: datetime | None = None) -> Snapshot:
     for row in rows:
         (pk, tenant, gpus, submitted_at, gpus_per_node, gpu_type, priority, max_runtime_s,
          checkpointable, checkpoint_interval_s, checkpoint_time_s, restart_s, preemptible,
-         interactive, min_gpus) = row[:state_at]
+         interactive, min_gpus, _owner) = row[:state_at]
         state, started_at, last_checkpoint_at, _pointer, preemption_times, _retries = (
             row[state_at:])
         running = state in _RUNNING and pk in allocs

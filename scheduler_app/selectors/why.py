@@ -28,7 +28,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from scheduler_app.core.states import PENDING_SENTENCES, JobState, PendingReason, Reason
-from scheduler_app.models import Job, Node, Tenant, Transition
+from scheduler_app.models import Allocation, Job, Node, Tenant, Transition
 
 from .jobs import queue_order
 from .redaction import OtherJobs
@@ -202,6 +202,18 @@ def why_pending(*, job: Job, others: OtherJobs | None = None,
             "; an operator can also raise the team's borrow limit.")
         return WhyPending(reason.value, headline, evidence, step)
 
+    if reason == P.USER_LIMIT:
+        cap = tenant.max_gpus_per_user or 0
+        held = _owner_held(job)
+        owner = job.owner.get_username() if job.owner is not None else "its owner"
+        headline = (f"{owner} holds {_gpus(held)} of the {cap} one person of team "
+                    f"{tenant.name} may hold at once; this job's {need} would take it to "
+                    f"{held + need}.")
+        step = _smaller(job, cap - held) or (
+            f"It starts when {owner}'s running jobs free {_gpus(held + need - cap)}; the "
+            "other members' jobs are not held up by it.")
+        return WhyPending(reason.value, headline, evidence, step)
+
     if reason == P.PRIORITY:
         ahead, ahead_gpus, in_team = _ahead(job)
         headline = (f"{ahead} {'job ranks' if ahead == 1 else 'jobs rank'} ahead of it in the "
@@ -255,6 +267,16 @@ def why_pending(*, job: Job, others: OtherJobs | None = None,
 
 def _quota_room(tenant: Tenant) -> int:
     return tenant.guaranteed_gpus + tenant.borrow_limit_gpus - tenant.held_gpus
+
+
+def _owner_held(job: Job) -> int:
+    """GPUs the job's owner holds in its team now (one query): what its cap counts."""
+    if job.owner_id is None:
+        return 0
+    # its open allocations, not its jobs' sizes: an elastic job may hold fewer
+    return sum(len(ix) for ix in Allocation.objects.filter(
+        job__tenant_id=job.tenant_id, job__owner_id=job.owner_id, end__isnull=True,
+    ).values_list("gpu_indices", flat=True))
 
 
 def _first_end(tenant: Tenant) -> datetime | None:

@@ -21,6 +21,7 @@ Node health moves (anything else raises Conflict and writes nothing):
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -28,7 +29,7 @@ from django.db import transaction
 from django.db.models import Q, Sum
 
 from scheduler_app.core.states import Reason
-from scheduler_app.core.types import Actor, NodeHealth
+from scheduler_app.core.types import TENANT_LIMITS, Actor, NodeHealth
 from scheduler_app.models import Node, Tenant, Transition
 
 from .errors import Conflict, Invalid, NotFound
@@ -57,11 +58,14 @@ def tenant_create(
     usage_gpu_s: float = 0.0,
     usage_at: datetime | None = None,
     at: datetime | None = None,
+    limits: Mapping[str, int | None] | None = None,
 ) -> Tenant:
     """Create a team, logged (tenant row, action ``register``) with its quota and the
     decayed usage it carries in (as of ``usage_at``, default ``at``), so that a replay of
     the log rebuilds its usage from the same starting point as the services."""
     _check_quota(guaranteed_gpus, borrow_limit_gpus)
+    limits = check_limits(limits or {})
+    _check_default_within(Tenant(**limits))
     if not isinstance(name, str) or not name or len(name) > 64:
         raise Invalid("A team name of 1 to 64 characters is needed.", field="name")
     if isinstance(usage_gpu_s, bool) or not isinstance(usage_gpu_s, int | float) \
@@ -75,7 +79,7 @@ def tenant_create(
             raise Conflict(f"team {name} exists already", field="name", code="exists")
         tenant = Tenant.objects.create(
             name=name, guaranteed_gpus=guaranteed_gpus, borrow_limit_gpus=borrow_limit_gpus,
-            usage_gpu_s=float(usage_gpu_s), usage_at=usage_at,
+            usage_gpu_s=float(usage_gpu_s), usage_at=usage_at, **limits,
         )
         append_cluster_row(
             tenant=tenant,
@@ -105,10 +109,14 @@ def tenant_set_quota(
     borrow_limit_gpus: int,
     actor_name: str,
     at: datetime | None = None,
+    limits: Mapping[str, int | None] | None = None,
 ) -> Transition:
-    """Set a team's guarantee and borrow limit. Always logged, even when unchanged (an
-    operator's decision is worth a row, and the core re-reads the quota either way)."""
+    """Set a team's guarantee and borrow limit, and any of its ``limits``
+    (``max_gpus_per_user``, ``default_runtime_s``, ``max_runtime_s``; None clears one, a
+    key left out keeps its value). Always logged, even when unchanged (an operator's
+    decision is worth a row, and the core re-reads the quota either way)."""
     _check_quota(guaranteed_gpus, borrow_limit_gpus)
+    limits = check_limits(limits or {})
     at = at or now_s()
     # the log's append lock before the row lock, as the leader takes them (no deadlock);
     # every quota change holds it, so two raises cannot both pass the capacity check
@@ -118,6 +126,9 @@ def tenant_set_quota(
         before = _quota(locked)
         locked.guaranteed_gpus = guaranteed_gpus
         locked.borrow_limit_gpus = borrow_limit_gpus
+        for key, value in limits.items():
+            setattr(locked, key, value)
+        _check_default_within(locked)
         row = append_cluster_row(
             tenant=locked,
             from_state=None,
@@ -128,8 +139,10 @@ def tenant_set_quota(
             detail={"action": "set_quota", "before": before, "after": _quota(locked)},
             actor_name=actor_name,
         )
-        locked.save(update_fields=["guaranteed_gpus", "borrow_limit_gpus"])
+        locked.save(update_fields=["guaranteed_gpus", "borrow_limit_gpus", *TENANT_LIMITS])
     tenant.guaranteed_gpus, tenant.borrow_limit_gpus = guaranteed_gpus, borrow_limit_gpus
+    for key in TENANT_LIMITS:
+        setattr(tenant, key, getattr(locked, key))
     return row
 
 
@@ -299,10 +312,49 @@ def _check_within_cluster(guaranteed_gpus: int, *, besides: int | None) -> None:
 
 
 def _quota(tenant: Tenant) -> dict[str, int]:
-    return {
+    """What a tenant row logs before and after: the quota, and the team limits that are set
+    (a limit not set is left out: it reads as null, as in the rows older than limits)."""
+    out = {
         "guaranteed_gpus": tenant.guaranteed_gpus,
         "borrow_limit_gpus": tenant.borrow_limit_gpus,
     }
+    for key in TENANT_LIMITS:
+        value = getattr(tenant, key)
+        if value is not None:
+            out[key] = value
+    return out
+
+
+#: The most a team's limits may say: GPUs as the quota, time limits as a job's (366 days).
+LIMIT_MAXIMUMS = {"max_gpus_per_user": MAX_GPUS_QUOTA, "default_runtime_s": 366 * 24 * 3600,
+                  "max_runtime_s": 366 * 24 * 3600}
+
+
+def check_limits(limits: Mapping[str, object]) -> dict[str, int | None]:
+    """The team limits ``limits`` sets, checked: each a whole number from 1 to its maximum,
+    or None (no limit); the default time limit no longer than the longest allowed. Raises
+    ``Invalid`` naming the field."""
+    errors: dict[str, str] = {}
+    for key, value in limits.items():
+        if key not in LIMIT_MAXIMUMS:
+            errors[key] = "Not a team limit."
+        elif value is not None and (isinstance(value, bool) or not isinstance(value, int)
+                                    or not 1 <= value <= LIMIT_MAXIMUMS[key]):
+            unit = "GPUs" if key == "max_gpus_per_user" else "seconds"
+            errors[key] = (f"Must be a whole number of {unit} from 1 to "
+                           f"{LIMIT_MAXIMUMS[key]:,}, or empty (no limit).")
+    if errors:
+        first = next(iter(errors))
+        raise Invalid(errors[first], field=first, errors=errors)
+    return dict(limits)  # type: ignore[arg-type]
+
+
+def _check_default_within(tenant: Tenant) -> None:
+    default, longest = tenant.default_runtime_s, tenant.max_runtime_s
+    if default is not None and longest is not None and default > longest:
+        raise Invalid(f"The default time limit ({default:,} s) is longer than the longest a "
+                      f"job may ask for ({longest:,} s, max_runtime_s).",
+                      field="default_runtime_s", code="over_max_runtime")
 
 
 def _locked(model: type, pk: int | None, what: str) -> Any:
@@ -321,6 +373,7 @@ __all__ = [
     "node_undrain",
     "nodes_mark_silent_down",
     "guarantees_and_capacity",
+    "check_limits",
     "tenant_create",
     "tenant_set_quota",
 ]

@@ -76,6 +76,9 @@ def job_submit(
         "idempotency_key": idempotency_key or "",
     }
     validate_job_spec(spec)
+    problem = over_team_max_runtime(spec, tenant)
+    if problem:
+        raise Invalid(problem, field="max_runtime_s", code="over_team_max_runtime")
     at = at or now_s()
     actor_name = owner.get_username() if owner is not None else ""
     key = spec["idempotency_key"]
@@ -148,6 +151,10 @@ def jobs_submit_batch(
                 validate_job_spec(spec)
             except ValidationError as error:
                 problems.update({f: " ".join(m) for f, m in error.message_dict.items()})
+            else:
+                problem = over_team_max_runtime(spec, tenant)
+                if problem:
+                    problems["max_runtime_s"] = problem
         for name, message in problems.items():
             errors[f"jobs[{i}].{name}"] = message
         if spec is not None:
@@ -232,7 +239,8 @@ def _new_jobs(
     their number."""
     owner_id = owner.pk if owner is not None else None
     jobs = new_instances(Job, ({"tenant_id": tenant.pk, "owner_id": owner_id,
-                                "state": JobState.SUBMITTED.value, "submitted_at": at, **spec}
+                                "state": JobState.SUBMITTED.value, "submitted_at": at,
+                                **spec, **team_default(spec, tenant)}
                                for spec in specs))
     tenant_field, owner_field = Job._meta.get_field("tenant"), Job._meta.get_field("owner")
     refusals: dict[tuple, str] = {}  # a sweep has one or two shapes
@@ -241,11 +249,33 @@ def _new_jobs(
         # the caller reads them: no query per job for either (the ids are set already)
         tenant_field.set_cached_value(job, tenant)
         owner_field.set_cached_value(job, owner)
+        # (one owner for the whole call: the per-user cap is the same for every job)
         shape = (job.gpus, job.min_gpus, job.gpus_per_node, job.gpu_type)
         if shape not in refusals:
             refusals[shape] = never_fits(job, tenant, capacity=fits)
         out.append(refusals[shape])
     return jobs, out
+
+
+def team_default(spec: dict[str, Any], tenant: Tenant) -> dict[str, Any]:
+    """The fields a job that declares no limit gets from its team's ``default_runtime_s``
+    (its limit, and a note that it came from there): with a limit it can backfill and be
+    planned. Empty when it declares one, or the team has no default. (The core gives the
+    same default to what it admits: the simulator's memory engine relies on it.)"""
+    if spec.get("max_runtime_s") is None and tenant.default_runtime_s is not None:
+        return {"max_runtime_s": tenant.default_runtime_s, "runtime_from_team_default": True}
+    return {}
+
+
+def over_team_max_runtime(spec: dict[str, Any], tenant: Tenant) -> str:
+    """Why ``spec``'s declared limit is refused ('' if it is not): longer than its team's
+    ``max_runtime_s``. A job that declares none gets the team's default, which is never
+    longer (``services.cluster`` checks it)."""
+    asked, longest = spec.get("max_runtime_s"), tenant.max_runtime_s
+    if longest is None or not isinstance(asked, int) or asked <= longest:
+        return ""
+    return (f"Team {tenant.name} allows a time limit of at most {longest:,} s "
+            f"(max_runtime_s); this job asks for {asked:,} s.")
 
 
 def _job_with_key(tenant: Tenant, owner: AbstractBaseUser | None, key: str) -> Job | None:
@@ -408,4 +438,8 @@ def never_fits(job: Job, tenant: Tenant, *, capacity: ClusterShape | None = None
             f"{tenant.guaranteed_gpus} guaranteed + {tenant.borrow_limit_gpus} borrowed "
             f"= {tenant.quota_limit_gpus}"
         )
+    cap = tenant.max_gpus_per_user
+    if cap is not None and getattr(job, "owner_id", None) is not None and need > cap:
+        return (f"needs {need} GPUs; one owner of team {tenant.name} may hold at most {cap} "
+                "(max_gpus_per_user)")
     return ""

@@ -57,6 +57,7 @@ from scheduler_app.collector import FreezeAsItGrows, collector_paused
 from scheduler_app.core.scheduler import ReclaimClaim, Scheduler, StartEstimate, TickResult
 from scheduler_app.core.states import HOLDING_STATES, JobState, Reason
 from scheduler_app.core.types import (
+    TENANT_LIMITS,
     Actor,
     Decision,
     JobSpec,
@@ -165,7 +166,7 @@ def spec_of(values: tuple, keys: JobKeys = PK_KEYS) -> JobSpec:
     """The core's JobSpec from the values of ``selectors.leader.SPEC_COLUMNS``."""
     (pk, tenant, gpus, submitted_at, gpus_per_node, gpu_type, priority, max_runtime_s,
      checkpointable, checkpoint_interval_s, checkpoint_time_s, restart_s, preemptible,
-     interactive, min_gpus) = values
+     interactive, min_gpus, owner_id) = values
     return JobSpec(
         id=keys.core_id(pk),
         seq=keys.seq(pk),
@@ -183,6 +184,8 @@ def spec_of(values: tuple, keys: JobKeys = PK_KEYS) -> JobSpec:
         preemptible=preemptible,
         interactive=interactive,
         min_gpus=min_gpus,
+        # the user's id: the per-user cap counts by identity, and names may change
+        owner=None if owner_id is None else str(owner_id),
     )
 
 
@@ -373,7 +376,8 @@ class LeaderLoop:
             # to each timer that fires before now, then to now (a timer due in between,
             # like a placing timeout, stops the accrual at its own instant)
             TenantSpec(t.name, t.guaranteed_gpus, t.borrow_limit_gpus, t.usage_gpu_s,
-                       min(epoch(t.usage_at), now_i) if t.usage_at else now_i)
+                       min(epoch(t.usage_at), now_i) if t.usage_at else now_i,
+                       t.max_gpus_per_user, t.default_runtime_s, t.max_runtime_s)
             for t in snap.tenants
         ]
         sched = Scheduler(nodes, tenants, self.config, now=now_i)
@@ -567,8 +571,10 @@ class LeaderLoop:
         after = row.detail.get("after") or {}
         if name not in sched.tenants or "guaranteed_gpus" not in after:
             raise NeedRebuild(f"log row #{row.pk}: tenant {name} is new or the row is unreadable")
+        # a limit not in the row is not set (services.cluster logs only the set ones)
         return sched.set_quota(name, int(after["guaranteed_gpus"]),
-                               int(after.get("borrow_limit_gpus", 0)), self._at(sched, row, now))
+                               int(after.get("borrow_limit_gpus", 0)), self._at(sched, row, now),
+                               limits={key: after.get(key) for key in TENANT_LIMITS})
 
     # ------------------------------------------------------------------ persist
     def persist(

@@ -37,13 +37,22 @@ from collections.abc import Callable, Iterable, Iterator
 from datetime import datetime
 from typing import Any
 
+from django.contrib.auth import get_user_model
 from django.core.exceptions import ValidationError
 from django.db import transaction
 from django.db.models import Max
 
 from scheduler_app.core.scheduler import TickResult
 from scheduler_app.core.states import JobState, Reason
-from scheduler_app.core.types import Actor, Decision, JobSpec, NodeSpec, SchedulerConfig, TenantSpec
+from scheduler_app.core.types import (
+    TENANT_LIMITS,
+    Actor,
+    Decision,
+    JobSpec,
+    NodeSpec,
+    SchedulerConfig,
+    TenantSpec,
+)
 from scheduler_app.models import Allocation, Job, Node, Pod, Tenant, Transition
 from scheduler_app.services import agents, cluster
 from scheduler_app.services.errors import Conflict
@@ -114,9 +123,11 @@ class DbScheduler:
                 name=t.name, guaranteed_gpus=t.guaranteed_gpus,
                 borrow_limit_gpus=t.borrow_limit_gpus, usage_gpu_s=t.usage_gpu_s,
                 usage_at=at(t.usage_at_s), actor_name=SIM_HOLDER, at=at(now),
+                limits={key: getattr(t, key) for key in TENANT_LIMITS},
             )
         self.nodes = {n.name: n for n in Node.objects.all()}
         self.tenants = {t.name: t for t in Tenant.objects.all()}
+        self.owners: dict[str, Any] = {}  # a scenario's owner name -> its user
         self.loop = LeaderLoop(
             holder=SIM_HOLDER, lease_name=SIM_LEASE, ttl_s=SIM_LEASE_TTL_S, config=config,
             clock=None, keys=self.keys, heartbeat_timeout_s=0,
@@ -131,6 +142,7 @@ class DbScheduler:
         try:
             job = job_submit(
                 tenant=self.tenants[spec.tenant], name=spec.id, gpus=spec.gpus,
+                owner=self._owner(spec.owner),
                 gpus_per_node=spec.gpus_per_node, gpu_type=spec.gpu_type or "",
                 priority=spec.priority, checkpointable=spec.checkpointable,
                 checkpoint_interval_s=spec.checkpoint_interval_s,
@@ -142,6 +154,15 @@ class DbScheduler:
             raise DbEngineError(f"job {spec.id}: job_submit refused it: {error}") from error
         self.keys.add(job.pk, spec.id, spec.seq)
         return self._after(now)
+
+    def _owner(self, name: str | None) -> Any:
+        """The user a scenario's owner name stands for, made at its first job (the core
+        counts a user's GPUs by the user's id, as in production)."""
+        if name is None:
+            return None
+        if name not in self.owners:
+            self.owners[name], _ = get_user_model().objects.get_or_create(username=name)
+        return self.owners[name]
 
     def cancel(self, job_id: str, now: int) -> list[Decision]:
         job_cancel(job_id=self.keys.pk(job_id), actor=Actor.OPERATOR, actor_name=SIM_HOLDER,

@@ -84,6 +84,9 @@ class TenantDef:
     guaranteed_gpus: int
     borrow_limit_gpus: int = 0
     initial_usage_gpu_s: float = 0.0
+    max_gpus_per_user: int | None = None  # GPUs one owner may hold at once
+    default_runtime_s: int | None = None  # the limit of a job that declares none
+    max_runtime_s: int | None = None  # the largest limit a job may declare
 
     def to_spec(self) -> TenantSpec:
         return TenantSpec(
@@ -92,6 +95,9 @@ class TenantDef:
             borrow_limit_gpus=self.borrow_limit_gpus,
             usage_gpu_s=float(self.initial_usage_gpu_s),
             usage_at_s=0,
+            max_gpus_per_user=self.max_gpus_per_user,
+            default_runtime_s=self.default_runtime_s,
+            max_runtime_s=self.max_runtime_s,
         )
 
 
@@ -219,12 +225,13 @@ _SETTINGS_FLOAT = {st.name for st in SETTINGS if st.is_float}
 _POD_KEYS = ("name", "nodes", "gpus_per_node", "gpu_type")
 _NODE_KEYS = ("name", "gpus", "gpu_type", "rail")
 _RUNNING_KEYS = ("started_at_s", "alloc", "progress_s", "last_checkpoint_s")
-_TENANT_KEYS = ("name", "guaranteed_gpus", "borrow_limit_gpus", "initial_usage_gpu_s")
+_TENANT_KEYS = ("name", "guaranteed_gpus", "borrow_limit_gpus", "initial_usage_gpu_s",
+                "max_gpus_per_user", "default_runtime_s", "max_runtime_s")
 _JOB_KEYS = (
     "id", "tenant", "submit_at_s", "gpus", "gpus_per_node", "gpu_type", "priority",
     "runtime_s", "max_runtime_s", "checkpointable", "checkpoint_interval_s",
     "checkpoint_time_s", "restart_s", "preemptible", "interactive", "min_gpus",
-    "ignores_preempt", "running", "queued", "preemption_times_s",
+    "ignores_preempt", "running", "queued", "preemption_times_s", "owner",
 )
 _QUOTA_KEYS = ("tenant", "guaranteed_gpus", "borrow_limit_gpus")
 
@@ -327,6 +334,7 @@ def validate_scenario(data: Any) -> Scenario:
     tenants = _tenants(_required(top, "tenants", "tenants"))
     tenant_names = {t.name for t in tenants}
     jobs = _jobs(top.get("jobs") or [], tenant_names, gpu_types, node_gpus)
+    _time_limits_within({t.name: t for t in tenants}, jobs)
     events = _events(top.get("events") or [], node_gpus, {j.id: j for j in jobs}, tenant_names)
     _guarantees_within(sum(p.total_gpus() for p in pods), tenants, events)
     return Scenario(
@@ -432,7 +440,15 @@ def _tenants(raw: Any) -> tuple[TenantDef, ...]:
             usage = 0
         if isinstance(usage, bool) or not isinstance(usage, int | float) or usage < 0:
             raise _fail(f"{path}.initial_usage_gpu_s", "must be a non-negative number")
-        tenants.append(TenantDef(name, guaranteed, borrow or 0, float(usage)))
+        per_user = _opt_int(data, "max_gpus_per_user", path, minimum=1, maximum=MAX_GPUS)
+        default = _opt_int(data, "default_runtime_s", path, minimum=1, maximum=MAX_TIME_S)
+        longest = _opt_int(data, "max_runtime_s", path, minimum=1, maximum=MAX_TIME_S)
+        if default is not None and longest is not None and default > longest:
+            # the default is a limit its jobs get: it must be one they may declare
+            raise _fail(f"{path}.default_runtime_s",
+                        f"must be at most the team's max_runtime_s ({longest})")
+        tenants.append(TenantDef(name, guaranteed, borrow or 0, float(usage), per_user,
+                                 default, longest))
     return tuple(tenants)
 
 
@@ -458,6 +474,18 @@ def _guarantees_within(cluster_gpus: int, tenants: Sequence[TenantDef],
             raise _fail(f"events[{ev.index}].set_quota.guaranteed_gpus",
                         f"the guarantees would add up to {total} GPUs; the cluster has "
                         f"{cluster_gpus}")
+
+
+def _time_limits_within(tenants: Mapping[str, TenantDef], jobs: Sequence[JobDef]) -> None:
+    """A job may not declare a limit longer than its team's ``max_runtime_s``: production
+    refuses it at submit (a 400 naming the field), so a scenario with one is invalid."""
+    for i, job in enumerate(jobs):
+        longest = tenants[job.spec.tenant].max_runtime_s
+        declared = job.spec.max_runtime_s
+        if longest is not None and declared is not None and declared > longest:
+            raise _fail(f"jobs[{i}].max_runtime_s",
+                        f"{declared} is more than team {job.spec.tenant}'s max_runtime_s "
+                        f"({longest}); such a job is refused at submit")
 
 
 def _jobs(raw: Any, tenant_names: set[str], gpu_types: set[str],
@@ -540,6 +568,9 @@ def _job(item: Any, path: str, seq: int, tenant_names: set[str], gpu_types: set[
         min_gpus=min_gpus,
     )
     ignores = _bool(data, "ignores_preempt", path)
+    owner = data.get("owner")
+    if owner is not None:
+        spec = dataclasses.replace(spec, owner=_name(owner, f"{path}.owner"))
     queued = _bool(data, "queued", path)
     if queued and submit > 0:
         raise _fail(f"{path}.queued", "only for a job submitted by t=0 (submit_at_s <= 0)")

@@ -197,3 +197,10 @@ def test_every_pending_reason_has_advice(reason: str) -> None:
     job = {"pending_reason": reason, "gpus": 8, "gpus_per_node": 8, "max_runtime_s": None}
     hints = explain.hints(job, {"name": "t", "current_gpus": 16, "quota_limit_gpus": 16})
     assert hints and all(isinstance(h, str) and h for h in hints)
+
+
+def test_a_job_over_its_owners_cap_is_told_the_teams_cap() -> None:
+    job = {"pending_reason": "UserLimit", "gpus": 8, "max_runtime_s": 600}
+    hints = explain.hints(job, {"name": "vision", "max_gpus_per_user": 16})
+    assert "at most 16 GPUs at once" in hints[0]
+    assert explain.hints(job, None)  # the advice stands without the team's figures

@@ -421,3 +421,60 @@ def test_a_poll_after_the_session_ended_sends_the_page_to_the_sign_in_form(clien
                           HTTP_HX_CURRENT_URL="http://testserver/cluster/")
     assert response.status_code == 200
     assert response["HX-Redirect"] == "/login/?next=%2Fcluster%2F"
+
+
+def test_an_operator_sets_the_team_limits_on_the_quota_row(world: World):
+    client = world.client("operator")
+    t = world.nlp
+    p = f"t{t.pk}-"
+    response = client.post(f"/operator/teams/{t.pk}/quota/", {
+        f"{p}guaranteed_gpus": 16, f"{p}borrow_limit_gpus": 0, f"{p}max_gpus_per_user": 8,
+        f"{p}default_runtime_s": 600, f"{p}max_runtime_s": 3600,
+    }, HTTP_HX_REQUEST="true")
+    assert response.status_code == 200
+    t.refresh_from_db()
+    assert (t.max_gpus_per_user, t.default_runtime_s, t.max_runtime_s) == (8, 600, 3600)
+    assert Transition.objects.filter(kind="tenant", tenant=t).last().detail["after"] == {
+        "guaranteed_gpus": 16, "borrow_limit_gpus": 0, "max_gpus_per_user": 8,
+        "default_runtime_s": 600, "max_runtime_s": 3600}
+    # the quota alone (a page without the limits) keeps them; an empty one clears it
+    client.post(f"/operator/teams/{t.pk}/quota/", {
+        f"{p}guaranteed_gpus": 12, f"{p}borrow_limit_gpus": 0}, HTTP_HX_REQUEST="true")
+    client.post(f"/operator/teams/{t.pk}/quota/", {
+        f"{p}guaranteed_gpus": 12, f"{p}borrow_limit_gpus": 0, f"{p}default_runtime_s": ""},
+        HTTP_HX_REQUEST="true")
+    t.refresh_from_db()
+    assert (t.max_gpus_per_user, t.default_runtime_s, t.max_runtime_s) == (8, None, 3600)
+
+
+def test_a_bad_team_limit_is_refused_at_its_field_and_writes_nothing(world: World):
+    t = world.nlp
+    rows = Transition.objects.count()
+    page = world.client("operator").post(f"/operator/teams/{t.pk}/quota/", {
+        f"t{t.pk}-guaranteed_gpus": 16, f"t{t.pk}-borrow_limit_gpus": 0,
+        f"t{t.pk}-max_gpus_per_user": -2,
+    }, HTTP_HX_REQUEST="true").content.decode()
+    assert "GPUs per user: Must be a whole number of GPUs from 1" in page
+    assert Transition.objects.count() == rows
+
+
+def test_the_job_form_refuses_a_limit_over_the_team_max(world: World):
+    t = world.vision
+    t.max_runtime_s = 3600
+    t.save(update_fields=["max_runtime_s"])
+    response = world.client("researcher").post(
+        "/jobs/new/", form_data(world.vision, max_runtime_s="7200"))
+    assert response.status_code == 400
+    page = response.content.decode()
+    slot = re.search(r'<p class="field-error" id="err-max_runtime_s" role="alert">(.*?)</p>',
+                     page)
+    assert slot is not None and "3,600" in slot.group(1) and "7,200" in slot.group(1)
+    assert not Job.objects.filter(name="llama-tiny").exists()
+
+
+def test_the_job_page_says_a_limit_came_from_the_team_default(world: World):
+    job = world.jobs["queued"]
+    Job.objects.filter(pk=job.pk).update(max_runtime_s=900, runtime_from_team_default=True)
+    page = world.client("teammate").get(f"/jobs/{job.pk}/").content.decode()
+    assert "the team&#x27;s default: the job declared none" in page or \
+        "the team's default: the job declared none" in page

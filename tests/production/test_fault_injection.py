@@ -420,11 +420,12 @@ def test_a_holding_job_without_its_allocation_is_left_out_and_the_rest_scheduled
 
 
 def test_the_build_screen_names_a_gpu_given_twice_and_a_node_without_gpus():
+    from scheduler_app.selectors.leader import SPEC_COLUMNS
     from scheduler_app.services.leader import screen_build
 
     nodes = [("a", "p", 8, "H100", 0, "healthy", 6), ("b", "p", 0, "H100", 0, "healthy", 0),
              ("c", "p", 8, "H100", 0, "healthy", 8)]
-    spec = (None,) * 14  # the columns screen_build does not read
+    spec = (None,) * (len(SPEC_COLUMNS) - 1)  # the columns screen_build does not read
     jobs = [(1, *spec, "RUNNING"), (2, *spec, "RUNNING"), (3, *spec, "QUEUED")]
     allocs = {1: {"a": (0, 1)}, 2: {"a": (1, 2)}, 3: {"c": (5,)}}
     bad_nodes, bad_jobs = screen_build(nodes, jobs, allocs)

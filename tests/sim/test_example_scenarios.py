@@ -108,3 +108,32 @@ def test_many_reservations() -> None:
 def test_every_example_says_what_a_correct_scheduler_must_do(path) -> None:
     assert "A correct scheduler" in path.read_text()
     assert load_scenario(path).jobs
+
+
+def _held_by(r: dict[str, Any], jobs: list[str], at: int) -> int:
+    """GPUs the runs of ``jobs`` hold at instant ``at``."""
+    return sum(sum(run["alloc"].values()) for j in jobs for run in r["jobs"][j]["runs"]
+               if run["start_s"] <= at < run["end_s"])
+
+
+def test_user_limit_waits() -> None:
+    r = result("user-limit-waits")
+    jobs = r["jobs"]
+    ann = ["ann-1", "ann-2", "ann-3"]
+    starts = {run["start_s"] for j in r["jobs"] for run in jobs[j]["runs"]}
+    assert all(_held_by(r, ann, t) <= 16 for t in starts)
+    assert {p["reason"] for p in jobs["ann-3"]["pending_reasons"]} == {"UserLimit"}
+    # planned from ann's own declared limits, not from the free GPUs
+    assert {e["start_s"] for e in jobs["ann-3"]["start_estimates"]} == {1000}
+    assert jobs["bob-1"]["first_start_s"] == 20
+    assert jobs["ann-3"]["first_start_s"] == 1000
+    assert jobs["carol-big"]["first_start_s"] == 30
+
+
+def test_team_default_runtime() -> None:
+    r = result("team-default-runtime")
+    jobs = r["jobs"]
+    assert moves(r, "quick")[2] == (2, "PLACING", "Backfilled")
+    assert moves(r, "quick")[-1] == (402, "COMPLETED", "Completed")
+    assert jobs["head"]["first_start_s"] == 1000
+    assert moves(r, "late")[-1] == (3600, "FAILED", "TimeLimit")

@@ -20,9 +20,19 @@ from .helpers import BASE, job, make, scenario_dir
 
 JOB_KEYS = (
     "checkpoint_interval_s, checkpoint_time_s, checkpointable, gpu_type, gpus, gpus_per_node, "
-    "id, ignores_preempt, interactive, max_runtime_s, min_gpus, preemptible, "
+    "id, ignores_preempt, interactive, max_runtime_s, min_gpus, owner, preemptible, "
     "preemption_times_s, priority, queued, restart_s, running, runtime_s, submit_at_s, tenant"
 )
+
+
+def with_team(**limits: Any) -> dict[str, Any]:
+    return make(tenants=[{"name": "team-a", "guaranteed_gpus": 16, **limits}])
+
+
+def team_and_job(limits: dict[str, Any], **fields: Any) -> dict[str, Any]:
+    data = with_team(**limits)
+    data["jobs"] = [job("j1", **fields)]
+    return data
 EVENT_KEYS = "at_s, cancel, node_down, node_drain, node_undrain, node_up, set_quota"
 
 
@@ -120,6 +130,22 @@ BAD: list[tuple[str, Any, str]] = [
      "cluster has 16"),
     ("a negative grace cap", make(settings={"max_grace_period_s": -1}),
      "settings.max_grace_period_s: must be a non-negative integer"),
+    # team limits (SCENARIOS.md: max_gpus_per_user, default_runtime_s, max_runtime_s)
+    ("zero GPUs per user", with_team(max_gpus_per_user=0),
+     "tenants[0].max_gpus_per_user: must be a positive integer"),
+    ("GPUs per user as text", with_team(max_gpus_per_user="8"),
+     "tenants[0].max_gpus_per_user: must be a positive integer"),
+    ("a negative default limit", with_team(default_runtime_s=-5),
+     "tenants[0].default_runtime_s: must be a positive integer"),
+    ("an absurd team max", with_team(max_runtime_s=10**12),
+     "tenants[0].max_runtime_s: must be at most 315360000"),
+    ("a default over the team max", with_team(default_runtime_s=7200, max_runtime_s=3600),
+     "tenants[0].default_runtime_s: must be at most the team's max_runtime_s (3600)"),
+    ("a job over the team max", team_and_job({"max_runtime_s": 3600}, max_runtime_s=7200),
+     "jobs[0].max_runtime_s: 7200 is more than team team-a's max_runtime_s (3600); such a "
+     "job is refused at submit"),
+    ("an owner with a space", with_job(owner="ann lee"), "jobs[0].owner: must not contain spaces"),
+    ("an owner as a number", with_job(owner=7), "jobs[0].owner: must be a non-empty string"),
 ]
 
 
@@ -226,3 +252,15 @@ def test_the_shared_scenarios_are_valid() -> None:
     assert len(paths) >= 3
     for path in paths:
         assert load_scenario(path).jobs
+
+
+def test_the_team_limits_and_the_owner_reach_the_core_specs() -> None:
+    sc = validate_scenario(team_and_job(
+        {"max_gpus_per_user": 8, "default_runtime_s": 600, "max_runtime_s": 3600},
+        owner="ann", max_runtime_s=3600))
+    (team,) = sc.tenant_specs()
+    assert (team.max_gpus_per_user, team.default_runtime_s, team.max_runtime_s) == (8, 600, 3600)
+    assert sc.jobs[0].spec.owner == "ann"
+    # a job with no owner and no limit keeps both unset: the core gives it the default
+    bare = validate_scenario(with_team(default_runtime_s=600)).jobs[0].spec
+    assert (bare.owner, bare.max_runtime_s) == (None, None)

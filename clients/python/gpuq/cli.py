@@ -478,7 +478,7 @@ def why_data(client: Client, job: dict[str, Any]) -> dict[str, Any]:
                             "tenant": job.get("tenant"), **explain.explanation_fields(job)}
     if job.get("state") == "QUEUED":
         tenant = None
-        if job.get("pending_reason") == "QuotaLimit":
+        if job.get("pending_reason") in ("QuotaLimit", "UserLimit"):
             tenant = client.tenant(job["tenant"]).to_dict()
         data["hints"] = explain.hints(job, tenant)
     else:

@@ -40,9 +40,9 @@ JOB_FILTERS = frozenset({"tenant", "state", "owner", "size_class", "submitted_af
 #: time one is asked for).
 DETAIL_FIELDS = frozenset({
     "command", "checkpointable", "checkpoint_interval_s", "checkpoint_time_s", "restart_s",
-    "max_runtime_s", "min_gpus", "preemptible", "interactive", "last_checkpoint_at",
-    "resume_pointer", "retry_count", "pending_sentence", "queue_position", "estimate",
-    "allocation", "preemptions",
+    "max_runtime_s", "max_runtime_from", "min_gpus", "preemptible", "interactive",
+    "last_checkpoint_at", "resume_pointer", "retry_count", "pending_sentence",
+    "queue_position", "estimate", "allocation", "preemptions",
 })
 
 

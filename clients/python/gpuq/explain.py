@@ -64,6 +64,13 @@ def hints(job: dict[str, Any], tenant: dict[str, Any] | None = None) -> list[str
                        "enough.")
         out.append(f"Fewer GPUs ({_flag('gpus')}), or cancelling another of the team's "
                    "jobs, makes room.")
+    elif reason == "UserLimit":
+        if tenant and tenant.get("max_gpus_per_user") is not None:
+            out.append(f"Team {tenant.get('name')} lets one person hold at most "
+                       f"{tenant.get('max_gpus_per_user')} GPUs at once: it starts when your "
+                       "running jobs free enough.")
+        out.append(f"Fewer GPUs ({_flag('gpus')}), or cancelling another of your jobs in "
+                   "the team, makes room.")
     elif reason == "Topology":
         if job.get("gpus_per_node"):
             out.append(f"Without {_flag('gpus_per_node')} (or with a smaller one) the gang "
