@@ -113,6 +113,10 @@ class ReservationView:
     basis: str
     victims: tuple[str, ...] = ()
     gpus: int = 0  # GPUs held for it: the reservation's allocation, or the claim's
+    #: "reservation" only: the plan, as :meth:`Scheduler.restore_reservations` takes it
+    alloc: Allocation | None = None
+    planned_at_s: int | None = None
+    after_job: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -575,6 +579,25 @@ class Scheduler:
             rec.preempted_for = preempted_for
         self._refresh_release(rec)
 
+    def restore_reservations(self, views: Iterable[ReservationView]) -> None:
+        """The reservations a previous leader published, in its order (after every job
+        is restored): the next tick keeps those that still hold, as that leader's next
+        tick would have. A plan for a job no longer queued, or on a node this state does
+        not have, is left out."""
+        kept: list[Reservation] = []
+        for v in views:
+            rec = self.jobs.get(v.job_id)
+            if (v.kind != "reservation" or v.alloc is None or v.start_s is None
+                    or rec is None or rec.state != S.QUEUED
+                    or any(n not in self.cap.nodes for n in v.alloc)):
+                continue
+            kept.append(Reservation(v.job_id, v.start_s,
+                                    {n: tuple(ix) for n, ix in v.alloc.items()},
+                                    v.basis, v.after_job))
+            if v.planned_at_s is not None:
+                self.planned_at[v.job_id] = v.planned_at_s
+        self.reserved = kept
+
     def requeue_preempted(self, job_id: str, now: int) -> list[Decision]:
         """PREEMPTED -> QUEUED (Requeued) for a restored job whose requeue was cut off
         (the event methods always requeue a preempted job at once)."""
@@ -645,7 +668,9 @@ class Scheduler:
             if res.job_id in self.jobs and self.jobs[res.job_id].state == S.QUEUED:
                 out.append(ReservationView(res.job_id, "reservation", res.start_s,
                                            tuple(sorted(res.alloc)), res.basis,
-                                           gpus=res.gpus))
+                                           gpus=res.gpus, alloc=dict(res.alloc),
+                                           planned_at_s=self.planned_at.get(res.job_id),
+                                           after_job=res.after_job))
         for head_id in sorted(self.claims, key=lambda j: self.jobs[j].spec.seq):
             c = self.claims[head_id]
             ends = [self.releases.end_of(v) for v in sorted(c.victims)]

@@ -8,7 +8,9 @@ from .jobs import Job
 class Reservation(models.Model):
     """One of the core's current reservations (``Scheduler.reservations()``), as the
     leader published it after its last tick: not a projection of the log, and not
-    replayed from it.
+    replayed from it. A leader that rebuilds its state restores the plans from here
+    (``Scheduler.restore_reservations``): a reservation is a promise the next leader
+    keeps, and the same state makes the same decisions whoever leads.
 
     The leader rewrites the whole table, only when the list changed, in the same fenced
     transaction as the tick's decisions: a stale leader publishes nothing, and a reader
@@ -35,6 +37,10 @@ class Reservation(models.Model):
     victims = models.JSONField(default=list, blank=True)
     #: The plan's sentence (reservation), or why the victims were chosen (reclaim).
     basis = models.TextField(blank=True, default="")
+    #: Reservation: the plan itself, for a leader that rebuilds (the backfill it
+    #: constrains must not change with who leads): ``alloc`` (node -> GPU indices),
+    #: ``planned_at_s`` (when it was last planned afresh) and ``after_job``.
+    plan = models.JSONField(default=dict, blank=True)
     tick_id = models.CharField(max_length=64, blank=True, default="")
     published_at = models.DateTimeField()
 

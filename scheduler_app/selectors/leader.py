@@ -20,7 +20,7 @@ from django.db import connection, transaction
 from django.db.models import Max
 
 from scheduler_app.core.states import FINAL_STATES, HOLDING_STATES, JobState
-from scheduler_app.models import Allocation, Job, Node, Tenant, Transition
+from scheduler_app.models import Allocation, Job, Node, Reservation, Tenant, Transition
 from scheduler_app.services.transitions import LOG_APPEND_LOCK_KEY
 
 from .binary import fetch_binary
@@ -290,6 +290,9 @@ class BuildSnapshot:
     placed: dict[int, datetime]
     #: job id -> its latest PREEMPT_REQUESTED row, for the jobs being preempted
     asked: dict[int, Transition]
+    #: (job id, kind, start, GPUs, nodes, basis, plan) of the published reservations, in
+    #: their order (the last leader's promises, kept by the next)
+    reservations: list[tuple[Any, ...]]
 
 
 def build_snapshot() -> BuildSnapshot:
@@ -310,7 +313,10 @@ def build_snapshot() -> BuildSnapshot:
         holding = [row[0] for row in jobs if row[state] in _HOLDING]
         placed = last_move_at(S.PLACING, holding)
         asked = last_preempt_requests([row[0] for row in jobs if row[state] in _STOPPING])
-    return BuildSnapshot(watermark, nodes, tenants, jobs, allocations, placed, asked)
+        reservations = list(Reservation.objects.order_by("position").values_list(
+            "job_id", "kind", "start_at", "gpus", "nodes", "basis", "plan"))
+    return BuildSnapshot(watermark, nodes, tenants, jobs, allocations, placed, asked,
+                         reservations)
 
 
 def node_names(ids: Collection[int]) -> dict[int, str]:

@@ -54,7 +54,13 @@ from django.conf import settings
 from django.db import transaction
 
 from scheduler_app.collector import FreezeAsItGrows, collector_paused
-from scheduler_app.core.scheduler import ReclaimClaim, Scheduler, StartEstimate, TickResult
+from scheduler_app.core.scheduler import (
+    ReclaimClaim,
+    ReservationView,
+    Scheduler,
+    StartEstimate,
+    TickResult,
+)
 from scheduler_app.core.states import HOLDING_STATES, JobState, Reason
 from scheduler_app.core.types import (
     TENANT_LIMITS,
@@ -187,6 +193,22 @@ def spec_of(values: tuple, keys: JobKeys = PK_KEYS) -> JobSpec:
         # the user's id: the per-user cap counts by identity, and names may change
         owner=None if owner_id is None else str(owner_id),
     )
+
+
+def published_plans(rows: list[tuple[Any, ...]], keys: JobKeys) -> list[ReservationView]:
+    """The Reservation rows a leader published (position order) as the core's views, for
+    ``Scheduler.restore_reservations``: a rebuilt leader keeps the promises made."""
+    out = []
+    for job_id, kind, start_at, gpus, nodes, basis, plan in rows:
+        if kind != Reservation.Kind.RESERVATION or not plan or start_at is None:
+            continue
+        after = plan.get("after_job")
+        out.append(ReservationView(
+            keys.core_id(job_id), kind, epoch(start_at), tuple(nodes), basis, gpus=gpus,
+            alloc={n: tuple(ix) for n, ix in plan["alloc"].items()},
+            planned_at_s=plan.get("planned_at_s"),
+            after_job=None if after is None else keys.core_id(after)))
+    return out
 
 
 #: A published value not known to this leader (after a rebuild every value is written).
@@ -382,6 +404,7 @@ class LeaderLoop:
         ]
         sched = Scheduler(nodes, tenants, self.config, now=now_i)
         placed = {pk: epoch(at) for pk, at in snap.placed.items()}
+        snap_plans = snap.reservations
         del snap
         restore = sched.restore_job
         for row in jobs:
@@ -409,6 +432,7 @@ class LeaderLoop:
                 preempted_for=request.detail.get("for") if request else None,
             )
         restore_claims(sched, asked)
+        sched.restore_reservations(published_plans(snap_plans, keys))
         made: list[Decision] = []
         for row in jobs:
             if row[_STATE] == S.PREEMPTED and row[0] not in bad_jobs:
@@ -717,6 +741,12 @@ class LeaderLoop:
                 "nodes": list(view.nodes),
                 "victims": [self.keys.pk(v) for v in view.victims],
                 "basis": view.basis,
+                "plan": {} if view.alloc is None else {
+                    "alloc": {n: list(ix) for n, ix in sorted(view.alloc.items())},
+                    "planned_at_s": view.planned_at_s,
+                    "after_job": (None if view.after_job is None
+                                  else self.keys.pk(view.after_job)),
+                },
             })
         return rows
 

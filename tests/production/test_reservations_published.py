@@ -141,3 +141,17 @@ def test_a_reclaim_claim_is_published_with_its_victims(cluster):
     gang_nodes = sorted(Allocation.objects.filter(job=gang, end__isnull=True)
                         .values_list("node__name", flat=True))
     assert nodes == gang_nodes
+
+
+def test_a_leader_that_rebuilds_keeps_the_published_plans(reserved):
+    """The plan (its GPUs, when it was planned, what it waits for) is published with the
+    reservation, and a new leader's build restores it: the promise outlives the leader."""
+    loop, big, head = reserved
+    plan = Reservation.objects.get().plan
+    assert plan["alloc"] == {f"m{i}": list(range(8)) for i in range(4)}
+    assert plan["planned_at_s"] == epoch(at(10)) and plan["after_job"] == big.pk
+    fresh = leader("leader-b")
+    fresh.sync(at(11))
+    assert [(r.job_id, r.start_s, r.alloc, r.after_job) for r in fresh.scheduler.reserved] \
+        == [(r.job_id, r.start_s, r.alloc, r.after_job) for r in loop.scheduler.reserved]
+    assert fresh.scheduler.planned_at == {str(head.pk): epoch(at(10))}
