@@ -125,8 +125,6 @@ ESTIMATE_REFRESH_S = 60
 RESERVATION_REFRESH_S = 30
 #: kept reservations planned afresh per tick at most (the stalest first)
 REFRESHES_PER_TICK = 2
-#: a running job with no declared end, in the owner's plan (_owner_free_at)
-_NO_END = 1 << 62
 #: GPU ends further than this past now count as "no declared limit" for the quota plan
 _FOREVER = 1 << 62
 
@@ -753,9 +751,10 @@ class Tick:
         self.estimates[rec.spec.id] = rec.estimate
         if rec.spec.id in self.reserved_ids:  # it starts on (or instead of) its reservation
             self.reserved_ids.discard(rec.spec.id)
-            self.reserved = [b for b in self.reserved if b.res.job_id != rec.spec.id]
-            for entries in self._booked_on_node.values():
-                entries[:] = [b for b in entries if b.res.job_id != rec.spec.id]
+            gone = next(b for b in self.reserved if b.res.job_id == rec.spec.id)
+            self.reserved = [b for b in self.reserved if b is not gone]
+            for n in gone.masks:
+                self._booked_on_node[n].remove(gone)
             self.line = None  # rebuilt without it at the next need
             self.line_version += 1
         elif self.line is not None:
@@ -1382,13 +1381,13 @@ class Tick:
             rec = s.jobs[job_id]
             if rec.spec.owner == spec.owner:
                 end = s.releases.end_of(job_id)
-                ends.append((end if end is not None else _NO_END, alloc_gpus(rec.alloc)))
+                ends.append((end if end is not None else _FOREVER, alloc_gpus(rec.alloc)))
         need = self._need(spec)
         at = self.now
         for end, gpus in sorted(ends):
             if room >= need:
                 break
-            if end == _NO_END:
+            if end == _FOREVER:  # no declared limit: no plan
                 return None
             room += gpus
             at = max(at, end)
