@@ -291,6 +291,17 @@ def exact_single_team(draw: Any) -> dict[str, Any]:
                 config=config)
 
 
+def _assert_reserved_starts_kept(sim: Sim, config: SchedulerConfig) -> None:
+    """Every job shown a reserved start started by then, within two ticks."""
+    slack = 2 * config.tick_interval_s
+    for job_id, shown in sim.estimate_kinds.items():
+        start = sim.started_at(job_id)
+        for at, est, kind in shown:
+            if kind == "reserved":
+                assert start is not None and start <= est + slack, (
+                    job_id, at, est, start, sim.moves(job_id))
+
+
 @PROPS
 @given(exact_single_team())
 def test_a_reserved_start_is_never_passed_when_the_declared_limits_hold(
@@ -298,13 +309,7 @@ def test_a_reserved_start_is_never_passed_when_the_declared_limits_hold(
     """Every reserved estimate is an upper bound (within two ticks) on the real start: a
     job backfilled around a reservation never delays its holder."""
     sim = _run(sc)
-    slack = 2 * sc["config"].tick_interval_s
-    for job_id, shown in sim.estimate_kinds.items():
-        start = sim.started_at(job_id)
-        for at, est, kind in shown:
-            if kind == "reserved":
-                assert start is not None and start <= est + slack, (
-                    job_id, at, est, start, sim.moves(job_id))
+    _assert_reserved_starts_kept(sim, sc["config"])
 
 
 @st.composite
@@ -353,10 +358,4 @@ def test_a_reserved_start_holds_when_higher_ranked_jobs_arrive_later(
     if any(d.to_state == S.PREEMPT_REQUESTED or (d.detail or {}).get("entitled_past")
            for d in sim.log):
         return  # a preemption frees GPUs early and reorders what the plans assumed
-    slack = 2 * sc["config"].tick_interval_s
-    for job_id, shown in sim.estimate_kinds.items():
-        start = sim.started_at(job_id)
-        for at, est, kind in shown:
-            if kind == "reserved":
-                assert start is not None and start <= est + slack, (
-                    job_id, at, est, start, sim.moves(job_id))
+    _assert_reserved_starts_kept(sim, sc["config"])
