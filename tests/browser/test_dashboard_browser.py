@@ -8,10 +8,7 @@ its own thread, while the page's htmx polling brings the change in.
 
 from __future__ import annotations
 
-import os
 import re
-import shutil
-from collections.abc import Iterator
 from datetime import timedelta
 
 import pytest
@@ -25,36 +22,16 @@ from scheduler_app.services.leader import LeaderLoop
 from scheduler_app.services.transitions import now_s
 from tests.foundation.factories import NodeFactory, TenantFactory
 
+from . import BROWSER_MARKS
+
 playwright_api = pytest.importorskip("playwright.sync_api")
 expect = playwright_api.expect
 expect.set_options(timeout=10_000)
 
-CHROMIUM = os.environ.get("CHROMIUM", "/usr/bin/chromium")
 PASSWORD = "pw-for-browser-tests"
 TIMEOUT_MS = 10_000
 
-pytestmark = [
-    pytest.mark.skipif(shutil.which(CHROMIUM) is None,
-                       reason=f"no Chromium at {CHROMIUM} (apt-get install chromium)"),
-    pytest.mark.django_db(transaction=True),
-]
-
-# Playwright's sync API runs an event loop in this thread; the ORM calls the tests make
-# between browser steps are plain synchronous calls, which Django's guard would refuse.
-os.environ.setdefault("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
-
-
-@pytest.fixture(scope="module")
-def browser() -> Iterator[object]:
-    with playwright_api.sync_playwright() as p:
-        chromium = p.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"])
-        yield chromium
-        chromium.close()
-
-
-@pytest.fixture(autouse=True)
-def fast_polling(settings):
-    settings.DASHBOARD_POLL_S = 1
+pytestmark = BROWSER_MARKS  # the browser and fast polling: conftest.py
 
 
 @pytest.fixture

@@ -8,9 +8,6 @@ Playwright drives Debian's Chromium (/usr/bin/chromium); no browser download.
 
 from __future__ import annotations
 
-import os
-import shutil
-from collections.abc import Iterator
 from io import StringIO
 
 import pytest
@@ -24,34 +21,17 @@ from scheduler_app.services.agents import agent_report_exit
 from scheduler_app.services.cluster import node_drain
 from scheduler_app.services.leader import LeaderLoop
 
+from . import BROWSER_MARKS
+
 playwright_api = pytest.importorskip("playwright.sync_api")
 expect = playwright_api.expect
 
-CHROMIUM = os.environ.get("CHROMIUM", "/usr/bin/chromium")
 PASSWORD = "pw-for-browser-pages"
 PHONE = {"width": 390, "height": 844}
 DESKTOP = {"width": 1440, "height": 900}
 LONG_NAME = "llama-70b-instruct-sft-lr3e-5-warmup2000-cosine-seq8192-" + "x" * 60
 
-pytestmark = [
-    pytest.mark.skipif(shutil.which(CHROMIUM) is None,
-                       reason=f"no Chromium at {CHROMIUM} (apt-get install chromium)"),
-    pytest.mark.django_db(transaction=True),
-]
-os.environ.setdefault("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
-
-
-@pytest.fixture(scope="module")
-def browser() -> Iterator[object]:
-    with playwright_api.sync_playwright() as p:
-        chromium = p.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"])
-        yield chromium
-        chromium.close()
-
-
-@pytest.fixture(autouse=True)
-def fast_polling(settings):
-    settings.DASHBOARD_POLL_S = 1
+pytestmark = BROWSER_MARKS  # the browser and fast polling: conftest.py
 
 
 @pytest.fixture

@@ -4,35 +4,26 @@ The run goes to a thread of the live server (no broker: the embedded mode)."""
 
 from __future__ import annotations
 
-import os
-import shutil
-
 import pytest
 from django.contrib.auth import get_user_model
 
 from tests.sim.whatif_seed import seed
 
-from .test_dashboard_browser import CHROMIUM, TIMEOUT_MS, browser, expect  # noqa: F401
+from . import BROWSER_MARKS
+from .test_dashboard_browser import TIMEOUT_MS, expect
 
 PASSWORD = "pw-for-browser-tests"
 
-pytestmark = [
-    pytest.mark.skipif(shutil.which(CHROMIUM) is None,
-                       reason=f"no Chromium at {CHROMIUM} (apt-get install chromium)"),
-    pytest.mark.django_db(transaction=True),
-]
-
-os.environ.setdefault("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
+pytestmark = BROWSER_MARKS  # the browser and fast polling: conftest.py
 
 
 @pytest.fixture(autouse=True)
 def embedded(settings):
-    settings.DASHBOARD_POLL_S = 1
     settings.CELERY_BROKER_URL = ""
 
 
 def test_an_operator_runs_a_what_if_and_sees_the_table_and_the_charts(
-        browser, live_server):  # noqa: F811 - the module's browser fixture
+        browser, live_server):
     seed()
     get_user_model().objects.create_user("op", password=PASSWORD, is_staff=True)
     context = browser.new_context(viewport={"width": 1280, "height": 900})
