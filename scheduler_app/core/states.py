@@ -138,6 +138,8 @@ class Reason(StrEnum):
     CHECKPOINTED = "Checkpointed"  # self-transition: a checkpoint was reported
     SHRUNK = "Shrunk"  # self-transition: an elastic job lost GPUs to a node failure
     CANCELLED = "Cancelled"  # -> CANCELLED: by a user or an operator
+    #: -> CANCELLED: a job it depends on ended so that the dependency can never be met
+    DEPENDENCY_NEVER_SATISFIED = "DependencyNeverSatisfied"
     QUOTA_CHANGED = "QuotaChanged"  # tenant quota change (logged by the services layer)
     NODE_HEALTH = "NodeHealth"  # node drained/undrained/down/up (logged by services)
 
@@ -157,6 +159,8 @@ class PendingReason(StrEnum):
     GPU_TYPE = "GpuType"
     PREEMPTING = "Preempting"
     INTERACTIVE_TIER_FULL = "InteractiveTierFull"
+    DEPENDENCY = "Dependency"  # waits for jobs it depends on to end (off the queues)
+    ARRAY_LIMIT = "ArrayLimit"  # its array runs max_running tasks already (off the queues)
 
 
 PENDING_SENTENCES: dict[PendingReason, str] = {
@@ -190,4 +194,12 @@ PENDING_SENTENCES: dict[PendingReason, str] = {
     PendingReason.GPU_TYPE: "Not enough GPUs of the requested type are free.",
     PendingReason.PREEMPTING: "Borrowed GPUs are being reclaimed for it; waiting for them.",
     PendingReason.INTERACTIVE_TIER_FULL: "The interactive slice is fully used.",
+    PendingReason.DEPENDENCY: (
+        "It waits for the jobs it depends on to end as it requires; until then it holds "
+        "and reserves no GPUs."
+    ),
+    PendingReason.ARRAY_LIMIT: (
+        "Its array already has as many tasks running as its max_running allows; it starts "
+        "when one of them ends."
+    ),
 }

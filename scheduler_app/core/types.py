@@ -60,6 +60,16 @@ class JobSpec:
     #: who submitted it: the tenant's ``max_gpus_per_user`` caps what one owner holds at
     #: once (None: no owner, so no per-user cap applies)
     owner: str | None = None
+    #: jobs it waits for: (job id, when) pairs, ``when`` one of DEPENDENCY_KINDS (Slurm's
+    #: afterok, afterany, afternotok); every job named must be known to the scheduler
+    #: when this one is submitted, so a cycle cannot be formed
+    depends_on: tuple[tuple[str, str], ...] = ()
+    #: a task of a job array: the array's id, this task's index, the number of tasks and
+    #: how many of them may run at once (None: no cap)
+    array_id: str | None = None
+    array_index: int | None = None
+    array_count: int | None = None
+    array_max_running: int | None = None
 
     @property
     def size_class(self) -> int:
@@ -68,6 +78,19 @@ class JobSpec:
     @property
     def elastic(self) -> bool:
         return self.min_gpus is not None and self.min_gpus < self.gpus
+
+
+#: ``depends_on`` kinds and the final states that meet each: ``ok`` needs COMPLETED,
+#: ``any`` any final state, ``notok`` FAILED or CANCELLED. A dependency on a job that ended
+#: in another final state can never be met.
+DEPENDENCY_KINDS: dict[str, frozenset[JobState]] = {
+    "ok": frozenset({JobState.COMPLETED}),
+    "any": frozenset({JobState.COMPLETED, JobState.FAILED, JobState.CANCELLED}),
+    "notok": frozenset({JobState.FAILED, JobState.CANCELLED}),
+}
+
+#: the most tasks one array may have (one submit makes them all)
+MAX_ARRAY_TASKS = 10_000
 
 
 @dataclass(frozen=True, slots=True)
