@@ -24,18 +24,26 @@ Decisions the contract leaves to this module (docs/core.md):
 - **Preemption cap**: a job may be preempted while fewer than
   ``max_preemptions_per_job_per_day`` preemptions happened in the last 86,400 s. A
   preemption is counted when the job actually stops (PREEMPTED), graceful or killed.
+- **Dependencies and arrays** (gates.py): a queued job whose dependencies are unmet, or an
+  array task past its array's ``max_running``, waits off the heaps (pending reason
+  Dependency or ArrayLimit) and goes on them when the job it waits for ends. A job that
+  depends on a job the core does not know yet waits for it: callers refuse unknown jobs
+  and cycles at submit. A dependency that can never be met cancels the job
+  (DependencyNeverSatisfied) in the same call that ended the job it waited for.
 """
 
 from __future__ import annotations
 
 import bisect
 import heapq
+from collections import deque
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
 from .capacity import Capacity
 from .fairshare import FairShare, ShareKey
+from .gates import Doomed, Gates
 from .queues import JobQueues
 from .records import JobRecord, ReclaimClaim, StartEstimate, TickResult
 from .reservation import Release, Reservation
@@ -248,6 +256,14 @@ class Scheduler:
             self.fair.add_tenant(t.name, t.usage_gpu_s, min(t.usage_at_s, now))
         self.tenant_names = sorted(self.tenants)
         self.queues = JobQueues(fifo=self.config.policy == "fifo")
+        self.gates = Gates()
+        #: pending reasons set outside a tick (a job parked by a gate, or let through
+        #: one): the next tick publishes them with its own
+        self.pending_news: dict[str, PendingReason] = {}
+        #: QUEUED jobs restored but not yet put through the gates: an array's active tasks
+        #: are known only once every job is restored (the next event or tick does it)
+        self._unsettled: list[JobRecord] = []
+        self._dooming: deque[Doomed] | None = None
         self.jobs: dict[str, JobRecord] = {}
         self.node_jobs: dict[str, set[str]] = {n: set() for n in self.cap.nodes}
         self.releases = ReleaseIndex()
@@ -304,8 +320,11 @@ class Scheduler:
         why = self._never_fits(spec)
         if why:
             self._move(rec, S.FAILED, Reason.NEVER_FITS, now, detail={"why": why})
-        else:
-            self._move(rec, S.QUEUED, Reason.ADMITTED, now)
+            return self._flush()
+        doomed = self.gates.register(spec, self._state_of)
+        self._move(rec, S.QUEUED, Reason.ADMITTED, now)
+        if doomed is not None:
+            self._doom([doomed], now)
         return self._flush()
 
     def cancel(self, job_id: str, now: int) -> list[Decision]:
@@ -426,7 +445,7 @@ class Scheduler:
         self.tick_count += 1
         if self.version != self._seen_version:
             self._seen_version, self._changed_at = self.version, now
-        if self.quiet_until(now, now) is not None:
+        if not self.pending_news and self.quiet_until(now, now) is not None:
             self.share_keys = {} if self.config.policy == "fifo" else self.share_keys_at(now)
             return TickResult([], {"quiet": True, "examined": 0, "placed": 0, "backfilled": 0,
                                    "preemption_searches": 0, "preempt_requests": 0,
@@ -551,12 +570,16 @@ class Scheduler:
         rec.state = state
         self.version += 1
         if state == S.QUEUED:
-            self.queues.push(spec)
+            self._unsettled.append(rec)
             return
         if state not in HOLDING_STATES:
             if state in FINAL_STATES:
                 rec.end_s = self.now
+                self._ended(rec, self.now)
+            elif state == S.PREEMPTED:
+                self.gates.mark_active(spec)  # it ran: it keeps its array slot
             return
+        self.gates.mark_active(spec)
         assert alloc is not None
         now = self.now
         # The usage stays as of the tenant's usage_at_s, with these GPUs held since then:
@@ -831,13 +854,20 @@ class Scheduler:
         if to == S.QUEUED and frm != S.QUEUED:
             rec.pending_reason = PendingReason.NONE
             rec.estimate = None
-            self.queues.push(rec.spec)
+            parked = self.gates.admit(rec.spec)
+            if parked is None:
+                self.queues.push(rec.spec)
+            else:
+                rec.pending_reason = self.pending_news[job_id] = parked
         if not holds:
             rec.run_start_s = None
         if to in FINAL_STATES:
             self.drop_claim(job_id)
             rec.end_s = now
             rec.estimate = None
+            ended_job = True
+        else:
+            ended_job = False
         if holds:
             self._refresh_release(rec)
         self.leaving[rec.spec.tenant] += (
@@ -852,7 +882,74 @@ class Scheduler:
             detail=detail or {},
         )
         self._out.append(decision)
+        if ended_job:
+            self._ended(rec, now)
         return decision
+
+    def _ended(self, rec: JobRecord, now: int) -> None:
+        """A job reached a final state: the gates it held shut open (the jobs that waited
+        for it go on their heaps) or doom their jobs (cancelled, and so on down a chain:
+        a worklist, not recursion, so a pipeline of any length is safe)."""
+        assert rec.state is not None
+        opened, doomed, capped = self.gates.ended(rec.spec, rec.state, self._spec_of)
+        self._let_through(opened)
+        for job_id in capped:
+            self.jobs[job_id].pending_reason = self.pending_news[job_id] = (
+                PendingReason.ARRAY_LIMIT)
+        if doomed:
+            self._doom(doomed, now)
+
+    def _doom(self, doomed: list[Doomed], now: int) -> None:
+        if self._dooming is not None:  # inside the loop below: _move ended a doomed job
+            self._dooming.extend(doomed)
+            return
+        self._dooming = deque(doomed)
+        try:
+            while self._dooming:
+                d = self._dooming.popleft()
+                rec = self.jobs.get(d.job_id)
+                if rec is None or rec.state in FINAL_STATES:
+                    continue
+                self._move(rec, S.CANCELLED, Reason.DEPENDENCY_NEVER_SATISFIED, now,
+                           detail=d.detail())
+        finally:
+            self._dooming = None
+
+    def _let_through(self, opened: list[str]) -> None:
+        for job_id in opened:
+            rec = self.jobs.get(job_id)
+            if rec is None or rec.state != S.QUEUED:
+                continue  # not submitted yet, or restored but not settled: settles later
+            self.queues.push(rec.spec)
+            rec.pending_reason = self.pending_news[job_id] = PendingReason.NONE
+            self.version += 1
+
+    def _state_of(self, job_id: str) -> JobState | None:
+        rec = self.jobs.get(job_id)
+        return None if rec is None else rec.state
+
+    def _spec_of(self, job_id: str) -> JobSpec:
+        return self.jobs[job_id].spec
+
+    def _settle(self) -> None:
+        """Put the restored QUEUED jobs through the gates, in submit order, once every
+        job is restored (see restore_job)."""
+        pending, self._unsettled = self._unsettled, []
+        doomed: list[Doomed] = []
+        for rec in sorted(pending, key=lambda r: r.spec.seq):
+            if rec.state != S.QUEUED:
+                continue
+            d = self.gates.register(rec.spec, self._state_of)
+            if d is not None:
+                doomed.append(d)
+                continue
+            parked = self.gates.admit(rec.spec)
+            if parked is None:
+                self.queues.push(rec.spec)
+            else:
+                rec.pending_reason = self.pending_news[rec.spec.id] = parked
+        if doomed:
+            self._doom(doomed, self.now)
 
     def _hold(self, rec: JobRecord, alloc: Allocation, now: int, *,
               accrue: bool = True) -> None:
@@ -1030,6 +1127,8 @@ class Scheduler:
         if now < self.now:
             raise ValueError(f"time went backwards: {now} < {self.now}")
         self.now = now
+        if self._unsettled:
+            self._settle()
 
     def _rec(self, job_id: str) -> JobRecord:
         try:
@@ -1070,7 +1169,10 @@ class Scheduler:
                     assert rec.spec.id in self.node_jobs[node]
             else:
                 assert rec.alloc is None, rec
-            if rec.state == S.QUEUED:
+            if rec.state == S.QUEUED and (rec.spec.id in self.gates.parked
+                                          or rec in self._unsettled):
+                assert rec.spec.id not in self.queues, rec.spec.id
+            elif rec.state == S.QUEUED:
                 queued += 1
                 assert rec.spec.id in self.queues, rec.spec.id
             else:

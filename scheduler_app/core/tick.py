@@ -340,7 +340,9 @@ class Tick:
         self.policy = self.cfg.policy
         self.examined = 0
         self.stats: dict[str, Any] = {}
-        self.pending: dict[str, PendingReason] = {}
+        # reasons set between ticks (gates.py: a job parked or let through) come out first
+        self.pending: dict[str, PendingReason] = dict(sched.pending_news)
+        sched.pending_news.clear()
         self.estimates: dict[str, Any] = {}
         self.order: list[tuple[tuple[bool, Any, EntryKey], str, QueueKey, Iterator]] = []
         #: this tick's reservations, in rank order, and the picture they are planned on

@@ -39,13 +39,14 @@ class Work:
     spec: JobSpec
     runtime_s: int
     ignores_preempt: bool = False
+    fails_after_s: int | None = None  # each run exits failed after this much running
 
 
 def work(id: str, gpus: int, runtime_s: int, *, tenant: str = "team-a", at: int = 0,
-         ignores_preempt: bool = False, **kw: Any) -> Work:
+         ignores_preempt: bool = False, fails_after_s: int | None = None, **kw: Any) -> Work:
     seq = kw.pop("seq", None) or next(_SEQ)
     return Work(JobSpec(id=id, seq=seq, tenant=tenant, gpus=gpus, submit_s=at, **kw),
-                runtime_s, ignores_preempt)
+                runtime_s, ignores_preempt, fails_after_s)
 
 
 _SEQ = itertools.count(1)
@@ -208,7 +209,11 @@ class Sim:
             pointer = self.sched.jobs[job_id].resume_pointer
             self._base[job_id] = int(pointer or 0)
             self._run_start[job_id] = t
-            self._push(t + w.runtime_s - self._base[job_id], "finish", (job_id, tok))
+            left = w.runtime_s - self._base[job_id]
+            if w.fails_after_s is not None and w.fails_after_s < left:
+                self._push(t + w.fails_after_s, "fail", (job_id, tok))
+            else:
+                self._push(t + left, "finish", (job_id, tok))
             if spec.checkpointable and spec.checkpoint_interval_s:
                 self._push(t + spec.checkpoint_interval_s, "ckpt", (job_id, tok))
         elif d.to_state == S.PREEMPT_REQUESTED and d.from_state == S.RUNNING:
@@ -246,6 +251,8 @@ class Sim:
         spec = self.by_id[job_id].spec
         if kind == "finish" and state in HOLDING_STATES - {S.PLACING}:
             self._record(s.job_exited(job_id, t, "completed"), t)
+        elif kind == "fail" and state in HOLDING_STATES - {S.PLACING}:
+            self._record(s.job_exited(job_id, t, "failed"), t)
         elif kind == "ckpt" and state in (S.RUNNING, S.PREEMPT_REQUESTED):
             self._record(s.report_checkpoint(job_id, t, self._progress(job_id, t)), t)
             self._push(t + (spec.checkpoint_interval_s or 0), "ckpt", (job_id, tok))
