@@ -53,7 +53,7 @@ S = JobState
 # Event classes: the order of events sharing an instant (see the module docstring).
 _JOB, _SUBMIT, _SCENARIO = 0, 1, 2
 # Job behaviour kinds.
-_CHECKPOINT, _COMPLETE, _PREEMPT_EXIT = 0, 1, 2
+_CHECKPOINT, _COMPLETE, _PREEMPT_EXIT, _FAIL = 0, 1, 2, 3
 
 ProgressFn = Callable[[int], None]
 
@@ -133,7 +133,10 @@ class Simulation:
                 fenwick=[0] * (len(ranks) + 1), ranks=ranks,
             )
         self.quota = {t.name: (t.guaranteed_gpus, t.borrow_limit_gpus) for t in scenario.tenants}
+        self.array_tasks: dict[str, list[str]] = {}
         for j in scenario.jobs:
+            if j.spec.array_id is not None:
+                self.array_tasks.setdefault(j.spec.array_id, []).append(j.id)
             self.sim[j.id] = SimJob(job=j)
             self.records[j.id] = JobRecord(
                 job_id=j.id, tenant=j.spec.tenant, submit_s=j.spec.submit_s,
@@ -339,9 +342,11 @@ class Simulation:
     def _scenario_event(self, ev: EventDef, now: int) -> None:
         s = self.sched
         if ev.kind == "cancel":
-            if self.state.get(ev.target) in (None, S.COMPLETED, S.FAILED, S.CANCELLED):
-                return  # not submitted yet is impossible (validated); already final: no-op
-            self._apply(s.cancel(ev.target, now), now)
+            # a job, or an array: each of its tasks (one cancel each, as the API does)
+            for job_id in self.array_tasks.get(ev.target, (ev.target,)):
+                if self.state.get(job_id) in (None, S.COMPLETED, S.FAILED, S.CANCELLED):
+                    continue  # not submitted yet is impossible (validated); final: no-op
+                self._apply(s.cancel(job_id, now), now)
         elif ev.kind == "set_quota":
             guaranteed, borrow = self.quota[ev.target]
             if ev.guaranteed_gpus is not None:
@@ -358,9 +363,10 @@ class Simulation:
     def _job_event(self, kind: int, job_id: str, now: int) -> None:
         job = self.sim[job_id]
         state = self.state.get(job_id)
-        if kind == _COMPLETE:
+        if kind in (_COMPLETE, _FAIL):
             if state in (S.RUNNING, S.PREEMPT_REQUESTED) and job.frozen_at is None:
-                self._apply(self.sched.job_exited(job_id, now, "completed"), now)
+                outcome = "completed" if kind == _COMPLETE else "failed"
+                self._apply(self.sched.job_exited(job_id, now, outcome), now)
         elif kind == _CHECKPOINT:
             if state in (S.RUNNING, S.PREEMPT_REQUESTED) and job.frozen_at is None:
                 pointer = job.checkpoint(now)
@@ -462,7 +468,15 @@ class Simulation:
 
     def _schedule_run(self, job_id: str, now: int) -> None:
         job = self.sim[job_id]
-        self._push_job(job.completion_s(), _COMPLETE, job_id)
+        done_at = job.completion_s()
+        fails = job.job.fails_after_s
+        # fails_after_s: seconds of this run (from its placement) after which it exits
+        # failed, if it has not completed by then
+        fail_at = None if fails is None else self.records[job_id].runs[-1].start_s + fails
+        if fail_at is not None and fail_at < done_at:
+            self._push_job(fail_at, _FAIL, job_id)
+        else:
+            self._push_job(done_at, _COMPLETE, job_id)
         nxt = job.next_checkpoint_s(now)
         if nxt is not None:
             self._push_job(nxt, _CHECKPOINT, job_id)

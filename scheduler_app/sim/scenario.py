@@ -17,7 +17,15 @@ from typing import Any
 
 import yaml
 
-from scheduler_app.core.types import SETTINGS, JobSpec, NodeSpec, SchedulerConfig, TenantSpec
+from scheduler_app.core.types import (
+    DEPENDENCY_KINDS,
+    MAX_ARRAY_TASKS,
+    SETTINGS,
+    JobSpec,
+    NodeSpec,
+    SchedulerConfig,
+    TenantSpec,
+)
 
 #: Anything later than this (ten years) is a typo, not a scenario.
 MAX_TIME_S = 10 * 365 * 86400
@@ -118,6 +126,7 @@ class JobDef:
     spec: JobSpec  # what the scheduler sees (seq = position in the file)
     runtime_s: int  # simulated truth: useful work needed to finish
     ignores_preempt: bool = False  # simulated misbehaviour
+    fails_after_s: int | None = None  # simulated truth: each run exits failed this late
     running: RunningDef | None = None  # running at t=0 (carried in)
     queued: bool = False  # waiting in its queue at t=0 (carried in)
     preemption_times_s: tuple[int, ...] = ()  # preemptions before t=0 (the per-day cap)
@@ -232,7 +241,10 @@ _JOB_KEYS = (
     "runtime_s", "max_runtime_s", "checkpointable", "checkpoint_interval_s",
     "checkpoint_time_s", "restart_s", "preemptible", "interactive", "min_gpus",
     "ignores_preempt", "running", "queued", "preemption_times_s", "owner",
+    "fails_after_s", "depends_on", "array",
 )
+_DEPENDENCY_KEYS = ("job", "when")
+_ARRAY_KEYS = ("count", "max_running")
 _QUOTA_KEYS = ("tenant", "guaranteed_gpus", "borrow_limit_gpus")
 
 
@@ -335,7 +347,7 @@ def validate_scenario(data: Any) -> Scenario:
     tenant_names = {t.name for t in tenants}
     jobs = _jobs(top.get("jobs") or [], tenant_names, gpu_types, node_gpus)
     _time_limits_within({t.name: t for t in tenants}, jobs)
-    events = _events(top.get("events") or [], node_gpus, {j.id: j for j in jobs}, tenant_names)
+    events = _events(top.get("events") or [], node_gpus, _cancel_targets(jobs), tenant_names)
     _guarantees_within(sum(p.total_gpus() for p in pods), tenants, events)
     return Scenario(
         name=name,
@@ -494,10 +506,109 @@ def _jobs(raw: Any, tenant_names: set[str], gpu_types: set[str],
     jobs: list[JobDef] = []
     seen: set[str] = set()
     taken: dict[tuple[str, int], str] = {}  # (node, GPU index) -> the running job on it
+    raw_deps: list[tuple[str, Any]] = []  # (path, depends_on as given) of each job
     for i, item in enumerate(items):
         jobs.append(_job(item, f"jobs[{i}]", i, tenant_names, gpu_types, seen, node_gpus,
                          taken))
-    return tuple(jobs)
+        raw_deps.append((f"jobs[{i}]", item.get("depends_on")))
+    if not any(j.spec.array_count or raw for j, (_, raw) in zip(jobs, raw_deps, strict=True)):
+        return tuple(jobs)
+    return _with_arrays_and_dependencies(jobs, raw_deps)
+
+
+def _with_arrays_and_dependencies(jobs: list[JobDef], raw_deps: list[tuple[str, Any]]
+                                  ) -> tuple[JobDef, ...]:
+    """Expand each array into its tasks ``<id>_0 .. <id>_<count-1>`` (their own jobs, in
+    the file's place of the array; ``seq`` renumbered in that order) and resolve every
+    ``depends_on``: a job id, or an array's id for all its tasks. Refused: an unknown job,
+    a job depending on itself, a cycle (its jobs would wait for each other forever)."""
+    tasks: dict[str, list[str]] = {}
+    expanded: list[tuple[JobDef, int]] = []  # (job, index of its raw entry)
+    names = {j.id for j in jobs}
+    for k, j in enumerate(jobs):
+        count = j.spec.array_count
+        if not count:
+            expanded.append((j, k))
+            continue
+        ids = [f"{j.id}_{i}" for i in range(count)]
+        for task_id in ids:
+            if task_id in names:
+                raise _fail(f"{raw_deps[k][0]}.array", f"its task {task_id} has the id of "
+                            "another job")
+        tasks[j.id] = ids
+        for i, task_id in enumerate(ids):
+            spec = dataclasses.replace(j.spec, id=task_id, array_id=j.id, array_index=i)
+            expanded.append((dataclasses.replace(j, spec=spec), k))
+    resolved: dict[int, tuple[tuple[str, str], ...]] = {}
+    task_ids = {t for ids in tasks.values() for t in ids}
+    for k, (path, raw) in enumerate(raw_deps):
+        if raw:
+            resolved[k] = _dependencies(raw, f"{path}.depends_on", names, tasks, task_ids)
+    out: list[JobDef] = []
+    for seq, (j, k) in enumerate(expanded):
+        deps = resolved.get(k, ())
+        if any(a == j.id or a == j.spec.array_id for a, _ in deps):
+            raise _fail(f"{raw_deps[k][0]}.depends_on", "a job cannot depend on itself")
+        out.append(dataclasses.replace(j, spec=dataclasses.replace(j.spec, seq=seq,
+                                                                    depends_on=deps)))
+    _no_cycle(out, {j.id: raw_deps[k][0] for j, k in expanded})
+    return tuple(out)
+
+
+def _dependencies(raw: Any, path: str, names: set[str], tasks: Mapping[str, list[str]],
+                  task_ids: set[str]) -> tuple[tuple[str, str], ...]:
+    out: list[tuple[str, str]] = []
+    for i, item in enumerate(_list(raw, path)):
+        ipath = f"{path}[{i}]"
+        data = _mapping(item, ipath, _DEPENDENCY_KEYS)
+        target = _name(_required(data, "job", f"{ipath}.job"), f"{ipath}.job")
+        when = _required(data, "when", f"{ipath}.when")
+        if when not in DEPENDENCY_KINDS:
+            raise _fail(f"{ipath}.when", "must be one of " + ", ".join(DEPENDENCY_KINDS))
+        if target in tasks:  # an array: every task
+            out += [(t, when) for t in tasks[target]]
+        elif target in names or target in task_ids:
+            out.append((target, when))
+        else:
+            raise _fail(f"{ipath}.job", f"unknown job {target}")
+    return tuple(dict.fromkeys(out))  # the same pair twice is one dependency
+
+
+def _no_cycle(jobs: Sequence[JobDef], paths: Mapping[str, str]) -> None:
+    """Refuse a dependency cycle (iterative depth-first search: a pipeline may be long)."""
+    edges = {j.id: [a for a, _ in j.spec.depends_on] for j in jobs}
+    done: set[str] = set()
+    for root in edges:
+        if root in done:
+            continue
+        on_path: dict[str, int] = {}
+        stack: list[tuple[str, int]] = [(root, 0)]
+        while stack:
+            node, i = stack.pop()
+            if i == 0:
+                on_path[node] = len(on_path)
+            if i < len(edges[node]):
+                stack.append((node, i + 1))
+                nxt = edges[node][i]
+                if nxt in on_path:
+                    cycle = [*sorted(on_path, key=on_path.__getitem__)[on_path[nxt]:], nxt]
+                    raise _fail(f"{paths[node]}.depends_on",
+                                "a dependency cycle: " + " -> ".join(cycle))
+                if nxt not in done:
+                    stack.append((nxt, 0))
+            else:
+                del on_path[node]
+                done.add(node)
+
+
+def _cancel_targets(jobs: Sequence[JobDef]) -> dict[str, int]:
+    """What a ``cancel`` event may name, with the instant it is submitted: a job, or an
+    array (all its tasks)."""
+    out = {j.id: j.spec.submit_s for j in jobs}
+    for j in jobs:
+        if j.spec.array_id is not None:
+            out.setdefault(j.spec.array_id, j.spec.submit_s)
+    return out
 
 
 def _job(item: Any, path: str, seq: int, tenant_names: set[str], gpu_types: set[str],
@@ -571,6 +682,18 @@ def _job(item: Any, path: str, seq: int, tenant_names: set[str], gpu_types: set[
     owner = data.get("owner")
     if owner is not None:
         spec = dataclasses.replace(spec, owner=_name(owner, f"{path}.owner"))
+    fails_after = _opt_int(data, "fails_after_s", path, minimum=1, maximum=MAX_TIME_S)
+    if data.get("array") is not None:
+        if carried:
+            raise _fail(f"{path}.array", "not for a job running or queued at t=0 (list its "
+                        "tasks as jobs of their own)")
+        arr = _mapping(data["array"], f"{path}.array", _ARRAY_KEYS)
+        count = _int(_required(arr, "count", f"{path}.array.count"), f"{path}.array.count",
+                     minimum=1, maximum=MAX_ARRAY_TASKS)
+        cap = _opt_int(arr, "max_running", f"{path}.array", minimum=1, maximum=MAX_ARRAY_TASKS)
+        spec = dataclasses.replace(spec, array_count=count, array_max_running=cap)
+    if data.get("depends_on") is not None and carried and data.get("running") is not None:
+        raise _fail(f"{path}.depends_on", "not for a job running at t=0 (it has started)")
     queued = _bool(data, "queued", path)
     if queued and submit > 0:
         raise _fail(f"{path}.queued", "only for a job submitted by t=0 (submit_at_s <= 0)")
@@ -586,8 +709,9 @@ def _job(item: Any, path: str, seq: int, tenant_names: set[str], gpu_types: set[
                       for k, t in enumerate(_list(data["preemption_times_s"], tpath)))
         if list(times) != sorted(times):
             raise _fail(tpath, "must be in time order")
-    return JobDef(spec=spec, runtime_s=runtime, ignores_preempt=ignores, running=running,
-                  queued=queued, preemption_times_s=times)
+    return JobDef(spec=spec, runtime_s=runtime, ignores_preempt=ignores,
+                  fails_after_s=fails_after, running=running, queued=queued,
+                  preemption_times_s=times)
 
 
 def _running(raw: Any, path: str, spec: JobSpec, runtime_s: int, node_gpus: Mapping[str, int],
@@ -648,7 +772,7 @@ def _running(raw: Any, path: str, spec: JobSpec, runtime_s: int, node_gpus: Mapp
     return RunningDef(started, tuple(alloc), progress, checkpoint)
 
 
-def _events(raw: Any, node_gpus: Mapping[str, int], jobs: Mapping[str, JobDef],
+def _events(raw: Any, node_gpus: Mapping[str, int], jobs: Mapping[str, int],
             tenant_names: set[str]) -> tuple[EventDef, ...]:
     items = _list(raw, "events")
     events: list[EventDef] = []
@@ -674,12 +798,12 @@ def _events(raw: Any, node_gpus: Mapping[str, int], jobs: Mapping[str, JobDef],
             continue
         target = _name(data[kind], kpath)
         if kind == "cancel":
-            job = jobs.get(target)
-            if job is None:
+            submit_s = jobs.get(target)
+            if submit_s is None:
                 raise _fail(kpath, f"unknown job {target}")
-            if at_s < job.spec.submit_s:
+            if at_s < submit_s:
                 raise _fail(f"{path}.at_s", f"before job {target} is submitted "
-                            f"(at {job.spec.submit_s})")
+                            f"(at {submit_s})")
         elif target not in node_gpus:
             raise _fail(kpath, f"unknown node {target} (nodes are named <pod>-000, <pod>-001, ...)")
         events.append(EventDef(i, at_s, kind, target))

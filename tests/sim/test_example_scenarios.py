@@ -137,3 +137,36 @@ def test_team_default_runtime() -> None:
     assert moves(r, "quick")[-1] == (402, "COMPLETED", "Completed")
     assert jobs["head"]["first_start_s"] == 1000
     assert moves(r, "late")[-1] == (3600, "FAILED", "TimeLimit")
+
+
+def test_pipeline_dependencies() -> None:
+    r = result("pipeline-dependencies")
+    jobs = r["jobs"]
+    assert moves(r, "prep")[-1] == (400, "FAILED", "ExitFailed")  # fails_after_s
+    for doomed in ("train", "evaluate"):
+        assert moves(r, doomed)[-1] == (400, "CANCELLED", "DependencyNeverSatisfied")
+        assert jobs[doomed]["runs"] == []
+    assert jobs["notify"]["first_start_s"] == 400  # notok: prep failed
+    assert jobs["cleanup"]["first_start_s"] == 400  # any: evaluate ended (cancelled)
+    for waiting in ("train", "evaluate", "notify", "cleanup"):
+        assert {p["reason"] for p in jobs[waiting]["pending_reasons"]} == {"Dependency"}
+        assert jobs[waiting]["start_estimates"] == [] or all(
+            e["start_s"] is None for e in jobs[waiting]["start_estimates"])
+    assert jobs["other"]["first_start_s"] == 10  # nothing reserved for the dependents
+
+
+def test_array_max_running() -> None:
+    r = result("array-max-running")
+    jobs = r["jobs"]
+    tasks = [f"sweep_{i}" for i in range(10)]
+    assert set(tasks) <= set(jobs)
+    starts = {t: jobs[t]["first_start_s"] for t in tasks}
+    assert starts == {"sweep_0": 0, "sweep_1": 0, "sweep_2": 0, "sweep_3": 300,
+                      "sweep_4": None, "sweep_5": 300, "sweep_6": 300, "sweep_7": 600,
+                      "sweep_8": 600, "sweep_9": 600}
+    instants = {run["start_s"] for t in tasks for run in jobs[t]["runs"]}
+    assert all(_held_by(r, tasks, t) <= 3 * 2 for t in instants)
+    assert {p["reason"] for p in jobs["sweep_7"]["pending_reasons"]} == {"ArrayLimit"}
+    assert moves(r, "sweep_4")[-1] == (100, "CANCELLED", "Cancelled")
+    assert jobs["report"]["first_start_s"] == 900
+    assert jobs["other"]["first_start_s"] == 5

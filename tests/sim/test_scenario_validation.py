@@ -19,7 +19,8 @@ from scheduler_app.sim.scenario import (
 from .helpers import BASE, job, make, scenario_dir
 
 JOB_KEYS = (
-    "checkpoint_interval_s, checkpoint_time_s, checkpointable, gpu_type, gpus, gpus_per_node, "
+    "array, checkpoint_interval_s, checkpoint_time_s, checkpointable, depends_on, "
+    "fails_after_s, gpu_type, gpus, gpus_per_node, "
     "id, ignores_preempt, interactive, max_runtime_s, min_gpus, owner, preemptible, "
     "preemption_times_s, priority, queued, restart_s, running, runtime_s, submit_at_s, tenant"
 )
@@ -146,6 +147,44 @@ BAD: list[tuple[str, Any, str]] = [
      "job is refused at submit"),
     ("an owner with a space", with_job(owner="ann lee"), "jobs[0].owner: must not contain spaces"),
     ("an owner as a number", with_job(owner=7), "jobs[0].owner: must be a non-empty string"),
+    # dependencies, arrays, simulated failures (issue 19)
+    ("a dependency on an unknown job", with_job(depends_on=[{"job": "nope", "when": "ok"}]),
+     "jobs[0].depends_on[0].job: unknown job nope"),
+    ("a dependency of an unknown kind",
+     make(jobs=[job("j0"), job("j1", depends_on=[{"job": "j0", "when": "afterok"}])]),
+     "jobs[1].depends_on[0].when: must be one of ok, any, notok"),
+    ("a dependency without its kind",
+     make(jobs=[job("j0"), job("j1", depends_on=[{"job": "j0"}])]),
+     "jobs[1].depends_on[0].when: required"),
+    ("a dependency with a typo'd key",
+     make(jobs=[job("j0"), job("j1", depends_on=[{"jobs": "j0", "when": "ok"}])]),
+     "jobs[1].depends_on[0].jobs: unknown key; allowed: job, when"),
+    ("dependencies not in a list", with_job(depends_on={"job": "j1", "when": "ok"}),
+     "jobs[0].depends_on: must be a list"),
+    ("a job depending on itself", with_job(depends_on=[{"job": "j1", "when": "any"}]),
+     "jobs[0].depends_on: a job cannot depend on itself"),
+    ("a dependency cycle",
+     make(jobs=[job("a", depends_on=[{"job": "c", "when": "ok"}]),
+                job("b", depends_on=[{"job": "a", "when": "ok"}]),
+                job("c", depends_on=[{"job": "b", "when": "any"}])]),
+     "jobs[1].depends_on: a dependency cycle: a -> c -> b -> a"),
+    ("an array of 10,001 tasks", with_job(array={"count": 10_001}),
+     "jobs[0].array.count: must be at most 10000"),
+    ("an array of no task", with_job(array={"count": 0, "max_running": 1}),
+     "jobs[0].array.count: must be a positive integer"),
+    ("an array running no task at once", with_job(array={"count": 4, "max_running": 0}),
+     "jobs[0].array.max_running: must be a positive integer"),
+    ("an array with a typo'd key", with_job(array={"count": 4, "max_runing": 2}),
+     "jobs[0].array.max_runing: unknown key; allowed: count, max_running"),
+    ("an array task named like another job",
+     make(jobs=[job("sw", array={"count": 2}), job("sw_1")]),
+     "jobs[0].array: its task sw_1 has the id of another job"),
+    ("an array already running at t=0",
+     with_job(submit_at_s=-10, queued=True, array={"count": 2}),
+     "jobs[0].array: not for a job running or queued at t=0 (list its tasks as jobs of their "
+     "own)"),
+    ("a failure after 0 s", with_job(fails_after_s=0),
+     "jobs[0].fails_after_s: must be a positive integer"),
 ]
 
 
@@ -264,3 +303,30 @@ def test_the_team_limits_and_the_owner_reach_the_core_specs() -> None:
     # a job with no owner and no limit keeps both unset: the core gives it the default
     bare = validate_scenario(with_team(default_runtime_s=600)).jobs[0].spec
     assert (bare.owner, bare.max_runtime_s) == (None, None)
+
+
+def test_an_array_becomes_its_tasks_in_the_place_of_the_array() -> None:
+    sc = validate_scenario(make(jobs=[
+        job("first"), job("sw", array={"count": 3, "max_running": 2}),
+        job("after", depends_on=[{"job": "sw", "when": "any"}, {"job": "first", "when": "ok"}]),
+    ]))
+    assert [j.id for j in sc.jobs] == ["first", "sw_0", "sw_1", "sw_2", "after"]
+    assert [j.spec.seq for j in sc.jobs] == [0, 1, 2, 3, 4]
+    task = sc.jobs[2].spec
+    assert (task.array_id, task.array_index, task.array_count, task.array_max_running) == (
+        "sw", 1, 3, 2)
+    # naming the array means each of its tasks
+    assert sc.jobs[4].spec.depends_on == (
+        ("sw_0", "any"), ("sw_1", "any"), ("sw_2", "any"), ("first", "ok"))
+
+
+def test_a_cancel_event_may_name_an_array() -> None:
+    sc = validate_scenario(make(jobs=[job("sw", array={"count": 2})],
+                                events=[{"at_s": 5, "cancel": "sw"}]))
+    assert sc.events[0].target == "sw"
+
+
+def test_a_long_pipeline_is_checked_for_cycles_without_recursion() -> None:
+    jobs = [job("s0")] + [job(f"s{i}", depends_on=[{"job": f"s{i - 1}", "when": "ok"}])
+                          for i in range(1, 5000)]
+    assert len(validate_scenario(make(jobs=jobs)).jobs) == 5000
