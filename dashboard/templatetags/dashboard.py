@@ -45,7 +45,8 @@ def dur(seconds: int | float | None) -> str:
 def estimate_lead(kind: str) -> str:
     """How the estimate's time is introduced: a bound reads "at the latest"."""
     return {"reserved": "Starts at the latest", "reclaim": "Starts at the latest",
-            "quota": "Can start", "projected": "Expected to start"}.get(kind or "", "Starts")
+            "borrowed": "Planned to start", "quota": "Can start",
+            "projected": "Expected to start"}.get(kind or "", "Starts")
 
 
 @register.filter

@@ -24,6 +24,9 @@ class StartEstimate:
 
     - ``reserved``: GPUs are reserved for it; it starts then *at the latest*, if every
       running job uses its whole declared limit (jobs that end earlier make it earlier);
+    - ``borrowed``: GPUs are reserved for it, but it would start beyond its team's
+      guarantee: a team taking its guarantee back may start on those GPUs first (the
+      tick's rule 2), so the time is a plan, not a bound;
     - ``reclaim``: borrowed GPUs are being reclaimed for it; it starts when its victims'
       grace windows have ended, at the latest;
     - ``quota``: it waits for its own team's quota; it holds its place in that quota, not
@@ -50,6 +53,9 @@ UPPER_BOUND_KINDS = frozenset({"reserved", "reclaim", "started"})
 ESTIMATE_KIND_SENTENCES: dict[str, str] = {
     "reserved": "GPUs are reserved for it: it starts then at the latest, if every running "
                 "job uses its whole declared limit (earlier if they end sooner)",
+    "borrowed": "GPUs are reserved for it, but it would run on borrowed quota: a team "
+                "taking its guarantee back may start on them first, and then it starts "
+                "later",
     "reclaim": "borrowed GPUs are being reclaimed for it: it starts at the latest when the "
                "victims' grace windows end",
     "quota": "it waits for its team's quota and holds its place in it, not GPUs: it can "

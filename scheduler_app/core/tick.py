@@ -1262,7 +1262,9 @@ class Tick:
             return
         for b in self.reserved:
             rec = s.jobs[b.res.job_id]
-            self._estimate_if_new(rec, StartEstimate(b.res.start_s, b.res.basis, "reserved"))
+            # a borrower's reservation may be taken by a guarantee (rule 2): not a bound
+            kind = "borrowed" if b.borrowing else "reserved"
+            self._estimate_if_new(rec, StartEstimate(b.res.start_s, b.res.basis, kind))
         rnd = s.estimate_round
         if rnd is not None and rnd.plan is not None and rnd.unhealthy != s.unhealthy:
             rnd = s.estimate_round = None  # its picture of the cluster is wrong now

@@ -228,7 +228,8 @@ def why_pending(*, job: Job, others: OtherJobs | None = None,
         return WhyPending(reason.value, headline, evidence, step)
 
     if reason == P.RESERVATION:
-        held = (Job.objects.filter(state=JobState.QUEUED, estimate_kind="reserved")
+        held = (Job.objects.filter(state=JobState.QUEUED,
+                                   estimate_kind__in=("reserved", "borrowed"))
                 .exclude(pk=job.pk).order_by("estimate_start_at").first())
         if held is not None and held.estimate_start_at is not None:
             name = others.learn(texts=[f"job {held.pk}"]).text(f"job {held.pk}")

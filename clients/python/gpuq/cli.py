@@ -70,6 +70,8 @@ HOME, CLEAR_LINE, CLEAR_DOWN, HIDE, SHOW = "\x1b[H", "\x1b[K", "\x1b[J", "\x1b[?
 ESTIMATE_KINDS = {
     "reserved": "GPUs are reserved for it; earlier if the running jobs end before their "
                 "limits",
+    "borrowed": "GPUs are reserved for it on borrowed quota; a team taking back its "
+                "guarantee may start there first",
     "reclaim": "borrowed GPUs are being reclaimed for it",
     "quota": "it waits for its team's quota, not for GPUs",
     "projected": "not reserved: jobs that start meanwhile may delay it",
