@@ -22,6 +22,7 @@ Writes bench/results/gates.json and its section of docs/PERFORMANCE.md.
 from __future__ import annotations
 
 import argparse
+import gc
 import statistics
 import time
 from typing import Any
@@ -99,8 +100,12 @@ def tick_cpu_ms(s: Scheduler, ticks: int, start: int) -> list[float]:
 
 def summary(ms: list[float]) -> dict[str, float]:
     ordered = sorted(ms)
-    p99 = ordered[min(len(ordered) - 1, int(round(0.99 * (len(ordered) - 1))))]
-    return {"p50_ms": statistics.median(ordered), "p99_ms": p99, "max_ms": ordered[-1]}
+
+    def pct(q: float) -> float:
+        return ordered[min(len(ordered) - 1, int(round(q * (len(ordered) - 1))))]
+
+    return {"p50_ms": statistics.median(ordered), "p90_ms": pct(0.9), "p99_ms": pct(0.99),
+            "max_ms": ordered[-1]}
 
 
 def submit_cost_us(n: int) -> dict[str, float]:
@@ -147,21 +152,33 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--nodes", type=int, default=2048)
     ap.add_argument("--queued", type=int, default=20_000)
     ap.add_argument("--parked", type=int, default=100_000)
-    ap.add_argument("--ticks", type=int, default=40)
+    ap.add_argument("--ticks", type=int, default=100)
     ap.add_argument("--no-doc", action="store_true", help="do not rewrite PERFORMANCE.md")
     args = ap.parse_args(argv)
     pin_one_core()
     rows: dict[str, Any] = {}
+    states = {}
     for label, parked in (("plain", 0), ("gated", args.parked)):
         t0 = time.perf_counter()
-        s, _ = build(args.nodes, args.queued, parked)
+        states[label], _ = build(args.nodes, args.queued, parked)
         log(f"{label}: built in {time.perf_counter() - t0:.1f} s "
-            f"({len(s.queues):,} on the heaps, {len(s.gates.parked):,} parked)")
-        ms = tick_cpu_ms(s, args.ticks, start=10)
+            f"({len(states[label].queues):,} on the heaps, "
+            f"{len(states[label].gates.parked):,} parked)")
+    # as the leader and the simulator do (collector.FreezeAsItGrows): the long-lived
+    # state out of the cyclic collector's passes, so they do not land in a tick
+    gc.collect()
+    gc.freeze()
+    # the two states tick in turn, so a busy moment of the shared machine falls on both
+    times: dict[str, list[float]] = {label: [] for label in states}
+    for k in range(args.ticks):
+        for label, s in states.items():
+            times[label] += tick_cpu_ms(s, 1, start=10 + 5 * k)
+    for label, s in states.items():
         rows[label] = {"on_heaps": len(s.queues), "parked": len(s.gates.parked),
-                       **summary(ms)}
+                       **summary(times[label])}
         log(f"{label}: tick CPU p50 {rows[label]['p50_ms']:.1f} ms, "
-            f"p99 {rows[label]['p99_ms']:.1f} ms")
+            f"p90 {rows[label]['p90_ms']:.1f} ms, max {rows[label]['max_ms']:.1f} ms")
+    del states
     submit = submit_cost_us(10_000)
     release = release_cost_ms(10_000)
     results = {"date": now_utc(), "machine": machine(), "args": vars(args), "ticks": rows,
@@ -174,9 +191,12 @@ def main(argv: list[str] | None = None) -> int:
           f"{args.parked:,} jobs off them (half waiting on `depends_on`, half array tasks "
           "past `max_running`). CPU time of the whole tick (no fixed-point shortcut), "
           f"{args.ticks} ticks each:", "",
-          table(["state", "on the heaps", "parked", "tick p50 ms", "tick p99 ms", "max ms"],
-                [[k, v["on_heaps"], v["parked"], v["p50_ms"], v["p99_ms"], v["max_ms"]]
-                 for k, v in rows.items()]), "",
+          table(["state", "on the heaps", "parked", "tick p50 ms", "p90 ms", "p99 ms",
+                 "max ms"],
+                [[k, v["on_heaps"], v["parked"], v["p50_ms"], v["p90_ms"], v["p99_ms"],
+                  v["max_ms"]] for k, v in rows.items()]), "",
+          "The first tick of each state plans every reservation afresh: it is the max. The "
+          "two states tick in turn, so the machine's load falls on both.", "",
           "Events, CPU time:", "",
           table(["event", "cost"],
                 [[f"submit: {k}", f"{v:.1f} µs/job"] for k, v in submit.items()]
