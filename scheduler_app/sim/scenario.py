@@ -521,7 +521,7 @@ def _with_arrays_and_dependencies(jobs: list[JobDef], raw_deps: list[tuple[str, 
     """Expand each array into its tasks ``<id>_0 .. <id>_<count-1>`` (their own jobs, in
     the file's place of the array; ``seq`` renumbered in that order) and resolve every
     ``depends_on``: a job id, or an array's id for all its tasks. Refused: an unknown job,
-    a job depending on itself, a cycle (its jobs would wait for each other forever)."""
+    a job depending on itself, a job submitted after it (so no cycle)."""
     tasks: dict[str, list[str]] = {}
     expanded: list[tuple[JobDef, int]] = []  # (job, index of its raw entry)
     names = {j.id for j in jobs}
@@ -551,8 +551,22 @@ def _with_arrays_and_dependencies(jobs: list[JobDef], raw_deps: list[tuple[str, 
             raise _fail(f"{raw_deps[k][0]}.depends_on", "a job cannot depend on itself")
         out.append(dataclasses.replace(j, spec=dataclasses.replace(j.spec, seq=seq,
                                                                     depends_on=deps)))
-    _no_cycle(out, {j.id: raw_deps[k][0] for j, k in expanded})
+    _submitted_first(out, {j.id: raw_deps[k][0] for j, k in expanded})
     return tuple(out)
+
+
+def _submitted_first(jobs: Sequence[JobDef], paths: Mapping[str, str]) -> None:
+    """Every job a job depends on is submitted before it (earlier, or at the same instant
+    earlier in the file), as production requires: a dependency names an existing job. So
+    no cycle can be written either."""
+    order = {j.id: (j.spec.submit_s, j.spec.seq) for j in jobs}
+    for j in jobs:
+        for awaited, _when in j.spec.depends_on:
+            if order[awaited] > order[j.id]:
+                raise _fail(f"{paths[j.id]}.depends_on",
+                            f"job {awaited} is submitted after {j.id}: a job may only "
+                            "depend on jobs submitted before it (earlier, or at the same "
+                            "instant earlier in the file)")
 
 
 def _dependencies(raw: Any, path: str, names: set[str], tasks: Mapping[str, list[str]],
@@ -572,33 +586,6 @@ def _dependencies(raw: Any, path: str, names: set[str], tasks: Mapping[str, list
         else:
             raise _fail(f"{ipath}.job", f"unknown job {target}")
     return tuple(dict.fromkeys(out))  # the same pair twice is one dependency
-
-
-def _no_cycle(jobs: Sequence[JobDef], paths: Mapping[str, str]) -> None:
-    """Refuse a dependency cycle (iterative depth-first search: a pipeline may be long)."""
-    edges = {j.id: [a for a, _ in j.spec.depends_on] for j in jobs}
-    done: set[str] = set()
-    for root in edges:
-        if root in done:
-            continue
-        on_path: dict[str, int] = {}
-        stack: list[tuple[str, int]] = [(root, 0)]
-        while stack:
-            node, i = stack.pop()
-            if i == 0:
-                on_path[node] = len(on_path)
-            if i < len(edges[node]):
-                stack.append((node, i + 1))
-                nxt = edges[node][i]
-                if nxt in on_path:
-                    cycle = [*sorted(on_path, key=on_path.__getitem__)[on_path[nxt]:], nxt]
-                    raise _fail(f"{paths[node]}.depends_on",
-                                "a dependency cycle: " + " -> ".join(cycle))
-                if nxt not in done:
-                    stack.append((nxt, 0))
-            else:
-                del on_path[node]
-                done.add(node)
 
 
 def _cancel_targets(jobs: Sequence[JobDef]) -> dict[str, int]:
