@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from bench import memory, naive_tick, policies, run_all, sim_speed, tick_latency
+from bench import gates, memory, naive_tick, policies, run_all, sim_speed, tick_latency
 from bench._common import update_doc_section
 
 
@@ -54,6 +54,14 @@ def test_tick_latency_plumbing(out: dict[str, str]) -> None:
     data = _json(out, "tick_latency")
     assert data["ticks"] > 0 and data["tick_ms_p99"] is not None
     assert len(data["naive_samples"]) == 1 or data["error"]
+
+
+def test_gates_plumbing(out: dict[str, str]) -> None:
+    gates.main(["--nodes", "8", "--queued", "20", "--parked", "60", "--ticks", "2",
+                "--release", "50", *_common(out)])
+    data = _json(out, "gates")
+    assert data["ticks"]["gated"]["parked"] > 0 and data["ticks"]["plain"]["parked"] == 0
+    assert set(data["submit_cpu_us_per_job"]) == {"plain job", "dependent", "array task"}
 
 
 def test_tick_latency_runs_the_adversarial_workload(out: dict[str, str]) -> None:
