@@ -28,6 +28,7 @@ from bench._common import REPO, RESULTS_DIR, log
 FULL: dict[str, list[str]] = {
     "tick_latency": ["--max-wall-s", "300", "--naive-every", "40"],
     "memory": [],
+    "gates": [],
     "sim_speed": ["--max-wall-s", "300"],
     "policies": ["--from-day", "0", "--days", "120", "--reuse-full", "--max-wall-s", "600"],
     # one busy day (111), and the contended week around it (about 12 minutes of one core)
@@ -41,6 +42,7 @@ QUICK: dict[str, list[str]] = {
     "tick_latency": ["--jobs", "3000", "--nodes", "64", "--teams", "8", "--hours", "0.5",
                      "--naive-samples", "2", "--naive-every", "200", "--max-wall-s", "60"],
     "memory": ["--jobs", "10000", "--nodes", "256", "--teams", "10"],
+    "gates": ["--nodes", "256", "--queued", "2000", "--parked", "10000", "--ticks", "10"],
     "sim_speed": ["--from-day", "30", "--days", "2", "--max-wall-s", "60"],
     "policies": ["--from-day", "30", "--days", "2", "--reuse-full", "--max-wall-s", "60",
                  "--img", str(QUICK_DIR / "policies_helios.png")],

@@ -119,8 +119,9 @@ def test_naive_tick_is_all_or_nothing_first_fit(free, jobs, want_placed) -> None
 
 
 def test_run_all_knows_every_benchmark_in_both_sizes() -> None:
-    names = {"tick_latency", "memory", "sim_speed", "policies", "policies_contended",
+    names = {"tick_latency", "memory", "gates", "sim_speed", "policies", "policies_contended",
              "policies_week_contended"}
     assert set(run_all.FULL) == set(run_all.QUICK) == names
     assert {run_all.module_of(n) for n in names} == {
-        "bench.tick_latency", "bench.memory", "bench.sim_speed", "bench.policies"}
+        "bench.tick_latency", "bench.memory", "bench.gates", "bench.sim_speed",
+        "bench.policies"}
