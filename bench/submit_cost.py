@@ -1,7 +1,9 @@
 """What one submit costs the web process and PostgreSQL, in-process, without HTTP.
 
-    python -m bench.submit_cost [--n 2000] [--batch SIZE] [--calls] [--profile N]
-                                [--instructions] [--pg-url postgres://...] [--keep]
+    python -m bench.submit_cost [--n 2000] [--batch SIZE | --array COUNT] [--calls]
+                                [--profile N] [--instructions] [--pg-url postgres://...]
+                                [--keep]
+    python -m bench.submit_cost --array-vs-batch [--pg-url postgres://...]
 
 The throughput benchmark (``bench.api_throughput``) measures the whole machine: eight
 clients, two gunicorn workers, the leader and PostgreSQL sharing two cores, where the CPU
@@ -24,6 +26,12 @@ and ``--n 300`` after the same warm-up, or 2 and 6 batches) and divides the diff
 count that is the same from run to run whatever else the machine is doing (a few
 minutes: valgrind runs Python about fifty times slower). Not part of the test suite;
 docs/PERFORMANCE.md ("REST API throughput") quotes it.
+
+With ``--array COUNT`` each request is a job array of COUNT tasks (``POST
+/api/v1/arrays/``). ``--array-vs-batch`` answers issue 19's bound, "an array of 10,000
+tasks costs no more to submit than a batch of 10,000 jobs": it runs an array of 10,000
+tasks (3 of them, after one to warm up) and batches of 1,000 jobs (the most one batch
+takes: 30, after one), each in a fresh database, and reports both per 10,000 jobs.
 """
 
 from __future__ import annotations
@@ -80,6 +88,12 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     ap.add_argument("--batch", type=int, default=0, metavar="SIZE",
                     help="submit batches of SIZE jobs (POST /jobs/batch/) instead of single "
                          "jobs: every figure is then per batch")
+    ap.add_argument("--array", type=int, default=0, metavar="COUNT",
+                    help="submit job arrays of COUNT tasks (POST /arrays/) instead: every "
+                         "figure is then per array")
+    ap.add_argument("--array-vs-batch", action="store_true",
+                    help="an array of 10,000 tasks against batches of 1,000 jobs, per "
+                         "10,000 jobs (two runs of this benchmark)")
     ap.add_argument("--calls", action="store_true", help="count Python calls (cProfile)")
     ap.add_argument("--profile", type=int, default=0, metavar="N",
                     help="print the N functions with the most own time (cProfile)")
@@ -90,6 +104,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     ap.add_argument("--reuse", action="store_true",
                     help="use the database and token a --keep run left (no migrate, no seed)")
     a = ap.parse_args(argv)
+    if a.array_vs_batch:
+        return array_vs_batch(a.pg_url)
 
     if a.reuse:
         base, _, _db = a.pg_url.rpartition("/")
@@ -121,7 +137,11 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
 
         def submit() -> None:
             i = next(counter)
-            if a.batch:
+            if a.array:
+                path = "/api/v1/arrays/"
+                body = json.dumps({"tenant": tenant, **job_spec(i, tag),
+                                   "array": {"count": a.array, "max_running": 64}}).encode()
+            elif a.batch:
                 path = "/api/v1/jobs/batch/"
                 body = json.dumps({"tenant": tenant, "jobs": [
                     job_spec(i * a.batch + j, tag) for j in range(a.batch)]}).encode()
@@ -145,7 +165,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             cursor.execute("SELECT pg_backend_pid()")
             pid = cursor.fetchone()[0]
 
-        res: dict[str, Any] = {"n": a.n, "batch": a.batch,
+        res: dict[str, Any] = {"n": a.n, "batch": a.batch, "array": a.array,
                                "statements_per_submit": len(statements) / SAMPLE,
                                "statement_kinds": sorted(set(statements))}
         if a.n:
@@ -160,7 +180,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                         "wall_ms": round(wall * 1000 / a.n, 3),
                         "postgres_cpu_ms": round(pg * 1000 / a.n, 3)})
         if a.calls or a.profile:
-            n = max(200, min(a.n, 1000)) if not a.batch else max(5, min(a.n, 20))
+            n = max(200, min(a.n, 1000)) if not (a.batch or a.array) else max(5, min(a.n, 20))
             profiler = cProfile.Profile()
             profiler.enable()
             for _ in range(n):
@@ -175,7 +195,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                 print(out.getvalue())
         if a.instructions:
             connection.close()
-            lo, hi = (2, 6) if a.batch else (100, 300)
+            lo, hi = (2, 6) if a.batch or a.array else (100, 300)
             counts = {n: instructions(n, a) for n in (lo, hi)}
             res["web_instructions_per_submit"] = round((counts[hi] - counts[lo]) / (hi - lo))
         log(f"submit_cost: {json.dumps(res)}")
@@ -188,6 +208,27 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             drop_database(a.pg_url, DB_NAME)
 
 
+def array_vs_batch(pg_url: str) -> dict[str, Any]:
+    """An array of 10,000 tasks against 10 batches of 1,000 jobs: web CPU, PostgreSQL
+    CPU, wall time and statements per 10,000 jobs, each in a process and database of its
+    own (the same seed)."""
+    runs = {"array_10000": (["--array", "10000", "--n", "3", "--warm", "1"], 1),
+            "batches_of_1000": (["--batch", "1000", "--n", "30", "--warm", "1"], 10)}
+    out: dict[str, Any] = {}
+    for name, (args, per) in runs.items():
+        done = subprocess.run(
+            [sys.executable, "-m", "bench.submit_cost", *args, "--pg-url", pg_url],
+            check=True, capture_output=True, text=True)
+        line = next(x for x in reversed(done.stdout.splitlines() + done.stderr.splitlines())
+                    if "submit_cost: {" in x)
+        res = json.loads(line.split("submit_cost: ", 1)[1])
+        out[name] = {key: round(res[key] * per, 1) for key in
+                     ("web_cpu_ms", "postgres_cpu_ms", "wall_ms", "statements_per_submit")}
+    out["per"] = "10,000 jobs"
+    log(f"submit_cost array vs batch: {json.dumps(out)}")
+    return out
+
+
 def instructions(n: int, a: argparse.Namespace) -> int:
     """Instructions this harness executes with ``--n n`` on the kept database, under
     callgrind (startup, warm-up and ``n`` submits)."""
@@ -195,7 +236,8 @@ def instructions(n: int, a: argparse.Namespace) -> int:
     subprocess.run(
         ["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}",
          sys.executable, "-m", "bench.submit_cost", "--reuse", "--n", str(n),
-         "--warm", str(a.warm), "--batch", str(a.batch), "--pg-url", a.pg_url],
+         "--warm", str(a.warm), "--batch", str(a.batch), "--array", str(a.array),
+         "--pg-url", a.pg_url],
         check=True, capture_output=True, cwd=Path(__file__).resolve().parent.parent,
     )
     for line in out.read_text().splitlines():

@@ -11,8 +11,8 @@ serializer itself, so every error message is DRF's own. ``tests/api/test_fastval
 compares the two on generated input.
 
 Only the field kinds of the submit serializers are planned (the strict integer, boolean,
-text and slug fields of ``api.fields``, and a list of a nested serializer); a serializer
-with a ``validate`` or ``validate_<field>`` method is never planned.
+text, slug and choice fields of ``api.fields``, a nested serializer and a list of one); a
+serializer with a ``validate`` or ``validate_<field>`` method is never planned.
 """
 
 from __future__ import annotations
@@ -27,6 +27,7 @@ from rest_framework.validators import ProhibitSurrogateCharactersValidator
 from .fields import (
     StrictBooleanField,
     StrictCharField,
+    StrictChoiceField,
     StrictIntegerField,
     StrictSlugField,
 )
@@ -114,12 +115,39 @@ def _list_of(field: serializers.ListSerializer) -> Check:
     return check
 
 
+def _choice(field: StrictChoiceField) -> Check:
+    if field.validators or field.allow_blank:
+        raise _Doubt
+    choices = frozenset(c for c in field.choices if isinstance(c, str))
+
+    def check(value: Any) -> str:
+        if type(value) is not str or value not in choices:
+            raise _Doubt
+        return value
+
+    return check
+
+
+def _nested(field: serializers.Serializer) -> Check:
+    """One object of a nested serializer's fields (a job array's ``array``)."""
+    item = plan(type(field))
+    if item is None:
+        raise _Doubt
+
+    def check(value: Any) -> dict[str, Any]:
+        return _validate(item, value)
+
+    return check
+
+
 _KINDS: list[tuple[type, Callable[[Any], Check]]] = [
     (StrictIntegerField, _integer),
     (StrictBooleanField, _boolean),
     (StrictSlugField, _text),
     (StrictCharField, _text),
+    (StrictChoiceField, _choice),
     (serializers.ListSerializer, _list_of),
+    (serializers.Serializer, _nested),
 ]
 
 #: (field name, required, default, allow null, check)

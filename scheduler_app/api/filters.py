@@ -1,4 +1,5 @@
-"""Job list filters (django-filter): tenant, state, owner, size class, submit time."""
+"""Job list filters (django-filter): tenant, state, owner, size class, array, submit
+time."""
 
 from __future__ import annotations
 
@@ -78,6 +79,9 @@ class JobFilter(StrictFilterSet):
         method="filter_size_class",
         help_text="GPU size classes: 1, 2-8, 9-64, 65-512, 513+ (repeat the parameter).",
     )
+    array = IdFilter(field_name="array_id",
+                     help_text="A job array's id: its tasks (GET /api/v1/arrays/<id>/ "
+                               "counts them by state).")
     submitted_after = UtcIsoDateTimeFilter(field_name="submitted_at", lookup_expr="gte")
     submitted_before = UtcIsoDateTimeFilter(field_name="submitted_at", lookup_expr="lt")
 

@@ -1,4 +1,5 @@
-"""Jobs: submit (one, or a batch of up to 1,000, all or nothing), list, detail, cancel."""
+"""Jobs: submit (one, a batch of up to 1,000, or a job array of up to 10,000 tasks, all or
+nothing), list, detail, cancel (one job, or every task of an array)."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ from functools import lru_cache
 from typing import Any
 
 from django.db import connection
-from django.db.models import QuerySet
+from django.db.models import Count, QuerySet
 from django.shortcuts import get_object_or_404
 from drf_spectacular.utils import (
     OpenApiParameter,
@@ -16,20 +17,31 @@ from drf_spectacular.utils import (
     extend_schema_field,
 )
 from rest_framework import generics, serializers, status
-from rest_framework.exceptions import PermissionDenied, ValidationError
+from rest_framework.exceptions import NotFound, PermissionDenied, ValidationError
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from scheduler_app.core.records import ESTIMATE_KIND_SENTENCES, UPPER_BOUND_KINDS
 from scheduler_app.core.states import PENDING_SENTENCES, JobState, PendingReason, Reason
-from scheduler_app.core.types import SIZE_CLASS_LABELS, Actor, size_class
+from scheduler_app.core.types import (
+    DEPENDENCY_KINDS,
+    MAX_ARRAY_TASKS,
+    SIZE_CLASS_LABELS,
+    Actor,
+    size_class,
+)
 from scheduler_app.models import Allocation, Job, Membership, Tenant, Transition
 from scheduler_app.selectors.jobs import job_history, job_queue_position
 from scheduler_app.selectors.redaction import OtherJobs
 from scheduler_app.selectors.why import why_pending
-from scheduler_app.services import job_cancel, job_submit
-from scheduler_app.services.jobs import batch_jobs_with_key, jobs_submit_batch, submit_replayed
+from scheduler_app.services import array_cancel, array_submit, job_cancel, job_submit
+from scheduler_app.services.jobs import (
+    MAX_DEPENDENCIES,
+    batch_jobs_with_key,
+    jobs_submit_batch,
+    submit_replayed,
+)
 
 from . import access, cache
 from .errors import ApiConflict
@@ -40,6 +52,7 @@ from .fields import (
     KnownFieldsOnly,
     StrictBooleanField,
     StrictCharField,
+    StrictChoiceField,
     StrictIntegerField,
     StrictSlugField,
     seconds,
@@ -66,6 +79,29 @@ IDEMPOTENCY_PARAMETER = OpenApiParameter(
 
 
 # ---------------------------------------------------------------- input
+#: Job ids the API takes (bigint keys; more is a typo, not a job).
+ID_MAX = 2**62
+
+_WHEN_HELP = ("When the dependency is met: ok (the job COMPLETED, Slurm's afterok), any "
+              "(it ended in any way, afterany), notok (it FAILED or was CANCELLED, "
+              "afternotok). Default ok. A dependency that can no longer be met (ok on a job "
+              "that failed, notok on one that completed) cancels this job "
+              "(DependencyNeverSatisfied).")
+
+
+class DependencyIn(KnownFieldsOnly):
+    """A job this one waits for: an existing job (``job``) or, in a batch, another job of
+    the same batch (``index``)."""
+
+    job = StrictIntegerField(required=False, min_value=1, max_value=ID_MAX,
+                             help_text="The id of an existing job you may see.")
+    index = StrictIntegerField(
+        required=False, min_value=0, max_value=MAX_BATCH - 1,
+        help_text="Batches only: the position (0 first) of another job of the same batch.")
+    when = StrictChoiceField(choices=list(DEPENDENCY_KINDS), default="ok",
+                             help_text=_WHEN_HELP)
+
+
 class JobSpecIn(KnownFieldsOnly):
     """What a job asks for. The services check the rules (docs/api.md, "Bad input")."""
 
@@ -109,6 +145,12 @@ class JobSpecIn(KnownFieldsOnly):
     )
     preemptible = StrictBooleanField(required=False, default=False)
     interactive = StrictBooleanField(required=False, default=False)
+    depends_on = DependencyIn(
+        many=True, required=False, default=list, max_length=MAX_DEPENDENCIES,
+        help_text=f"Up to {MAX_DEPENDENCIES} jobs it waits for: it stays QUEUED (pending "
+                  "reason Dependency, holding and reserving no GPUs) until each has ended "
+                  "as its 'when' requires. A job you may not see, one that does not exist, "
+                  "the same job twice, or a cycle in a batch is refused (400).")
 
 
 class SubmitIn(JobSpecIn):
@@ -128,6 +170,29 @@ class BatchIn(KnownFieldsOnly):
     )
     jobs = JobSpecIn(many=True, max_length=MAX_BATCH, min_length=1,
                      help_text=f"1 to {MAX_BATCH} job specs, all submitted or none.")
+
+
+class ArrayIn(KnownFieldsOnly):
+    count = StrictIntegerField(
+        min_value=1, max_value=MAX_ARRAY_TASKS,
+        error_messages={"min_value": f"An array has 1 to {MAX_ARRAY_TASKS:,} tasks.",
+                        "max_value": f"An array has 1 to {MAX_ARRAY_TASKS:,} tasks."},
+        help_text=f"Tasks to make, 1 to {MAX_ARRAY_TASKS:,}: indices 0 to count - 1.")
+    max_running = StrictIntegerField(
+        required=False, allow_null=True, default=None, min_value=1, max_value=INT_MAX,
+        error_messages={"min_value": "At least 1 task must be allowed to run at once (or "
+                                     "leave it out for no cap)."},
+        help_text="At most this many tasks run at once; the others wait with pending reason "
+                  "ArrayLimit. Null: no cap.")
+
+
+class ArraySubmitIn(SubmitIn):
+    idempotency_key = StrictCharField(
+        required=False, allow_blank=True, max_length=123, default="",
+        help_text="One key for the whole array (at most 123 characters): task i gets the "
+                  "key <key>#<i>.",
+    )
+    array = ArrayIn(help_text="The array: how many tasks, how many may run at once.")
 
 
 # ---------------------------------------------------------------- output
@@ -174,20 +239,44 @@ class PreemptionOut(serializers.Serializer):
     detail = serializers.DictField(help_text="The whole arithmetic, as logged.")
 
 
+class DependencyOut(serializers.Serializer):
+    job = serializers.IntegerField(help_text="The job it waits for.")
+    when = serializers.ChoiceField(choices=list(DEPENDENCY_KINDS), help_text=_WHEN_HELP)
+
+
 class JobOut(serializers.ModelSerializer):
     tenant = serializers.CharField(source="tenant.name")
     owner = serializers.CharField(source="owner.username", allow_null=True, default=None)
     size_class = serializers.SerializerMethodField()
+    depends_on = serializers.SerializerMethodField()
+    array_id = serializers.IntegerField(
+        allow_null=True, read_only=True,
+        help_text="A task of a job array: the array's id (its task 0's id); null otherwise.")
+    array_task = serializers.CharField(
+        allow_null=True, read_only=True,
+        help_text="A task's name, <array_id>_<array_index> (as Slurm writes 12_3); null "
+                  "outside an array.")
 
     class Meta:
         model = Job
         fields = ["id", "tenant", "owner", "name", "gpus", "gpus_per_node", "gpu_type",
                   "size_class", "priority", "state", "pending_reason", "submitted_at",
-                  "started_at", "finished_at", "estimate_start_at", "idempotency_key"]
+                  "started_at", "finished_at", "estimate_start_at", "idempotency_key",
+                  "depends_on", "array_id", "array_index", "array_count",
+                  "array_max_running", "array_task"]
 
     @extend_schema_field(serializers.ChoiceField(choices=SIZE_CLASS_LABELS))
     def get_size_class(self, job: Job) -> str:
         return SIZE_CLASS_LABELS[size_class(job.gpus)]
+
+    @extend_schema_field(DependencyOut(many=True))
+    def get_depends_on(self, job: Job) -> list[dict[str, Any]]:
+        return dependencies_out(job)
+
+
+def dependencies_out(job: Job) -> list[dict[str, Any]]:
+    """``[{"job": id, "when": kind}, ...]``, as given at submit."""
+    return [{"job": pk, "when": when} for pk, when in job.depends_on or ()]
 
 
 _WHEN = serializers.DateTimeField()
@@ -215,6 +304,12 @@ def job_summary(job: Job) -> dict[str, Any]:
         "finished_at": _when(job.finished_at),
         "estimate_start_at": _when(job.estimate_start_at),
         "idempotency_key": job.idempotency_key,
+        "depends_on": dependencies_out(job) if job.depends_on else [],
+        "array_id": job.array_id,
+        "array_index": job.array_index,
+        "array_count": job.array_count,
+        "array_max_running": job.array_max_running,
+        "array_task": job.array_task,
     }
 
 
@@ -354,6 +449,30 @@ class BatchOut(serializers.Serializer):
     tenant = serializers.CharField()
     count = serializers.IntegerField()
     jobs = JobOut(many=True)
+
+
+class ArrayOut(BatchOut):
+    """A batch's answer, with the array's id: the tasks, by index."""
+
+    array_id = serializers.IntegerField(help_text="The array's id: its task 0's id.")
+
+
+class ArrayCancelOut(BatchOut):
+    """The tasks it cancelled (the others had ended already), by id."""
+
+    array_id = serializers.IntegerField()
+
+
+class ArrayDetailOut(serializers.Serializer):
+    array_id = serializers.IntegerField()
+    tenant = serializers.CharField()
+    owner = serializers.CharField(allow_null=True)
+    name = serializers.CharField()
+    count = serializers.IntegerField(help_text="Tasks in the array.")
+    max_running = serializers.IntegerField(allow_null=True)
+    states = serializers.DictField(child=serializers.IntegerField(),
+                                   help_text="State -> how many tasks are in it.")
+    depends_on = DependencyOut(many=True)
 
 
 # ---------------------------------------------------------------- helpers
@@ -507,10 +626,13 @@ class JobListCreate(generics.GenericAPIView):
             raise ValidationError({field: [message] for field, message in errors.items()})
         # No look-up of the key first (a query per submit): the service finds a key taken
         # when it inserts, and returns that job.
+        depends_on = data.get("depends_on") or []
         job = job_submit(tenant=tenant, owner=request.user, actor=Actor.USER,
-                         capacity=refusals.shape, **spec)
+                         capacity=refusals.shape, depends_on=depends_on,
+                         sees=_sees(request), **spec)
         if submit_replayed(job):
-            replay = _replayed(tenant, request.user, spec)  # 409 if it asked for another
+            # 409 if it asked for another
+            replay = _replayed(tenant, request.user, spec, depends_on=depends_on)
             assert replay is not None
             return _replay_response(replay)
         job.tenant, job.owner = tenant, request.user
@@ -526,7 +648,22 @@ def _replay_response(job: Job) -> Response:
                              "Location": f"/api/v1/jobs/{job.pk}/"})
 
 
-def _replayed(tenant: Tenant, owner: Any, spec: dict[str, Any]) -> Job | None:
+def _sees(request: Request) -> Any:
+    """The caller's view of other jobs (``access.sees``), for the services' dependency
+    check: the roles read once per request."""
+    user = request.user
+    return lambda tenant_id, owner_id: access.sees(user, tenant_id, owner_id)
+
+
+def _same_dependencies(job: Job, depends_on: list[dict[str, Any]] | None) -> bool:
+    if depends_on is None:
+        return True  # (not known here: the first request was checked the same way)
+    asked = [[d.get("job"), d.get("when", "ok")] for d in depends_on]
+    return [list(d) for d in job.depends_on or ()] == asked
+
+
+def _replayed(tenant: Tenant, owner: Any, spec: dict[str, Any],
+              depends_on: list[dict[str, Any]] | None = None) -> Job | None:
     """The job an earlier request of ``owner`` with this key made (None: no key, or none
     yet; keys are per owner). A key reused for a different spec is a client bug: 409,
     not a silent wrong answer."""
@@ -535,7 +672,7 @@ def _replayed(tenant: Tenant, owner: Any, spec: dict[str, Any]) -> Job | None:
         return None
     job = Job.objects.select_related("tenant", "owner").filter(
         tenant=tenant, owner=owner, idempotency_key=key).first()
-    if job is not None and not same_spec(job, spec):
+    if job is not None and not (same_spec(job, spec) and _same_dependencies(job, depends_on)):
         raise ApiConflict(
             f"Idempotency key {key!r} was used for job {job.pk} with a different spec: "
             "use a new key for a new job.", code="idempotency_key_reused",
@@ -575,10 +712,15 @@ class JobBatchSubmit(APIView):
                 return _batch_replay_response(tenant, replay)
             raise ValidationError(errors)
         # No look-up of the key first: the service finds the keys taken when it inserts.
+        # (depends_on is the services' to check: existence, visibility, cycles, indices)
         jobs = jobs_submit_batch(tenant=tenant, owner=request.user,
-                                 specs=[{k: v for k, v in spec.items() if k != "idempotency_key"}
-                                        for spec in specs],
-                                 idempotency_key=key, capacity=refusals.shape)
+                                 specs=[{**{k: v for k, v in spec.items()
+                                            if k != "idempotency_key"},
+                                         **({"depends_on": raw["depends_on"]}
+                                            if raw.get("depends_on") else {})}
+                                        for spec, raw in zip(specs, data["jobs"], strict=True)],
+                                 idempotency_key=key, capacity=refusals.shape,
+                                 sees=_sees(request))
         if jobs and submit_replayed(jobs[0]):
             replay = _batch_replayed(tenant, request.user, key, specs)  # 409: other jobs
             assert replay is not None
@@ -660,3 +802,146 @@ class JobCancel(APIView):
         job.refresh_from_db()
         return Response(JobDetailOut(job, context={"user": request.user}).data)
 
+
+
+# ---------------------------------------------------------------- job arrays
+class ArraySubmit(APIView):
+    permission_classes = [access.IsUser]
+
+    @extend_schema(
+        operation_id="arrays_submit",
+        summary=f"Submit a job array: up to {MAX_ARRAY_TASKS:,} tasks of one spec",
+        description="One transaction, as a batch: array.count tasks (indices 0 to count - "
+                    "1) sharing array_id (the id of task 0), each named <array_id>_<index>; "
+                    "at most array.max_running run at once (the others wait, pending reason "
+                    "ArrayLimit). The node agent gives each task ARRAY_INDEX and "
+                    "ARRAY_COUNT. The answer is a batch's, with array_id. With an "
+                    "idempotency key, a retry returns the tasks the first request made "
+                    "(200).",
+        parameters=[IDEMPOTENCY_PARAMETER],
+        request=ArraySubmitIn,
+        responses={201: ArrayOut, 200: OpenApiResponse(ArrayOut, "A retry.")},
+    )
+    def post(self, request: Request) -> Response:
+        data = validated(ArraySubmitIn, request.data)
+        tenant = _tenant_or_400(data["tenant"], user=request.user)
+        _check_may_submit(request, tenant)
+        key = _idempotency_key(request, data["idempotency_key"])
+        if len(key) > 123:
+            raise ValidationError({"idempotency_key": ["At most 123 characters for an "
+                                                       "array."]})
+        spec = full_spec({**data, "idempotency_key": ""})
+        array = data["array"]
+        refusals = Refusals(tenant, request.user.pk)
+        errors = spec_errors(spec, refusals)
+        if errors:
+            replay = _array_replayed(tenant, request.user, key, spec, array)
+            if replay is not None:
+                return _array_response(tenant, replay, status.HTTP_200_OK)
+            raise ValidationError({field: [message] for field, message in errors.items()})
+        fields = {k: v for k, v in spec.items() if k not in ("idempotency_key", "name", "gpus")}
+        jobs = array_submit(tenant=tenant, owner=request.user, name=spec["name"],
+                            gpus=spec["gpus"], count=array["count"],
+                            max_running=array.get("max_running"),
+                            depends_on=data.get("depends_on") or [], idempotency_key=key,
+                            capacity=refusals.shape, sees=_sees(request), **fields)
+        if submit_replayed(jobs[0]):
+            replay = _array_replayed(tenant, request.user, key, spec, array)  # 409: another
+            assert replay is not None
+            return _array_response(tenant, replay, status.HTTP_200_OK)
+        for job in jobs:  # the response names them without a query per job
+            job.tenant = tenant
+        return _array_response(tenant, jobs, status.HTTP_201_CREATED)
+
+
+def _array_response(tenant: Tenant, jobs: list[Job], code: int) -> Response:
+    out = {"tenant": tenant.name, "array_id": jobs[0].array_id, "count": len(jobs),
+           "jobs": [job_summary(job) for job in jobs]}
+    headers = {"Idempotent-Replayed": "true"} if code == status.HTTP_200_OK else {}
+    headers["Location"] = f"/api/v1/arrays/{jobs[0].array_id}/"
+    return Response(out, status=code, headers=headers)
+
+
+def _array_replayed(tenant: Tenant, owner: Any, key: str, spec: dict[str, Any],
+                    array: dict[str, Any]) -> list[Job] | None:
+    """The tasks an earlier array of ``owner`` with this key made (task i has the key
+    "<key>#<i>"), or None. 409 if that request asked for something else."""
+    if not key:
+        return None
+    jobs = batch_jobs_with_key(tenant, key, Job.objects.select_related("tenant", "owner"),
+                               owner=owner)
+    if jobs is None:
+        return None
+    first = jobs[0]
+    if len(jobs) != array["count"] or first.array_id is None or \
+            first.array_max_running != array.get("max_running") or \
+            not same_spec(first, {**spec, "idempotency_key": first.idempotency_key}):
+        raise ApiConflict(
+            f"Idempotency key {key!r} was used for a different submission ({len(jobs)} "
+            "jobs): use a new key for a new array.", code="idempotency_key_reused",
+            field="idempotency_key")
+    return sorted(jobs, key=lambda job: job.array_index or 0)
+
+
+def array_for(request: Request, array_id: int) -> Job:
+    """Task 0 of array ``array_id`` (its id is the array's): 404 if there is no such
+    array, 403 if it is not the caller's to see (every task has the same team and
+    owner)."""
+    job = job_for(request, array_id)
+    if job.array_id != job.pk:
+        raise NotFound(f"Job {array_id} is not a job array (an array's id is its task 0's "
+                       "id).")
+    return job
+
+
+class ArrayDetail(APIView):
+    permission_classes = [access.IsUser]
+
+    @extend_schema(
+        operation_id="arrays_retrieve",
+        summary="A job array: its size, cap and how many tasks are in each state",
+        description="The tasks themselves: GET /api/v1/jobs/?array=<id>.",
+        responses={200: ArrayDetailOut},
+    )
+    def get(self, request: Request, pk: int) -> Response:
+        first = array_for(request, pk)
+        states = dict(Job.objects.filter(array_id=pk).order_by().values("state")
+                      .annotate(n=Count("id")).values_list("state", "n"))
+        return Response({
+            "array_id": pk, "tenant": first.tenant.name,
+            "owner": first.owner.username if first.owner is not None else None,
+            "name": first.name, "count": first.array_count,
+            "max_running": first.array_max_running,
+            "states": {state: states[state] for state in sorted(states)},
+            "depends_on": dependencies_out(first),
+        })
+
+
+class ArrayCancel(APIView):
+    permission_classes = [access.IsUser]
+
+    @extend_schema(
+        operation_id="arrays_cancel",
+        summary="Cancel every task of a job array that has not ended",
+        description="One transaction: every task not final is cancelled (each logged as a "
+                    "job's cancel is), or none. Who may cancel one task may cancel the "
+                    "array. Every task final already: 409. One task alone: "
+                    "POST /api/v1/jobs/<id>/cancel/.",
+        request=CancelIn,
+        responses={200: ArrayCancelOut},
+    )
+    def post(self, request: Request, pk: int) -> Response:
+        first = array_for(request, pk)
+        data = CancelIn(data=request.data)
+        data.is_valid(raise_exception=True)
+        rows = array_cancel(
+            array_id=pk,
+            actor=Actor.OPERATOR if access.is_operator(request.user) else Actor.USER,
+            actor_name=request.user.get_username(),
+            why=data.validated_data["why"],
+        )
+        jobs = list(Job.objects.filter(pk__in=[row.job_id for row in rows]).order_by("pk"))
+        for job in jobs:
+            job.tenant, job.owner = first.tenant, first.owner
+        return Response({"tenant": first.tenant.name, "array_id": pk, "count": len(jobs),
+                         "jobs": [job_summary(job) for job in jobs]})

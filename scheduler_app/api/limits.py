@@ -39,6 +39,8 @@ def largest_json(field: Any) -> int:
         if len(bounds) < 2:
             raise ValueError(f"{field!r}: an unbounded integer has no largest body")
         return max(max(len(str(b)) for b in bounds), null)
+    if isinstance(field, serializers.ChoiceField):
+        return max(max((len(str(c)) + 2 for c in field.choices), default=2), null)
     if isinstance(field, serializers.CharField):
         if field.max_length is None:
             raise ValueError(f"{field!r}: text without max_length has no largest body")

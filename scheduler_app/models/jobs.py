@@ -61,6 +61,20 @@ class Job(models.Model):
     interactive = models.BooleanField(default=False)
     #: Client-chosen key: the same owner submitting twice with it gets the first job.
     idempotency_key = models.CharField(max_length=128, blank=True, default="")
+    #: The jobs it waits for: ``[[awaited job id, when], ...]``, ``when`` one of
+    #: ``core.types.DEPENDENCY_KINDS`` (ok, any, notok), in the order given at submit.
+    #: A JSON list on the row, not a table of its own: it is immutable after submit, the
+    #: leader reads it with the rest of the spec in the same row read (SPEC_COLUMNS,
+    #: tuples, no join), and "who waits for job X" is asked of the core's own index,
+    #: never of the database.
+    depends_on = models.JSONField(default=list, blank=True)
+    #: A task of a job array: the id of the array's task 0 (task 0's own id; null: not a
+    #: task), this task's index, the array's size and how many of its tasks may run at
+    #: once (null: no cap). Shown as ``<array_id>_<array_index>`` (Slurm's 12_3).
+    array_id = models.BigIntegerField(null=True, blank=True)
+    array_index = models.PositiveIntegerField(null=True, blank=True)
+    array_count = models.PositiveIntegerField(null=True, blank=True)
+    array_max_running = models.PositiveIntegerField(null=True, blank=True)
 
     # --- projection of the Transition log -------------------------------------------
     state = models.CharField(
@@ -94,6 +108,10 @@ class Job(models.Model):
             models.Index(fields=["tenant", "state"], name="job_tenant_state"),
             models.Index(fields=["state", "submitted_at"], name="job_state_submitted"),
             models.Index(fields=["owner", "-submitted_at"], name="job_owner_recent"),
+            # ?array=<id> lists an array's tasks by id; partial: a job outside an array
+            # (most) costs no index entry at submit
+            models.Index(fields=["array_id", "id"], name="job_array_tasks",
+                         condition=Q(array_id__isnull=False)),
         ]
         constraints = [
             models.CheckConstraint(condition=Q(gpus__gte=1), name="job_gpus_gte_1"),
@@ -118,6 +136,14 @@ class Job(models.Model):
 
     def __str__(self) -> str:
         return f"job {self.pk} {self.name} ({self.state})"
+
+    @property
+    def array_task(self) -> str | None:
+        """The task's name, ``<array_id>_<array_index>`` (Slurm's style); None outside an
+        array."""
+        if self.array_id is None:
+            return None
+        return f"{self.array_id}_{self.array_index}"
 
 
 class Allocation(models.Model):

@@ -34,7 +34,8 @@ def agent_assignments(*, node: Node) -> dict[str, Any]:
       node confirmed first): ``job_id``, ``run`` (the placement's key: an agent already
       running that placement ignores the entry), ``name``, ``command``, ``gpus``
       (``{node: [indices]}`` for this node only), ``nodes`` (every node of the gang, for
-      the rendezvous), ``resume_pointer``, ``env`` (CUDA_VISIBLE_DEVICES and SCHED_*).
+      the rendezvous), ``resume_pointer``, ``env`` (CUDA_VISIBLE_DEVICES and SCHED_*; a
+      task of a job array also ARRAY_INDEX, ARRAY_COUNT and SCHED_ARRAY_ID).
       The agent starts each, then calls ``agent_confirm_start``.
     - ``preempt``: jobs asked to stop: ``job_id``, ``state``, ``grace_deadline`` (ISO
       8601): checkpoint (``agent_ack_preempt``, ``agent_report_checkpoint``) and exit
@@ -84,6 +85,11 @@ def agent_assignments(*, node: Node) -> dict[str, Any]:
         }
         if job.resume_pointer:
             env["SCHED_RESUME_POINTER"] = job.resume_pointer
+        if job.array_id is not None:
+            # a task of a job array (Slurm's SLURM_ARRAY_TASK_ID, _COUNT, _JOB_ID)
+            env["ARRAY_INDEX"] = str(job.array_index)
+            env["ARRAY_COUNT"] = str(job.array_count)
+            env["SCHED_ARRAY_ID"] = str(job.array_id)
         start.append({
             "job_id": pk,
             "name": job.name,

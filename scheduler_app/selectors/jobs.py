@@ -10,10 +10,14 @@ job's own included) counts only its jobs that order before this one.
 
 from __future__ import annotations
 
+from typing import Any
+
 from django.db.models import Q, QuerySet
 
 from scheduler_app.core.states import JobState
-from scheduler_app.models import Job, Tenant, Transition
+from scheduler_app.models import Job, Membership, Tenant, Transition
+
+from .redaction import Sees
 
 
 def job_history(*, job: Job) -> QuerySet[Transition]:
@@ -69,4 +73,27 @@ def queue_order() -> list[tuple[int, int]]:
     return [(pk, tenant_id) for _tier, _prio, _at, pk, tenant_id in queued]
 
 
-__all__ = ["job_history", "job_queue_position", "queue_order"]
+def job_visibility(user: Any) -> Sees:
+    """Which jobs ``user`` may see, as ``sees(tenant id, owner id)``: the rule of the API's
+    ``access.sees`` (docs/api.md, "Who may do what"; a test holds the two equal), for the
+    services, which must not import the API: operators see every job, a team's leads
+    every job of the team, a member their own jobs there. One query."""
+    if user.is_staff:
+        return lambda tenant_id, owner_id: True
+    roles = dict(Membership.objects.filter(user=user).values_list("tenant_id", "role"))
+    lead = Membership.Role.LEAD.value
+
+    def sees(tenant_id: int, owner_id: int | None) -> bool:
+        role = roles.get(tenant_id)
+        return role == lead or (role is not None and owner_id == user.pk)
+
+    return sees
+
+
+def array_tasks(*, array_id: int) -> QuerySet[Job]:
+    """The tasks of job array ``array_id`` (index ``job_array_tasks``), by index."""
+    return Job.objects.filter(array_id=array_id).order_by("array_index")
+
+
+__all__ = ["array_tasks", "job_history", "job_queue_position", "job_visibility",
+           "queue_order"]

@@ -34,7 +34,11 @@ SPEC_COLUMNS = (
     "pk", "tenant__name", "gpus", "submitted_at", "gpus_per_node", "gpu_type", "priority",
     "max_runtime_s", "checkpointable", "checkpoint_interval_s", "checkpoint_time_s",
     "restart_s", "preemptible", "interactive", "min_gpus", "owner",
+    # a JSON list (PostgreSQL's binary reader decodes it as the ORM does), then the array
+    "depends_on", "array_id", "array_index", "array_count", "array_max_running",
 )
+#: index of ``depends_on`` in a spec row
+DEPENDS_AT = SPEC_COLUMNS.index("depends_on")
 
 
 class LogRow(NamedTuple):
@@ -317,6 +321,18 @@ def build_snapshot() -> BuildSnapshot:
             "job_id", "kind", "start_at", "gpus", "nodes", "basis", "plan"))
     return BuildSnapshot(watermark, nodes, tenants, jobs, allocations, placed, asked,
                          reservations)
+
+
+def awaited_final_jobs(ids: Collection[int]) -> list[tuple]:
+    """The values of :data:`SPEC_COLUMNS` then the state of the jobs ``ids`` that are
+    final, by id: jobs that others wait for and that ended before this leader could see
+    them end (the build reads only the live jobs; a dependent admitted after its awaited
+    job ended). The core must know how they ended to decide for their dependents. Few:
+    only the ids the live or new jobs name that the core does not hold."""
+    if not ids:
+        return []
+    return list(Job.objects.filter(pk__in=ids, state__in=[s.value for s in FINAL_STATES])
+                .order_by("id").values_list(*SPEC_COLUMNS, "state"))
 
 
 def node_names(ids: Collection[int]) -> dict[int, str]:

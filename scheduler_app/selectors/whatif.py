@@ -88,7 +88,10 @@ def live_snapshot(now: datetime | None = None) -> Snapshot:
     for row in rows:
         (pk, tenant, gpus, submitted_at, gpus_per_node, gpu_type, priority, max_runtime_s,
          checkpointable, checkpoint_interval_s, checkpoint_time_s, restart_s, preemptible,
-         interactive, min_gpus, _owner) = row[:state_at]
+         interactive, min_gpus, _owner, _depends_on, _array_id, _array_index, _array_count,
+         _array_max_running) = row[:state_at]
+        # (JobSnap has no owner, dependencies nor array yet: sim.whatif's to extend; a
+        # what-if plays every live job as if free of them)
         state, started_at, last_checkpoint_at, _pointer, preemption_times, _retries = (
             row[state_at:])
         running = state in _RUNNING and pk in allocs

@@ -27,7 +27,14 @@ from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from scheduler_app.core.states import PENDING_SENTENCES, JobState, PendingReason, Reason
+from scheduler_app.core.states import (
+    FINAL_STATES,
+    HOLDING_STATES,
+    PENDING_SENTENCES,
+    JobState,
+    PendingReason,
+    Reason,
+)
 from scheduler_app.models import Allocation, Job, Node, Tenant, Transition
 
 from .jobs import queue_order
@@ -263,7 +270,62 @@ def why_pending(*, job: Job, others: OtherJobs | None = None,
             step = "Nothing to do: it starts when the borrowed GPUs are back."
         return WhyPending(reason.value, headline, evidence, step)
 
+    if reason == P.DEPENDENCY:
+        return _why_dependency(job, others, evidence)
+
+    if reason == P.ARRAY_LIMIT:
+        cap = job.array_max_running or 0
+        running = Job.objects.filter(array_id=job.array_id,
+                                     state__in=[s.value for s in HOLDING_STATES]).count()
+        headline = (f"Array {job.array_id} runs {running} of its {job.array_count} tasks, "
+                    f"the most it allows at once (max_running {cap}).")
+        return WhyPending(reason.value, headline, evidence,
+                          "Nothing to do: it starts when one of the array's running tasks "
+                          "ends (cancelling one makes room too).")
+
     return WhyPending(reason.value, PENDING_SENTENCES.get(reason, reason.value), evidence, "")
+
+
+#: what each dependency kind waits for, in words ("waits for job 12 to complete")
+_AWAITS = {"ok": "to complete", "any": "to end", "notok": "to fail or be cancelled"}
+
+
+def _why_dependency(job: Job, others: OtherJobs, evidence: list[str]) -> WhyPending:
+    """The dependencies not met yet, in words (one query): "It waits for job 12 to
+    complete." Ids the viewer may not see read "a job of team X"."""
+    deps = [(int(pk), when) for pk, when in job.depends_on or ()]
+    states = dict(Job.objects.filter(pk__in=[pk for pk, _w in deps])
+                  .values_list("pk", "state"))
+    words = others.learn(texts=[f"job {pk}" for pk, _w in deps])
+    waiting, met = [], []
+    for pk, when in deps:
+        state = states.get(pk)
+        name = words.text(f"job {pk}")
+        if state in _FINAL:
+            met.append(f"{name} ended {state}")
+        else:
+            waiting.append(f"{name} {_AWAITS.get(when, 'to end')}")
+    if waiting:
+        headline = "It waits for " + _joined(waiting) + "."
+    else:
+        headline = "The jobs it waits for have ended; the scheduler releases it at its next tick."
+    if met:
+        evidence.append("already met: " + ", ".join(met))
+    pending = [f"{words.text(f'job {pk}')} is {states[pk]}" for pk, _w in deps
+               if states.get(pk) and states[pk] not in _FINAL]
+    if pending:
+        evidence.append("now: " + ", ".join(pending))
+    return WhyPending(P.DEPENDENCY.value, headline, evidence,
+                      "Nothing to do: it holds and reserves no GPUs until then. If a job it "
+                      "waits for ends so that the dependency can never be met, it is "
+                      "cancelled (DependencyNeverSatisfied).")
+
+
+_FINAL = frozenset(s.value for s in FINAL_STATES)
+
+
+def _joined(parts: list[str]) -> str:
+    return parts[0] if len(parts) == 1 else ", ".join(parts[:-1]) + " and " + parts[-1]
 
 
 def _quota_room(tenant: Tenant) -> int:

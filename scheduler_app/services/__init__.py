@@ -6,7 +6,7 @@ directly. Job state changes go through :func:`job_transition` alone.
 
 from . import early_tick  # noqa: F401 - connects the early-tick receiver
 from .errors import Conflict, Forbidden, Invalid, NotFound, ServiceError
-from .jobs import job_cancel, job_submit, jobs_submit_batch
+from .jobs import array_cancel, array_submit, job_cancel, job_submit, jobs_submit_batch
 from .transitions import AllocationError, job_transition
 
 __all__ = [
@@ -16,6 +16,8 @@ __all__ = [
     "Invalid",
     "NotFound",
     "ServiceError",
+    "array_cancel",
+    "array_submit",
     "job_cancel",
     "job_submit",
     "job_transition",

@@ -23,7 +23,8 @@ COPY_FROM_ROWS = 50
 
 
 def insert_new(model: type[models.Model], objs: Sequence[models.Model]) -> None:
-    """Insert ``objs`` (new instances of ``model``, in order) and set their primary keys."""
+    """Insert ``objs`` (new instances of ``model``, in order) and set their primary keys.
+    Objects whose keys :func:`take_keys` set already keep them."""
     if connection.vendor != "postgresql":
         model.objects.bulk_create(objs)
         return
@@ -33,19 +34,15 @@ def insert_new(model: type[models.Model], objs: Sequence[models.Model]) -> None:
 
     opts = model._meta
     qn = connection.ops.quote_name
-    if len(objs) < COPY_FROM_ROWS:
+    keyed = objs[0].pk is not None
+    if len(objs) < COPY_FROM_ROWS and not keyed:
         _insert_returning(model, objs, Jsonb)
         return
     fields = list(opts.concrete_fields)
     json_at = {i for i, f in enumerate(fields) if isinstance(f, models.JSONField)}
+    if not keyed:
+        take_keys(model, objs)
     with connection.cursor() as cursor:
-        cursor.execute(
-            "SELECT nextval(pg_get_serial_sequence(%s, %s)) FROM generate_series(1, %s)",
-            [opts.db_table, opts.pk.column, len(objs)],
-        )
-        keys = [row[0] for row in cursor.fetchall()]
-        for obj, key in zip(objs, keys, strict=True):
-            obj.pk = key
         columns = ", ".join(qn(f.column) for f in fields)
         attnames = [f.attname for f in fields]
         raw: Any = cursor.cursor  # psycopg's own cursor, under Django's wrapper
@@ -63,6 +60,27 @@ def insert_new(model: type[models.Model], objs: Sequence[models.Model]) -> None:
     for obj in objs:
         obj._state.adding = False
         obj._state.db = alias
+
+
+def take_keys(model: type[models.Model], objs: Sequence[models.Model]) -> bool:
+    """Give new ``objs`` their primary keys from the table's sequence, in list order,
+    before they are inserted (PostgreSQL; one statement), so that rows may name each
+    other's keys (a job array's task 0, a batch's dependencies by index) in the INSERT
+    itself. False elsewhere (SQLite's keys come from the INSERT): nothing is set."""
+    if connection.vendor != "postgresql":
+        return False
+    if not objs:
+        return True
+    opts = model._meta
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT nextval(pg_get_serial_sequence(%s, %s)) FROM generate_series(1, %s)",
+            [opts.db_table, opts.pk.column, len(objs)],
+        )
+        keys = [row[0] for row in cursor.fetchall()]
+    for obj, key in zip(objs, keys, strict=True):
+        obj.pk = key
+    return True
 
 
 def _json_text(value: Any) -> str | None:
@@ -145,4 +163,4 @@ def _instance_plan(
     return cached
 
 
-__all__ = ["COPY_FROM_ROWS", "insert_new", "new_instances"]
+__all__ = ["COPY_FROM_ROWS", "insert_new", "new_instances", "take_keys"]

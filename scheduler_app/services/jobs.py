@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import bisect
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
@@ -16,13 +16,23 @@ from django.db.models import QuerySet
 from django.db.models.signals import post_delete, post_save
 from django.dispatch import receiver
 
-from scheduler_app.core.states import JobState, Reason
-from scheduler_app.core.types import Actor
+from scheduler_app.core.states import FINAL_STATES, JobState, Reason
+from scheduler_app.core.types import DEPENDENCY_KINDS, MAX_ARRAY_TASKS, Actor
 from scheduler_app.models import Job, Node, Tenant, Transition
+from scheduler_app.selectors.jobs import job_visibility
+from scheduler_app.selectors.redaction import Sees
 
 from .copy_insert import new_instances
-from .errors import Invalid
-from .transitions import admit_new_job, admit_new_jobs, job_transition, now_s
+from .errors import Conflict, Invalid, NotFound
+from .transitions import (
+    Move,
+    admit_new_job,
+    admit_new_jobs,
+    append_lock,
+    apply_moves_locked,
+    job_transition,
+    now_s,
+)
 
 
 def job_submit(
@@ -44,11 +54,18 @@ def job_submit(
     preemptible: bool = False,
     interactive: bool = False,
     idempotency_key: str = "",
+    depends_on: Sequence[Mapping[str, Any]] = (),
     at: datetime | None = None,
     actor: Actor = Actor.USER,
     capacity: ClusterShape | None = None,
+    sees: Sees | None = None,
 ) -> Job:
     """Create a job and admit it: (none) -> SUBMITTED -> QUEUED, all in one transaction.
+
+    ``depends_on``: the jobs it waits for, ``[{"job": id, "when": "ok"|"any"|"notok"}]``
+    (``when`` defaults to ok). Each must exist and be one ``owner`` may see (``sees``:
+    the caller's rule, default the API's for ``owner``; no owner, no check), else
+    ``Invalid`` names ``depends_on[k].job`` and nothing is written.
 
     A job that can never run (more GPUs, or GPUs per node, than the cluster has of its
     type; or more than its team's guarantee plus borrow limit) goes SUBMITTED -> FAILED
@@ -79,6 +96,7 @@ def job_submit(
     problem = over_team_max_runtime(spec, tenant)
     if problem:
         raise Invalid(problem, field="max_runtime_s", code="over_team_max_runtime")
+    spec["depends_on"] = _single_dependencies(depends_on, owner=owner, sees=sees)
     at = at or now_s()
     actor_name = owner.get_username() if owner is not None else ""
     key = spec["idempotency_key"]
@@ -106,7 +124,7 @@ BATCH_FIELDS = frozenset(
     {
         "name", "command", "gpus", "gpus_per_node", "gpu_type", "priority", "checkpointable",
         "checkpoint_interval_s", "checkpoint_time_s", "restart_s", "max_runtime_s",
-        "min_gpus", "preemptible", "interactive",
+        "min_gpus", "preemptible", "interactive", "depends_on",
     }
 )
 _SPEC_DEFAULTS: dict[str, Any] = {
@@ -126,6 +144,7 @@ def jobs_submit_batch(
     at: datetime | None = None,
     actor: Actor = Actor.USER,
     capacity: ClusterShape | None = None,
+    sees: Sees | None = None,
 ) -> list[Job]:
     """Submit up to :data:`MAX_BATCH` jobs all or nothing, in one transaction, in order.
 
@@ -133,6 +152,12 @@ def jobs_submit_batch(
     ``jobs[i].field`` (``errors`` holds them all) and nothing is written. With an
     ``idempotency_key`` the jobs get the keys ``<key>#0``, ``<key>#1``, ...: submitting the
     same batch again returns the first batch's jobs and writes nothing.
+
+    A spec's ``depends_on`` may name existing jobs (``{"job": id, "when": ...}``, checked
+    as :func:`job_submit` checks them) and other jobs of the batch by their index
+    (``{"index": 2, "when": "ok"}``); a cycle among them is refused, naming
+    ``jobs[i].depends_on`` of its first job. (A batch item cannot be an array: an array
+    makes up to 10,000 jobs, a batch at most 1,000, and one transaction takes both.)
     """
     if not isinstance(specs, list) or not specs:
         raise Invalid("A batch needs at least one job.", field="jobs", code="empty")
@@ -159,9 +184,30 @@ def jobs_submit_batch(
             errors[f"jobs[{i}].{name}"] = message
         if spec is not None:
             prepared.append(spec)
+    dependencies: dict[str, list[Dependency]] = {}
+    for i, raw in enumerate(specs):
+        if isinstance(raw, dict) and raw.get("depends_on"):
+            field = f"jobs[{i}].depends_on"
+            dependencies[field], problems = parse_dependencies(
+                raw["depends_on"], field=field, batch_size=len(specs), own_index=i)
+            errors.update(problems)
+    errors.update(awaited_errors(dependencies, owner=owner, sees=sees))
+    errors.update(cycle_errors({i: dependencies.get(f"jobs[{i}].depends_on", [])
+                                for i in range(len(specs))}))
     if errors:
         first = next(iter(errors))
         raise Invalid(errors[first], field=first, errors=errors)
+    by_index = [dependencies.get(f"jobs[{i}].depends_on", []) for i in range(len(specs))]
+    link = None
+    for spec, deps in zip(prepared, by_index, strict=True):
+        spec["depends_on"] = [[value, when] for kind, value, when in deps if kind == "job"]
+    if any(kind == "index" for deps in by_index for kind, _v, _w in deps):
+        def link(jobs: list[Job]) -> list[str]:
+            # the batch's own jobs by key, in the order given (indices become keys)
+            for job, deps in zip(jobs, by_index, strict=True):
+                job.depends_on = [[jobs[value].pk if kind == "index" else value, when]
+                                  for kind, value, when in deps]
+            return ["depends_on"]
     at = at or now_s()
     actor_name = owner.get_username() if owner is not None else ""
     jobs, refusals = _new_jobs(tenant, owner, prepared, at=at, fits=capacity or ClusterShape())
@@ -169,7 +215,7 @@ def jobs_submit_batch(
         # no look-up first: the unique keys refuse a second batch (IntegrityError below)
         with transaction.atomic(durable=True):
             return admit_new_jobs(jobs, refusals=refusals, actor=actor, at=at,
-                                  actor_name=actor_name)
+                                  actor_name=actor_name, link=link)
     except IntegrityError:
         existing = batch_jobs_with_key(tenant, idempotency_key, owner=owner)
         if existing is None:
@@ -196,6 +242,7 @@ def _batch_spec(raw: object) -> tuple[dict[str, Any] | None, dict[str, str]]:
             name: "Required." for name in ("name", "gpus") if name not in raw
         }
     spec = {**_SPEC_DEFAULTS, **raw}
+    spec.pop("depends_on", None)  # checked with the whole batch (parse_dependencies)
     spec["gpu_type"] = spec["gpu_type"] or ""
     problems: dict[str, str] = {}
     for name in ("name", "command", "gpu_type"):
@@ -303,6 +350,278 @@ def job_cancel(
         at=at,
         detail={"why": why} if why else None,
     )
+
+
+def array_cancel(
+    *,
+    array_id: int,
+    actor: Actor = Actor.USER,
+    actor_name: str = "",
+    at: datetime | None = None,
+    why: str = "",
+) -> list[Transition]:
+    """Cancel every task of job array ``array_id`` that is not final, in one durable
+    transaction (all of them or none), each logged as :func:`job_cancel` logs one (reason
+    Cancelled, the ``why``). ``NotFound`` if there is no such array; ``Conflict`` if every
+    task is final already (as cancelling a final job is)."""
+    at = at or now_s()
+    detail = {"why": why, "array": array_id} if why else {"array": array_id}
+    with transaction.atomic(durable=True), append_lock():
+        # read under the append lock: no other writer moves a task until the commit, so
+        # the states read are the ones the moves start from
+        tasks = list(Job.objects.filter(array_id=array_id).order_by("pk")
+                     .values_list("pk", "state"))
+        if not tasks:
+            raise NotFound(f"No job array {array_id}.", field="array_id")
+        final = {state.value for state in FINAL_STATES}
+        moves = [Move(job_id=pk, from_state=JobState(state), to_state=JobState.CANCELLED,
+                      reason=Reason.CANCELLED, at=at, detail=dict(detail))
+                 for pk, state in tasks if state not in final]
+        if not moves:
+            raise Conflict(f"Every task of array {array_id} has ended already: nothing to "
+                           "cancel.", code="array_final")
+        return apply_moves_locked(moves, actor=actor, actor_name=actor_name)
+
+
+def array_submit(
+    *,
+    tenant: Tenant,
+    owner: AbstractBaseUser | None,
+    name: str,
+    gpus: int,
+    count: int,
+    max_running: int | None = None,
+    depends_on: Sequence[Mapping[str, Any]] = (),
+    idempotency_key: str = "",
+    at: datetime | None = None,
+    actor: Actor = Actor.USER,
+    capacity: ClusterShape | None = None,
+    sees: Sees | None = None,
+    **fields: Any,
+) -> list[Job]:
+    """Submit a job array: ``count`` tasks (1 to :data:`MAX_ARRAY_TASKS`) of the same
+    spec (``fields``: :func:`job_submit`'s job fields), at most ``max_running`` of them
+    running at once (None: no cap), all or nothing, in one transaction, as a batch is
+    (the same bulk insert: an array of 10,000 tasks costs what a batch of 10,000 jobs
+    does). Task ``i`` has ``array_index`` i; they share ``array_id``, the id of task 0
+    (shown as ``<array_id>_<i>``), and ``depends_on`` (each task waits for the same
+    jobs, checked as :func:`job_submit` checks them). Bad input raises ``Invalid``
+    naming ``array.count``, ``array.max_running`` or the job field. With an
+    ``idempotency_key`` task i gets ``<key>#<i>``, as a batch's jobs do: a retry returns
+    the first submission's tasks."""
+    errors: dict[str, str] = {}
+    if isinstance(count, bool) or not isinstance(count, int) or not \
+            1 <= count <= MAX_ARRAY_TASKS:
+        errors["array.count"] = f"An array has 1 to {MAX_ARRAY_TASKS:,} tasks."
+    if max_running is not None and (isinstance(max_running, bool) or
+                                    not isinstance(max_running, int) or max_running < 1):
+        errors["array.max_running"] = ("At least 1 task must be allowed to run at once (or "
+                                       "leave it empty for no cap).")
+    if len(idempotency_key) > 128 - len(f"#{MAX_ARRAY_TASKS}"):
+        errors["idempotency_key"] = "At most 123 characters for an array."
+    unknown = sorted(set(fields) - BATCH_FIELDS)
+    if unknown:
+        errors.update({f: "Not a job field." for f in unknown})
+    spec: dict[str, Any] = {**_SPEC_DEFAULTS, **fields, "name": name, "gpus": gpus,
+                            "idempotency_key": ""}
+    spec["gpu_type"] = spec["gpu_type"] or ""
+    if not unknown:
+        try:
+            validate_job_spec(spec)
+        except ValidationError as error:
+            errors.update({f: " ".join(m) for f, m in error.message_dict.items()})
+        else:
+            problem = over_team_max_runtime(spec, tenant)
+            if problem:
+                errors["max_runtime_s"] = problem
+    try:
+        spec["depends_on"] = _single_dependencies(depends_on, owner=owner, sees=sees)
+    except Invalid as error:
+        errors.update(error.errors)
+    if errors:
+        first = next(iter(errors))
+        raise Invalid(errors[first], field=first, errors=errors)
+    at = at or now_s()
+    actor_name = owner.get_username() if owner is not None else ""
+    specs = [{**spec, "array_index": i, "array_count": count,
+              "array_max_running": max_running,
+              "idempotency_key": f"{idempotency_key}#{i}" if idempotency_key else ""}
+             for i in range(count)]
+    jobs, refusals = _new_jobs(tenant, owner, specs, at=at, fits=capacity or ClusterShape())
+
+    def link(jobs: list[Job]) -> list[str]:
+        for job in jobs:
+            job.array_id = jobs[0].pk  # task 0 names the array
+        return ["array_id"]
+
+    try:
+        with transaction.atomic(durable=True):
+            return admit_new_jobs(jobs, refusals=refusals, actor=actor, at=at,
+                                  actor_name=actor_name, link=link)
+    except IntegrityError:
+        existing = batch_jobs_with_key(tenant, idempotency_key, owner=owner)
+        if existing is None:
+            raise
+        for job in existing:
+            job.replayed = True  # type: ignore[attr-defined]  # read by submit_replayed
+        return existing
+
+
+# ---------------------------------------------------------------- dependencies
+#: The most jobs one job may wait for: a bound on its row and on the submit's look-up.
+MAX_DEPENDENCIES = 100
+
+#: One parsed dependency: ("job", an existing job's id, when) or ("index", a job of the
+#: same batch, when).
+Dependency = tuple[str, int, str]
+
+
+def parse_dependencies(
+    raw: object, *, field: str = "depends_on", batch_size: int | None = None,
+    own_index: int | None = None,
+) -> tuple[list[Dependency], dict[str, str]]:
+    """``depends_on`` as given (a list of ``{"job": id}`` or, in a batch, ``{"index": i}``,
+    each with an optional ``when``, default ok) as :data:`Dependency` tuples, and the
+    problems, keyed by the path of the bad value (``depends_on[1].when``). The same job
+    twice is refused: ok and notok on one job could never both be met, and any other pair
+    says what one of them says."""
+    if raw is None:
+        return [], {}
+    if not isinstance(raw, list | tuple):
+        return [], {field: "A list of {\"job\": id, \"when\": \"ok\"} objects."}
+    if len(raw) > MAX_DEPENDENCIES:
+        return [], {field: f"At most {MAX_DEPENDENCIES} dependencies, got {len(raw)}."}
+    out: list[Dependency] = []
+    errors: dict[str, str] = {}
+    seen: dict[tuple[str, int], int] = {}
+    kinds = ", ".join(DEPENDENCY_KINDS)
+    for k, item in enumerate(raw):
+        at = f"{field}[{k}]"
+        if not isinstance(item, Mapping):
+            errors[at] = "Each dependency is an object: {\"job\": id, \"when\": \"ok\"}."
+            continue
+        extra = sorted(set(item) - {"job", "index", "when"})
+        if extra:
+            errors[f"{at}.{extra[0]}"] = "Not a dependency field: job (or index), when."
+            continue
+        when = item.get("when", "ok")
+        if when not in DEPENDENCY_KINDS:
+            errors[f"{at}.when"] = (f"Unknown kind {when!r}: one of {kinds} (done with "
+                                    "success, ended whatever the outcome, failed or "
+                                    "cancelled).")
+        has_job, has_index = item.get("job") is not None, item.get("index") is not None
+        if has_job == has_index:
+            errors[at] = ("Name the job it waits for: job (an existing job's id) or, in a "
+                          "batch, index (a job of the same batch), not both.")
+            continue
+        kind = "job" if has_job else "index"
+        value = item[kind]
+        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+            errors[f"{at}.{kind}"] = "Must be a job's id (a whole number)." if has_job \
+                else "Must be the index of a job of the batch (0 for the first)."
+            continue
+        if kind == "index":
+            if batch_size is None:
+                errors[f"{at}.index"] = ("index names a job of the same batch: a single "
+                                         "submit has none (name an existing job by its id).")
+                continue
+            if value >= batch_size:
+                errors[f"{at}.index"] = (f"No job {value} in this batch: indices go from 0 "
+                                         f"to {batch_size - 1}.")
+                continue
+            if value == own_index:
+                errors[f"{at}.index"] = "A job cannot depend on itself."
+                continue
+        if (kind, value) in seen:
+            errors[at] = (f"Depends on {'job' if has_job else 'batch job'} {value} twice "
+                          f"({field}[{seen[(kind, value)]}] already): name each job once.")
+            continue
+        seen[(kind, value)] = k
+        if f"{at}.when" not in errors:
+            out.append((kind, value, when))
+    return out, errors
+
+
+def awaited_errors(dependencies: dict[str, list[Dependency]], *,
+                   owner: AbstractBaseUser | None, sees: Sees | None) -> dict[str, str]:
+    """The problems of the existing jobs ``dependencies`` name ({field: its parsed
+    dependencies}), keyed ``<field>[k].job``: a job that does not exist, or that the
+    submitter may not see (``sees``; default the API's rule for ``owner``; no owner and no
+    rule: no check). One query for all of them."""
+    ids = {value for deps in dependencies.values() for kind, value, _w in deps
+           if kind == "job"}
+    if not ids:
+        return {}
+    found = {pk: (tenant_id, owner_id) for pk, tenant_id, owner_id in
+             Job.objects.filter(pk__in=ids).values_list("pk", "tenant_id", "owner_id")}
+    if sees is None and owner is not None:
+        sees = job_visibility(owner)
+    errors: dict[str, str] = {}
+    for field, deps in dependencies.items():
+        for k, (kind, value, _when) in enumerate(deps):
+            if kind != "job":
+                continue
+            if value not in found:
+                errors[f"{field}[{k}].job"] = f"No job {value}: a job may wait only for a job "\
+                                              "that exists."
+            elif sees is not None and not sees(*found[value]):
+                errors[f"{field}[{k}].job"] = (
+                    f"Job {value} is not yours to see, so no job of yours may wait for it: "
+                    "researchers see their own jobs, leads every job of the teams they lead.")
+    return errors
+
+
+def cycle_errors(graph: dict[int, list[Dependency]]) -> dict[str, str]:
+    """A cycle among a batch's jobs (``graph``: index -> its parsed dependencies; only
+    ``index`` ones link jobs of the batch), keyed ``jobs[i].depends_on`` of the cycle's
+    lowest index: none of its jobs could ever start. Existing jobs cannot close a cycle
+    (they depend on nothing new). Iterative: a chain of 1,000 is no recursion limit."""
+    edges = {i: sorted({v for kind, v, _w in deps if kind == "index"})
+             for i, deps in graph.items()}
+    done: set[int] = set()
+    errors: dict[str, str] = {}
+    for start in sorted(edges):
+        if start in done:
+            continue
+        path: list[int] = [start]
+        on_path = {start}
+        stack = [iter(edges[start])]
+        while stack:
+            nxt = next(stack[-1], None)
+            if nxt is None:
+                done.add(path[-1])
+                on_path.discard(path.pop())
+                stack.pop()
+                continue
+            if nxt in on_path:
+                cycle = path[path.index(nxt):]
+                first = min(cycle)
+                at = cycle.index(first)
+                ordered = [*cycle[at:], *cycle[:at], first]
+                errors.setdefault(
+                    f"jobs[{first}].depends_on",
+                    "These jobs of the batch wait for each other in a cycle, so none could "
+                    "ever start: " + " -> ".join(f"jobs[{i}]" for i in ordered) + ".")
+                continue
+            if nxt in done:
+                continue
+            path.append(nxt)
+            on_path.add(nxt)
+            stack.append(iter(edges[nxt]))
+    return errors
+
+
+def _single_dependencies(raw: Sequence[Mapping[str, Any]], *,
+                         owner: AbstractBaseUser | None, sees: Sees | None) -> list[list]:
+    """A single job's (or an array's) ``depends_on`` checked, as stored on the row:
+    ``[[job id, when], ...]``; ``Invalid`` naming every bad one."""
+    deps, errors = parse_dependencies(list(raw) if raw else [])
+    if not errors:
+        errors = awaited_errors({"depends_on": deps}, owner=owner, sees=sees)
+    if errors:
+        first = next(iter(errors))
+        raise Invalid(errors[first], field=first, code="bad_dependency", errors=errors)
+    return [[value, when] for _kind, value, when in deps]
 
 
 #: The longest duration a job spec may give: a year. A larger value is a unit mistake

@@ -42,10 +42,11 @@ so its snapshot and its watermark agree.
 
 from __future__ import annotations
 
+import dataclasses
 import gc
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Collection, Iterable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -78,7 +79,7 @@ from scheduler_app.scheduler_config import scheduler_config
 
 # the reads, by module: a test swaps the fast reads for the ORM's there
 from scheduler_app.selectors import leader as reads
-from scheduler_app.selectors.leader import SPEC_COLUMNS, LogRow
+from scheduler_app.selectors.leader import DEPENDS_AT, SPEC_COLUMNS, LogRow
 
 from .bulk import update_from_values
 from .cluster import node_move, nodes_mark_silent_down
@@ -172,7 +173,8 @@ def spec_of(values: tuple, keys: JobKeys = PK_KEYS) -> JobSpec:
     """The core's JobSpec from the values of ``selectors.leader.SPEC_COLUMNS``."""
     (pk, tenant, gpus, submitted_at, gpus_per_node, gpu_type, priority, max_runtime_s,
      checkpointable, checkpoint_interval_s, checkpoint_time_s, restart_s, preemptible,
-     interactive, min_gpus, owner_id) = values
+     interactive, min_gpus, owner_id, depends_on, array_id, array_index, array_count,
+     array_max_running) = values
     return JobSpec(
         id=keys.core_id(pk),
         seq=keys.seq(pk),
@@ -192,7 +194,31 @@ def spec_of(values: tuple, keys: JobKeys = PK_KEYS) -> JobSpec:
         min_gpus=min_gpus,
         # the user's id: the per-user cap counts by identity, and names may change
         owner=None if owner_id is None else str(owner_id),
+        # the awaited jobs by their core ids, in the order given at submit
+        depends_on=tuple((keys.core_id(job), when) for job, when in depends_on)
+        if depends_on else (),
+        array_id=None if array_id is None else keys.core_id(array_id),
+        array_index=array_index,
+        array_count=array_count,
+        array_max_running=array_max_running,
     )
+
+
+def restore_awaited(sched: Scheduler, rows: Iterable[tuple], keys: JobKeys,
+                    coming: Collection[int] = ()) -> None:
+    """Make the core know every final job that the spec rows ``rows`` wait for: a job
+    that ended before this leader's build (the build reads only the live jobs), or
+    between a dependent's submit and its admission here. The core waits for a job it
+    has never seen (it may be about to be submitted) and decides when it appears, so
+    without this a dependent of a job that ended unseen would wait for ever. ``coming``:
+    jobs about to join the core (the rest of the batch being followed), not asked for.
+    One query, and only when some awaited job is unknown to the core."""
+    missing = {job for row in rows for job, _when in (row[DEPENDS_AT] or ())
+               if keys.core_id(job) not in sched.jobs} - set(coming)
+    for row in reads.awaited_final_jobs(missing):
+        # as it ended: what it waited for itself is over, and must not park it
+        spec = dataclasses.replace(spec_of(row[:-1], keys), depends_on=())
+        sched.restore_job(spec, JobState(row[-1]))
 
 
 def published_plans(rows: list[tuple[Any, ...]], keys: JobKeys) -> list[ReservationView]:
@@ -407,6 +433,8 @@ class LeaderLoop:
         snap_plans = snap.reservations
         del snap
         restore = sched.restore_job
+        live = {row[0] for row in jobs}
+        restore_awaited(sched, (row for row in jobs if row[DEPENDS_AT]), keys, coming=live)
         for row in jobs:
             pk = row[0]
             if pk in bad_jobs:
@@ -498,6 +526,8 @@ class LeaderLoop:
         }
         pending: list[Decision] = []
         now_i = epoch(now)
+        restore_awaited(sched, (v for v in new_jobs.values() if v[DEPENDS_AT]), self.keys,
+                        coming=new_jobs.keys())
         for row in foreign:
             if row.kind == Transition.Kind.NODE:
                 pending.extend(self._follow_node(sched, row, names[row.kind][row.node_id], now_i))

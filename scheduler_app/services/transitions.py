@@ -17,7 +17,7 @@ projection as one :func:`apply_locked` per move, in a constant number of stateme
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass, field
@@ -41,7 +41,7 @@ from scheduler_app.core.types import Actor, alloc_gpus
 from scheduler_app.models import Allocation, Job, Node, Tenant, Transition
 
 from .bulk import update_from_values
-from .copy_insert import insert_new, new_instances
+from .copy_insert import insert_new, new_instances, take_keys
 from .errors import TransitionConflict
 from .projection import (
     JOB_COLUMNS,
@@ -428,6 +428,7 @@ def admit_new_jobs(
     actor: Actor,
     at: datetime,
     actor_name: str = "",
+    link: Callable[[list[Job]], Sequence[str]] | None = None,
 ) -> list[Job]:
     """Insert new (unsaved) ``jobs`` and their first two rows, inside the caller's durable
     transaction: (none) -> SUBMITTED, then SUBMITTED -> QUEUED (Admitted), or -> FAILED
@@ -437,13 +438,26 @@ def admit_new_jobs(
     (the projection through ``apply_transition``), in three statements whatever the
     number of jobs: the append lock, one INSERT of the jobs, one INSERT of the rows. An
     idempotency key already taken raises IntegrityError (the caller looks the job up).
+
+    ``link(jobs)``, once the jobs have their keys, sets the fields that name other jobs
+    of the call by key (a job array's ``array_id``, a batch's dependencies by index) and
+    returns their names. On PostgreSQL the keys are taken first, so the INSERT writes
+    them; elsewhere they are written after it (one UPDATE per 1,000 jobs), in the same
+    transaction: no reader ever sees a job without them.
     """
     values = _admission(jobs, refusals=refusals, actor=actor, at=at, actor_name=actor_name)
     # The append lock first: inserting a job takes a key-share lock on its tenant's row,
     # which the leader locks (after the append lock) to accrue usage. One order, no
     # deadlock.
     with append_lock():
+        if link is not None and take_keys(Job, jobs):
+            link(jobs)
+            link = None
         insert_new(Job, jobs)  # COPY for a batch on PostgreSQL; sets the primary keys
+        if link is not None:
+            fields = list(link(jobs))
+            update_from_values(Job, fields, [(job.pk, *(getattr(job, f) for f in fields))
+                                             for job in jobs])
         for i, job in enumerate(jobs):
             values[2 * i]["job_id"] = values[2 * i + 1]["job_id"] = job.pk
         rows = new_instances(Transition, values)

@@ -30,6 +30,7 @@ class FakeJob:
     checkpoints: list[tuple[str, str | None]] = field(default_factory=list)
     gang_nodes: int = 1  # nodes of its placement (the real selector lists running gangs)
     run: str = ""  # the placement's key, as the real selector gives it
+    env: dict[str, str] = field(default_factory=dict)  # the selector's env (an array's)
 
 
 class FakeApi:
@@ -47,10 +48,10 @@ class FakeApi:
 
     # ------------------------------------------------------------------ test controls
     def place(self, job_id: int, command: str, gpus: list[int], resume: str = "",
-              gang_nodes: int = 1) -> FakeJob:
+              gang_nodes: int = 1, env: dict[str, str] | None = None) -> FakeJob:
         self.placements += 1
         job = FakeJob(job_id, command, gpus, resume_pointer=resume, gang_nodes=gang_nodes,
-                      run=f"placement-{self.placements}")
+                      run=f"placement-{self.placements}", env=dict(env or {}))
         self.jobs[job_id] = job
         return job
 
@@ -91,7 +92,7 @@ class FakeApi:
             if job.state == "PLACING" or (job.state == "RUNNING" and job.gang_nodes > 1):
                 start.append({"job_id": job.id, "name": f"job-{job.id}", "command": job.command,
                               "gpus": {self.node_name: job.gpus}, "run": job.run,
-                              "resume_pointer": job.resume_pointer, "env": {}})
+                              "resume_pointer": job.resume_pointer, "env": dict(job.env)})
             if job.state in ("PREEMPT_REQUESTED", "CHECKPOINTING"):
                 preempt.append({"job_id": job.id, "state": job.state,
                                 "grace_deadline": job.grace_deadline})

@@ -115,6 +115,24 @@ def test_a_placed_job_runs_with_its_gpus_and_environment_and_its_exit_code_is_re
     assert "hello on stdout" in api.logs[7]["stdout"]  # the last tail, pushed at the exit
 
 
+def test_an_array_task_gets_its_index_and_the_array_size_in_its_environment(
+    tmp_path, api, make_agent
+):
+    script = tmp_path / "env_job.py"
+    script.write_text(ENV_SCRIPT)
+    out = tmp_path / "seen.json"
+    # the env the scheduler's assignments give a task (selectors.agents)
+    api.place(8, f"{PY} {script} {out} 0", gpus=[0],
+              env={"ARRAY_INDEX": "3", "ARRAY_COUNT": "10", "SCHED_ARRAY_ID": "5"})
+    agent = make_agent()
+
+    until(agent, lambda: api.jobs[8].state == "COMPLETED", what="the exit report")
+
+    env = json.loads(out.read_text())["env"]
+    assert (env["ARRAY_INDEX"], env["ARRAY_COUNT"], env["SCHED_ARRAY_ID"]) == ("3", "10", "5")
+    assert env["JOB_ID"] == "8"
+
+
 def test_checkpoints_are_forwarded_in_order_before_the_exit(api, make_agent):
     api.place(3, demo("--steps", "6", "--step-seconds", "0.05", "--checkpoint-every", "0.1"),
               gpus=[0])

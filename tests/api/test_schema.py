@@ -46,6 +46,28 @@ def test_the_openapi_schema_validates():
     assert {"201", "400", "401", "403", "429"} <= set(submit["responses"])
 
 
+def test_the_schema_has_dependencies_and_job_arrays():
+    schema = SchemaGenerator().get_schema(request=None, public=True)
+    paths, parts = schema["paths"], schema["components"]["schemas"]
+    assert {"/api/v1/arrays/", "/api/v1/arrays/{id}/", "/api/v1/arrays/{id}/cancel/"} <= set(
+        paths)
+    assert "array" in {p["name"] for p in paths["/api/v1/jobs/"]["get"]["parameters"]}
+    job = parts["JobOut"]["properties"]
+    assert {"depends_on", "array_id", "array_index", "array_count", "array_max_running",
+            "array_task"} <= set(job)
+    assert job["array_task"]["readOnly"] and job["array_task"]["nullable"]
+    submit = parts["SubmitInRequest"]["properties"]["depends_on"]
+    assert submit["items"]["$ref"].endswith("/DependencyInRequest")
+    dependency = parts["DependencyInRequest"]["properties"]
+    assert set(dependency) == {"job", "index", "when"}
+    assert parts["WhenEnum"]["enum"] == ["ok", "any", "notok"]
+    array = parts["ArrayInRequest"]["properties"]
+    assert (array["count"]["minimum"], array["count"]["maximum"]) == (1, 10_000)
+    assert array["max_running"]["minimum"] == 1
+    assert "array" in parts["ArraySubmitInRequest"]["required"]
+    assert {"array_id", "count", "jobs", "tenant"} <= set(parts["ArrayOut"]["properties"])
+
+
 def test_the_schema_and_its_docs_are_served(client):
     schema = client.get("/api/schema/", HTTP_ACCEPT="application/vnd.oai.openapi+json")
     assert schema.status_code == 200 and schema.json()["info"]["title"] == "GPU scheduler API"

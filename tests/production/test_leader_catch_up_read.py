@@ -20,7 +20,7 @@ from scheduler_app.core.types import Actor
 from scheduler_app.models import Allocation, Job, Node, Transition
 from scheduler_app.selectors import leader as reads
 from scheduler_app.selectors.leader import LogRow
-from scheduler_app.services import job_cancel
+from scheduler_app.services import array_submit, job_cancel
 from scheduler_app.services.agents import (
     agent_confirm_start,
     agent_report_checkpoint,
@@ -49,7 +49,8 @@ def holding_node(job: Job) -> Node:
 
 def play(cluster, step: Callable[[int], StepReport]) -> dict[str, Job]:
     """A history with every kind of row the leader follows, ``step(now_s)`` between its
-    events: submits of every spec shape and one that never fits, placements, agent
+    events: submits of every spec shape (a dependent, an array's tasks) and one that
+    never fits, placements, agent
     confirmations, a checkpoint with a pointer, a cancel, a quota change, a drain and an
     undrain, a node going down under a job, an exit."""
     vision, nlp = cluster["vision"], cluster["nlp"]
@@ -74,6 +75,11 @@ def play(cluster, step: Callable[[int], StepReport]) -> dict[str, Job]:
     spare = Node.objects.exclude(allocations__end__isnull=True).order_by("name").first()
     node_drain(node=spare, actor_name="admin", at=at(8))
     jobs["late"] = submit(vision, gpus=16, at_s=9)
+    # a dependent and a job array: the spec reads carry their JSON and array columns
+    jobs["after"] = submit(vision, gpus=1, at_s=9,
+                           depends_on=[{"job": jobs["gang"].pk, "when": "any"}])
+    jobs["task"] = array_submit(tenant=vision, owner=None, name="sweep", gpus=1, count=2,
+                                max_running=1, at=at(9))[1]
     step(10)
     node_mark_down(node=holding_node(jobs["ckpt"]), actor_name="ops", why="PSU", at=at(11))
     node_undrain(node=spare, actor_name="admin", at=at(11))
@@ -245,7 +251,7 @@ def test_a_leader_decides_the_same_through_either_read(cluster, monkeypatch):
     assert_every_kind_of_row()
     # followed, not rebuilt: every row after the build went through the catch-up
     assert reports[0].rebuilt and not any(r.rebuilt for r in reports[1:])
-    assert [r.caught_up for r in reports[1:]] == [10, 9, 2, 1], reports
+    assert [r.caught_up for r in reports[1:]] == [10, 15, 2, 1], reports
     assert sum(r.decisions for r in reports[1:]) >= 5
     assert loop.scheduler.job(str(jobs["ckpt"].pk)).state == S.PLACING  # requeued, placed
     assert loop.scheduler.job(str(jobs["ckpt"].pk)).resume_pointer == "s3://ckpt/1 \"é\""
