@@ -1,8 +1,8 @@
 """Job arrays through the API and the services: one submit makes the tasks (named
 ``<array_id>_<index>``), they are listed, counted and cancelled together or one by one,
 bad input is refused naming the field, the node agent's assignment gives each task its
-index, the leader gives the core the array fields; and once the core's rules are in
-(``CORE``), at most ``max_running`` tasks run at once."""
+index, the leader gives the core the array fields; and at most ``max_running`` tasks run at
+once."""
 
 from __future__ import annotations
 
@@ -23,7 +23,6 @@ from .conftest import World, submit
 
 pytestmark = pytest.mark.django_db
 
-CORE = pytest.mark.xfail(reason="needs the core's array rules (being built)", strict=False)
 
 
 def errors_of(response) -> dict[str, str]:
@@ -280,7 +279,6 @@ def test_a_task_waiting_for_its_arrays_cap_says_so(world):
                                "it allows at once (max_running 1).")
 
 
-@CORE
 def test_at_most_max_running_tasks_of_an_array_run_at_once(world):
     made = make_array(world, count=5, max_running=2)
     loop = LeaderLoop(holder="test", ttl_s=15, heartbeat_timeout_s=0)

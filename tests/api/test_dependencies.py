@@ -1,7 +1,6 @@
 """Job dependencies through the API and the services: what is refused at submit (naming
-the field, nothing written), what a job shows, what the leader gives the core, and, once
-the core's rules are in (``CORE``), that a dependent waits and is cancelled when its
-dependency can never be met."""
+the field, nothing written), what a job shows, what the leader gives the core, and that
+a dependent waits and is cancelled when its dependency can never be met."""
 
 from __future__ import annotations
 
@@ -23,10 +22,6 @@ from .conftest import World, job_body, submit
 
 pytestmark = pytest.mark.django_db
 
-#: Tests of the core's behaviour (a dependent parks, a never-met dependency cancels it):
-#: they pass once the core's dependency rules land (scheduler_app/core, in progress).
-CORE = pytest.mark.xfail(reason="needs the core's dependency rules (being built)",
-                         strict=False)
 
 
 def errors_of(response) -> dict[str, str]:
@@ -275,7 +270,6 @@ def _exit(world: World, job_id: int, outcome: str) -> None:
     assert response.status_code == 200, response.json()
 
 
-@CORE
 def test_a_dependent_waits_holding_nothing_and_starts_once_its_job_completed(world):
     loop = LeaderLoop(holder="test", ttl_s=15, heartbeat_timeout_s=0)
     first = submit(world, gpus=4)["id"]
@@ -290,7 +284,6 @@ def test_a_dependent_waits_holding_nothing_and_starts_once_its_job_completed(wor
     assert Job.objects.get(pk=made).state == JobState.PLACING
 
 
-@CORE
 def test_a_dependency_that_can_never_be_met_cancels_the_dependent(world):
     loop = LeaderLoop(holder="test", ttl_s=15, heartbeat_timeout_s=0)
     first = submit(world, gpus=4)["id"]
@@ -308,7 +301,6 @@ def test_a_dependency_that_can_never_be_met_cancels_the_dependent(world):
     assert ok, output
 
 
-@CORE
 def test_a_dependent_of_a_job_cancelled_before_a_rebuild_is_cancelled_by_the_new_leader(
     world,
 ):
