@@ -56,7 +56,7 @@ from scheduler_app.core.types import (
 from scheduler_app.models import Allocation, Job, Node, Pod, Tenant, Transition
 from scheduler_app.services import agents, cluster
 from scheduler_app.services.errors import Conflict
-from scheduler_app.services.jobs import job_cancel, job_submit
+from scheduler_app.services.jobs import array_submit, job_cancel, job_submit
 from scheduler_app.services.leader import JobKeys, LeaderLoop, epoch, from_epoch
 from scheduler_app.services.signals import transition_committed
 
@@ -139,20 +139,43 @@ class DbScheduler:
 
     # ------------------------------------------------------------------ events
     def submit(self, spec: JobSpec, now: int) -> list[Decision]:
+        fields: dict[str, Any] = dict(
+            tenant=self.tenants[spec.tenant], gpus=spec.gpus, owner=self._owner(spec.owner),
+            gpus_per_node=spec.gpus_per_node, gpu_type=spec.gpu_type or "",
+            priority=spec.priority, checkpointable=spec.checkpointable,
+            checkpoint_interval_s=spec.checkpoint_interval_s,
+            checkpoint_time_s=spec.checkpoint_time_s, restart_s=spec.restart_s,
+            max_runtime_s=spec.max_runtime_s, min_gpus=spec.min_gpus,
+            preemptible=spec.preemptible, interactive=spec.interactive, at=at(now),
+            # the scenario states who waits for whom, across owners and teams: the
+            # simulation submits as an operator would, who sees every job
+            depends_on=[{"job": self.keys.pk(a), "when": w} for a, w in spec.depends_on],
+            sees=lambda *_: True,
+        )
+        if spec.array_id is not None:
+            return self._submit_array(spec, now, fields)
         try:
-            job = job_submit(
-                tenant=self.tenants[spec.tenant], name=spec.id, gpus=spec.gpus,
-                owner=self._owner(spec.owner),
-                gpus_per_node=spec.gpus_per_node, gpu_type=spec.gpu_type or "",
-                priority=spec.priority, checkpointable=spec.checkpointable,
-                checkpoint_interval_s=spec.checkpoint_interval_s,
-                checkpoint_time_s=spec.checkpoint_time_s, restart_s=spec.restart_s,
-                max_runtime_s=spec.max_runtime_s, min_gpus=spec.min_gpus,
-                preemptible=spec.preemptible, interactive=spec.interactive, at=at(now),
-            )
+            job = job_submit(name=spec.id, **fields)
         except ValidationError as error:
             raise DbEngineError(f"job {spec.id}: job_submit refused it: {error}") from error
         self.keys.add(job.pk, spec.id, spec.seq)
+        return self._after(now)
+
+    def _submit_array(self, spec: JobSpec, now: int, fields: dict[str, Any]
+                      ) -> list[Decision]:
+        """One ``array_submit`` makes every task, as in production, when the scenario's
+        first task comes (its tasks are consecutive in the file, submitted at one
+        instant); the other tasks are already in."""
+        if spec.array_index != 0:
+            return []
+        try:
+            jobs = array_submit(name=spec.array_id, count=spec.array_count,
+                                max_running=spec.array_max_running, **fields)
+        except ValidationError as error:
+            raise DbEngineError(f"array {spec.array_id}: array_submit refused it: "
+                                f"{error}") from error
+        for i, job in enumerate(jobs):
+            self.keys.add(job.pk, f"{spec.array_id}_{i}", spec.seq + i)
         return self._after(now)
 
     def _owner(self, name: str | None) -> Any:

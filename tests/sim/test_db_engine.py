@@ -169,8 +169,10 @@ def test_simulate_engine_db_writes_the_same_result_file(tmp_path: Path):
     assert not Job.objects.exists() and not Transition.objects.exists()
 
 
-@pytest.mark.parametrize("name", ["user-limit-waits", "team-default-runtime"])
-def test_the_team_limit_examples_give_the_same_transitions_on_both_engines(name):
+@pytest.mark.parametrize("name", ["user-limit-waits", "team-default-runtime",
+                                  "pipeline-dependencies", "array-max-running"])
+def test_the_team_limit_and_pipeline_examples_give_the_same_transitions_on_both_engines(
+        name):
     assert_equivalent(load_scenario(EXAMPLE_SCENARIOS / f"{name}.yaml"))
 
 
@@ -214,3 +216,44 @@ def test_per_user_caps_and_default_limits_agree_with_preemption_and_quota_events
     # the default was given by the services (the db engine's submit), noted on the job
     assert Job.objects.filter(name="a-ann-2", runtime_from_team_default=True,
                               max_runtime_s=700).exists()
+
+
+def test_dependencies_and_arrays_agree_with_preemption_failures_and_node_events():
+    # a sweep borrowing GPUs is preempted by a guarantee coming back (a preempted task
+    # keeps its slot), a node fails under a task, a pipeline's stage fails and dooms the
+    # next, an afternotok branch runs, an array is cancelled as a whole, another task by
+    # its name: the production path makes the same moves as the core in memory
+    sc = validate_scenario(make(
+        name="pipelines",
+        until_s=6000,
+        cluster={"pods": [{"name": "pod-a", "nodes": 4, "gpus_per_node": 8}]},
+        tenants=[{"name": "team-a", "guaranteed_gpus": 8, "borrow_limit_gpus": 24},
+                 {"name": "team-b", "guaranteed_gpus": 24, "borrow_limit_gpus": 0}],
+        events=[{"at_s": 250, "node_down": "pod-a-001"},
+                {"at_s": 900, "node_up": "pod-a-001"},
+                {"at_s": 400, "cancel": "grid"},
+                {"at_s": 450, "cancel": "sweep_5"}],
+        jobs=[
+            job("sweep", gpus=4, runtime_s=600, max_runtime_s=900, checkpointable=True,
+                checkpoint_interval_s=100, checkpoint_time_s=20,
+                array={"count": 8, "max_running": 4}),
+            job("grid", gpus=1, runtime_s=100, max_runtime_s=200, submit_at_s=5,
+                array={"count": 20, "max_running": 2}),
+            job("prep", tenant="team-b", gpus=8, runtime_s=900, max_runtime_s=1000,
+                submit_at_s=100, fails_after_s=300),
+            job("train", tenant="team-b", gpus=16, runtime_s=600, max_runtime_s=800,
+                submit_at_s=100, depends_on=[{"job": "prep", "when": "ok"}]),
+            job("alert", tenant="team-b", gpus=8, runtime_s=60, max_runtime_s=100,
+                submit_at_s=100, depends_on=[{"job": "prep", "when": "notok"}]),
+            job("summary", gpus=1, runtime_s=30, max_runtime_s=60, submit_at_s=10,
+                depends_on=[{"job": "sweep", "when": "any"}]),
+            job("b-big", tenant="team-b", gpus=16, runtime_s=500, max_runtime_s=600,
+                submit_at_s=200),
+        ],
+    ))
+    db = assert_equivalent(sc)
+    jobs = db["jobs"]
+    assert jobs["train"]["state"] == "CANCELLED" and jobs["alert"]["first_start_s"] == 400
+    assert any(j["preemptions"] for k, j in jobs.items() if k.startswith("sweep_"))
+    assert jobs["grid_19"]["state"] == "CANCELLED" and jobs["sweep_5"]["state"] == "CANCELLED"
+    assert jobs["summary"]["state"] == "COMPLETED"
