@@ -719,8 +719,10 @@ class Tick:
     def _own_gpus(self, own: Booked | None, size: int, exclude: frozenset[str]
                   ) -> Allocation | None:
         """The GPUs of the job's own reservation, when they are all free now: it starts
-        where it was promised (and where no other plan counts on)."""
-        if own is None or own.res.start_s > self.now or own.res.gpus != size:
+        where it was promised (and where no other plan counts on), also before the
+        promised time when the jobs it waited for ended before their limits (the caller
+        still checks the other reservations: a plan may count on these GPUs later)."""
+        if own is None or own.res.gpus != size:
             return None
         cap = self.s.cap
         for n, m in own.masks.items():
