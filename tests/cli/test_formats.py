@@ -33,7 +33,7 @@ def test_yaml_output_reads_back_as_the_same_data(data) -> None:
 
 @pytest.mark.parametrize("text", ["yes", "No", "on", "null", "~", "", " lead", "trail ",
                                   "1.5", "0x1f", "2026-12-01", "a: b", "a #b", "- x", "=",
-                                  "@x", "line\nbreak", "\u2028", "\ufeffbom", "'q'", "%x"])
+                                  "@x", "line\nbreak", "\u2028", "\ufeffbom", "'q'", "%x", "A\n"])
 def test_yaml_quotes_the_strings_a_reader_would_take_for_something_else(text: str) -> None:
     assert yaml.safe_load(output.to_yaml({"k": text})) == {"k": text}
     assert output.yaml_scalar(text).startswith('"')

@@ -186,7 +186,8 @@ def yaml_scalar(value: Any) -> str:
         # YAML 1.1 (PyYAML) reads 1e+16 as text: a float needs its dot, 1.0e+16
         return text.replace("e", ".0e", 1) if "e" in text and "." not in text else text
     text = str(value)
-    if _PLAIN.match(text) and not text.endswith(" ") and text.lower() not in _SPECIAL:
+    # fullmatch: "$" would also match before a final newline, and "A\n" is not plain
+    if _PLAIN.fullmatch(text) and not text.endswith(" ") and text.lower() not in _SPECIAL:
         return text
     return '"' + "".join(_escape(ch) for ch in text) + '"'
 
