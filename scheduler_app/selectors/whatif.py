@@ -71,7 +71,7 @@ def live_snapshot(now: datetime | None = None) -> Snapshot:
             "name", "pod__name", "gpu_count", "gpu_type", "rail", "health"))
         tenants = list(Tenant.objects.order_by("name").values_list(
             "name", "guaranteed_gpus", "borrow_limit_gpus", "usage_gpu_s", "usage_at",
-            "held_gpus"))
+            "held_gpus", "max_gpus_per_user", "default_runtime_s", "max_runtime_s"))
         rows = live_job_rows()
         allocations = open_allocations()
         state_at = len(SPEC_COLUMNS)
@@ -85,13 +85,12 @@ def live_snapshot(now: datetime | None = None) -> Snapshot:
         return None if at is None else min(0, int(at.timestamp()) - now_s)
 
     jobs: list[JobSnap] = []
+    live_ids = {row[0] for row in rows}
     for row in rows:
         (pk, tenant, gpus, submitted_at, gpus_per_node, gpu_type, priority, max_runtime_s,
          checkpointable, checkpoint_interval_s, checkpoint_time_s, restart_s, preemptible,
-         interactive, min_gpus, _owner, _depends_on, _array_id, _array_index, _array_count,
-         _array_max_running) = row[:state_at]
-        # (JobSnap has no owner, dependencies nor array yet: sim.whatif's to extend; a
-        # what-if plays every live job as if free of them)
+         interactive, min_gpus, owner, depends_on, array_id, array_index, array_count,
+         array_max_running) = row[:state_at]
         state, started_at, last_checkpoint_at, _pointer, preemption_times, _retries = (
             row[state_at:])
         running = state in _RUNNING and pk in allocs
@@ -111,6 +110,12 @@ def live_snapshot(now: datetime | None = None) -> Snapshot:
                                             for t in preemption_times or ())),
             started_s=start, alloc=tuple(allocs.get(pk, ())) if running else (),
             last_checkpoint_s=rel(last_checkpoint_at) if running else None,
+            # a scenario's owner is a name: the user's id makes one per user
+            owner=None if owner is None else f"user-{owner}",
+            depends_on=tuple((str(a), when) for a, when in depends_on or ()
+                             if a in live_ids),
+            array=None if array_id is None else (str(array_id), array_index, array_count,
+                                                 array_max_running),
         ))
     half_life = config.usage_half_life_s
     return Snapshot(
@@ -122,8 +127,8 @@ def live_snapshot(now: datetime | None = None) -> Snapshot:
             # the snapshot, as the core's fair share would see it now
             TenantSnap(name, guaranteed, borrow,
                        accrue(usage, held, now_s - int(usage_at.timestamp()), half_life)
-                       if usage_at is not None else usage)
-            for name, guaranteed, borrow, usage, usage_at, held in tenants),
+                       if usage_at is not None else usage, *limits)
+            for name, guaranteed, borrow, usage, usage_at, held, *limits in tenants),
         jobs=tuple(jobs),
         settings=settings_of(config),
         read_s=time.perf_counter() - started,

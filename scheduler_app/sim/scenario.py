@@ -241,8 +241,9 @@ _JOB_KEYS = (
     "runtime_s", "max_runtime_s", "checkpointable", "checkpoint_interval_s",
     "checkpoint_time_s", "restart_s", "preemptible", "interactive", "min_gpus",
     "ignores_preempt", "running", "queued", "preemption_times_s", "owner",
-    "fails_after_s", "depends_on", "array",
+    "fails_after_s", "depends_on", "array", "array_task",
 )
+_ARRAY_TASK_KEYS = ("array", "index", "count", "max_running")
 _DEPENDENCY_KEYS = ("job", "when")
 _ARRAY_KEYS = ("count", "max_running")
 _QUOTA_KEYS = ("tenant", "guaranteed_gpus", "borrow_limit_gpus")
@@ -492,6 +493,8 @@ def _time_limits_within(tenants: Mapping[str, TenantDef], jobs: Sequence[JobDef]
     """A job may not declare a limit longer than its team's ``max_runtime_s``: production
     refuses it at submit (a 400 naming the field), so a scenario with one is invalid."""
     for i, job in enumerate(jobs):
+        if job.carried_in:
+            continue  # admitted already: a limit lowered since applies to new jobs only
         longest = tenants[job.spec.tenant].max_runtime_s
         declared = job.spec.max_runtime_s
         if longest is not None and declared is not None and declared > longest:
@@ -511,7 +514,8 @@ def _jobs(raw: Any, tenant_names: set[str], gpu_types: set[str],
         jobs.append(_job(item, f"jobs[{i}]", i, tenant_names, gpu_types, seen, node_gpus,
                          taken))
         raw_deps.append((f"jobs[{i}]", item.get("depends_on")))
-    if not any(j.spec.array_count or raw for j, (_, raw) in zip(jobs, raw_deps, strict=True)):
+    if not any((j.spec.array_count and j.spec.array_id is None) or raw
+               for j, (_, raw) in zip(jobs, raw_deps, strict=True)):
         return tuple(jobs)
     return _with_arrays_and_dependencies(jobs, raw_deps)
 
@@ -527,7 +531,7 @@ def _with_arrays_and_dependencies(jobs: list[JobDef], raw_deps: list[tuple[str, 
     names = {j.id for j in jobs}
     for k, j in enumerate(jobs):
         count = j.spec.array_count
-        if not count:
+        if not count or j.spec.array_id is not None:  # a plain job, or a carried-in task
             expanded.append((j, k))
             continue
         ids = [f"{j.id}_{i}" for i in range(count)]
@@ -560,9 +564,12 @@ def _submitted_first(jobs: Sequence[JobDef], paths: Mapping[str, str]) -> None:
     earlier in the file), as production requires: a dependency names an existing job. So
     no cycle can be written either."""
     order = {j.id: (j.spec.submit_s, j.spec.seq) for j in jobs}
+    carried = {j.id for j in jobs if j.carried_in}
     for j in jobs:
         for awaited, _when in j.spec.depends_on:
-            if order[awaited] > order[j.id]:
+            # jobs already in the system at t=0 were admitted: in any order (a batch's
+            # jobs may wait for later ones of the batch)
+            if order[awaited] > order[j.id] and not (j.id in carried and awaited in carried):
                 raise _fail(f"{paths[j.id]}.depends_on",
                             f"job {awaited} is submitted after {j.id}: a job may only "
                             "depend on jobs submitted before it (earlier, or at the same "
@@ -679,6 +686,9 @@ def _job(item: Any, path: str, seq: int, tenant_names: set[str], gpu_types: set[
                      minimum=1, maximum=MAX_ARRAY_TASKS)
         cap = _opt_int(arr, "max_running", f"{path}.array", minimum=1, maximum=MAX_ARRAY_TASKS)
         spec = dataclasses.replace(spec, array_count=count, array_max_running=cap)
+    if data.get("array_task") is not None:
+        spec = _array_task(data["array_task"], f"{path}.array_task", spec, carried,
+                           data.get("array") is not None)
     if data.get("depends_on") is not None and carried and data.get("running") is not None:
         raise _fail(f"{path}.depends_on", "not for a job running at t=0 (it has started)")
     queued = _bool(data, "queued", path)
@@ -699,6 +709,25 @@ def _job(item: Any, path: str, seq: int, tenant_names: set[str], gpu_types: set[
     return JobDef(spec=spec, runtime_s=runtime, ignores_preempt=ignores,
                   fails_after_s=fails_after, running=running, queued=queued,
                   preemption_times_s=times)
+
+
+def _array_task(raw: Any, path: str, spec: JobSpec, carried: bool, array: bool) -> JobSpec:
+    """A task of an array already in the system at t=0 (the carried-in extension):
+    ``{array, index, count, max_running}``, the array's fields as a task has them."""
+    if not carried:
+        raise _fail(path, "only for a job running or queued at t=0 (use array to make "
+                    "the tasks of a new array)")
+    if array:
+        raise _fail(path, "a job is an array or a task of one, not both")
+    data = _mapping(raw, path, _ARRAY_TASK_KEYS)
+    array_id = _name(_required(data, "array", f"{path}.array"), f"{path}.array")
+    count = _int(_required(data, "count", f"{path}.count"), f"{path}.count", minimum=1,
+                 maximum=MAX_ARRAY_TASKS)
+    index = _int(_required(data, "index", f"{path}.index"), f"{path}.index", minimum=0,
+                 maximum=count - 1)
+    cap = _opt_int(data, "max_running", path, minimum=1, maximum=MAX_ARRAY_TASKS)
+    return dataclasses.replace(spec, array_id=array_id, array_index=index, array_count=count,
+                               array_max_running=cap)
 
 
 def _running(raw: Any, path: str, spec: JobSpec, runtime_s: int, node_gpus: Mapping[str, int],

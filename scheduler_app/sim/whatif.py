@@ -83,6 +83,9 @@ class TenantSnap:
     guaranteed_gpus: int
     borrow_limit_gpus: int
     usage_gpu_s: float  # decayed usage at the snapshot instant
+    max_gpus_per_user: int | None = None  # the team limits (issue 19): null, none
+    default_runtime_s: int | None = None
+    max_runtime_s: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -109,6 +112,12 @@ class JobSnap:
     started_s: int | None = None  # running: when its current run started
     alloc: tuple[tuple[str, tuple[int, ...]], ...] = ()  # running: (node, GPU indices)
     last_checkpoint_s: int | None = None
+    owner: str | None = None  # the submitter, for the team's per-user cap
+    #: the jobs of the snapshot it still waits for, (id, when); a job it depended on that
+    #: has ended met the dependency (one that never can had cancelled it)
+    depends_on: tuple[tuple[str, str], ...] = ()
+    #: a task of an array: (array id, index, count, max_running)
+    array: tuple[str, int, int, int | None] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -175,10 +184,7 @@ def snapshot_scenario(snap: Snapshot, hours: float = DEFAULT_HOURS) -> dict[str,
         "until_s": until_s,
         "settings": dict(sorted(snap.settings.items())),
         "cluster": {"pods": [{"name": pod, "nodes": nodes} for pod, nodes in sorted(pods.items())]},
-        "tenants": [{"name": t.name, "guaranteed_gpus": t.guaranteed_gpus,
-                     "borrow_limit_gpus": t.borrow_limit_gpus,
-                     "initial_usage_gpu_s": t.usage_gpu_s}
-                    for t in sorted(snap.tenants, key=lambda t: t.name)],
+        "tenants": [_tenant_data(t) for t in sorted(snap.tenants, key=lambda t: t.name)],
         "jobs": jobs,
         "events": events,
     }
@@ -188,9 +194,25 @@ def horizon_s(hours: float) -> int:
     return max(1, int(round(hours * 3600)))
 
 
+def _tenant_data(t: TenantSnap) -> dict[str, Any]:
+    out: dict[str, Any] = {"name": t.name, "guaranteed_gpus": t.guaranteed_gpus,
+                           "borrow_limit_gpus": t.borrow_limit_gpus,
+                           "initial_usage_gpu_s": t.usage_gpu_s}
+    for key in ("max_gpus_per_user", "default_runtime_s", "max_runtime_s"):
+        if getattr(t, key) is not None:
+            out[key] = getattr(t, key)
+    return out
+
+
 def _job_data(j: JobSnap, past: int) -> dict[str, Any]:
     out: dict[str, Any] = {"id": j.id, "tenant": j.tenant, "submit_at_s": min(0, j.submit_s),
                            "gpus": j.gpus}
+    if j.owner is not None:
+        out["owner"] = j.owner
+    if j.array is not None:
+        array_id, index, count, max_running = j.array
+        out["array_task"] = {"array": array_id, "index": index, "count": count,
+                             "max_running": max_running}
     for key in ("gpus_per_node", "gpu_type", "max_runtime_s", "checkpoint_interval_s",
                 "checkpoint_time_s", "min_gpus"):
         value = getattr(j, key)
@@ -212,6 +234,8 @@ def _job_data(j: JobSnap, past: int) -> dict[str, Any]:
     if not j.running:
         out["queued"] = True
         out["runtime_s"] = limit if limit is not None else past
+        if j.depends_on:  # a running job's were met
+            out["depends_on"] = [{"job": a, "when": w} for a, w in j.depends_on]
         return out
     started = min(0, j.started_s if j.started_s is not None else 0)
     out["submit_at_s"] = min(out["submit_at_s"], started)

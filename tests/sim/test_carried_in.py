@@ -134,3 +134,59 @@ def test_the_db_engine_refuses_a_carried_in_scenario(tmp_path) -> None:
     path.write_text(yaml.safe_dump(carried()))
     with pytest.raises(SimulateError, match="--engine db: .*only the memory engine"):
         run_simulation(str(path), str(tmp_path / "r.json"), engine="db", quiet=True)
+
+
+# ------------------------------------------------------------------ arrays and dependencies
+def _task(i: int, *, running: str | None = None, **kw: Any) -> dict[str, Any]:
+    job: dict[str, Any] = {"id": f"412_{i}", "tenant": "a", "submit_at_s": -600, "gpus": 2,
+                           "runtime_s": 500, "max_runtime_s": 600,
+                           "array_task": {"array": "412", "index": i, "count": 5,
+                                          "max_running": 2}, **kw}
+    if running:
+        job["running"] = {"started_at_s": -100, "alloc": {running: 2}}
+    else:
+        job["queued"] = True
+    return job
+
+
+def test_carried_in_array_tasks_keep_their_cap_and_dependents_their_wait() -> None:
+    # two tasks of array 412 run at t=0 (its max_running), three wait; "after" waits for
+    # the running r2. Whatever order the file lists them in, at most two tasks run at once
+    # and "after" starts only once r2 has ended.
+    jobs = [_task(3), _task(0, running="n1"), _task(4), _task(1, running="n1"), _task(2),
+            {"id": "after", "tenant": "b", "submit_at_s": -50, "queued": True, "gpus": 2,
+             "runtime_s": 100, "max_runtime_s": 100,
+             "depends_on": [{"job": "r2", "when": "ok"}]},
+            carried()["jobs"][1]]
+    result = run(carried(jobs=jobs))
+    spans = [(run_["start_s"], run_["end_s"]) for k, j in result["jobs"].items()
+             if k.startswith("412_") for run_ in j["runs"]]
+    assert len(spans) == 5
+    assert all(sum(1 for a, b in spans if a <= t < b) <= 2 for t, _ in spans)
+    reasons = {p["reason"] for p in result["jobs"]["412_2"]["pending_reasons"]}
+    assert reasons == {"ArrayLimit"}
+    assert result["jobs"]["after"]["first_start_s"] == 400  # r2 ends at 400
+    assert {p["reason"] for p in result["jobs"]["after"]["pending_reasons"]} == {"Dependency"}
+
+
+@pytest.mark.parametrize(("task", "message"), [
+    ({"array": "412", "index": 5, "count": 5}, "jobs[0].array_task.index: must be at most 4"),
+    ({"array": "412", "index": 0}, "jobs[0].array_task.count: required"),
+    ({"array": "412", "index": 0, "count": 5, "max_running": 0},
+     "jobs[0].array_task.max_running: must be a positive integer"),
+])
+def test_a_malformed_carried_in_task_names_its_field(task: dict[str, Any],
+                                                     message: str) -> None:
+    job = {**_task(0), "array_task": task}
+    with pytest.raises(ScenarioError) as err:
+        validate_scenario(carried(jobs=[job]))
+    assert str(err.value) == message
+
+
+def test_only_a_carried_in_job_is_a_task_of_an_existing_array() -> None:
+    job = {k: v for k, v in _task(0).items() if k != "queued"}
+    job["submit_at_s"] = 0
+    with pytest.raises(ScenarioError) as err:
+        validate_scenario(carried(jobs=[job]))
+    assert str(err.value) == ("jobs[0].array_task: only for a job running or queued at t=0 "
+                              "(use array to make the tasks of a new array)")

@@ -19,7 +19,7 @@ from scheduler_app.sim.scenario import (
 from .helpers import BASE, job, make, scenario_dir
 
 JOB_KEYS = (
-    "array, checkpoint_interval_s, checkpoint_time_s, checkpointable, depends_on, "
+    "array, array_task, checkpoint_interval_s, checkpoint_time_s, checkpointable, depends_on, "
     "fails_after_s, gpu_type, gpus, gpus_per_node, "
     "id, ignores_preempt, interactive, max_runtime_s, min_gpus, owner, preemptible, "
     "preemption_times_s, priority, queued, restart_s, running, runtime_s, submit_at_s, tenant"
