@@ -159,6 +159,15 @@ def possessive(name: str) -> SafeString:
 
 
 @register.filter
+def dependency_words(when: str) -> str:
+    """A dependency's kind as the job page says it: "completes", "ends", "fails or is
+    cancelled" ("after #12 completes")."""
+    from scheduler_app.selectors.dashboard import DEPENDENCY_WORDS
+
+    return DEPENDENCY_WORDS.get(str(when), "ends")
+
+
+@register.filter
 def get_window(windows: list[tuple[str, str]], name: str) -> str:
     """The words of one of the usage chart's windows: "last hour"."""
     return dict(windows).get(name, name)
