@@ -15,9 +15,15 @@ from typing import Any
 from django import forms
 from django.core.exceptions import ValidationError
 
-from scheduler_app.core.types import TENANT_LIMITS
+from scheduler_app.core.types import MAX_ARRAY_TASKS, TENANT_LIMITS
 from scheduler_app.models import Job, Tenant
-from scheduler_app.services.jobs import never_fits, over_team_max_runtime, validate_job_spec
+from scheduler_app.services.jobs import (
+    awaited_errors,
+    never_fits,
+    over_team_max_runtime,
+    parse_dependencies,
+    validate_job_spec,
+)
 
 #: Any duration past this is a typo (seconds typed as milliseconds): the API's bound too.
 MAX_DURATION_S = 366 * 86400
@@ -55,6 +61,51 @@ class SecondsField(forms.CharField):
         if seconds > MAX_DURATION_S:
             raise ValidationError(self.error_messages["too_long"], code="too_long")
         return seconds
+
+
+#: sbatch's dependency kinds (``--dependency afterok:12``) and the services' ``when``.
+DEPENDENCY_KINDS = {"afterok": "ok", "afterany": "any", "afternotok": "notok"}
+_DEPENDENCY_ITEM = re.compile(r"^(?:(after(?:ok|any|notok)):)?#?(\d+(?::#?\d+)*)$")
+
+
+class DependenciesField(forms.CharField):
+    """The jobs a job waits for, as sbatch writes them: ``afterok:12`` (after #12
+    completes), ``afterany:13`` (ends), ``afternotok:14`` (fails or is cancelled), several
+    ids after one kind (``afterok:12:13``), commas or spaces between; a bare ``12`` is
+    ``afterok:12``. The value is the services' ``depends_on``: ``[{"job", "when"}]``.
+    (``gpuq``'s parser reads the same text; it lives in the client's own package.)"""
+
+    default_error_messages = {
+        "invalid": "Write the jobs it waits for as afterok:12 (after #12 completes), "
+                   "afterany:13 (ends) or afternotok:14 (fails or is cancelled), commas "
+                   "between: {part!r} is none of these.",
+        "twice": "Job #{job} is named twice: name each job once.",
+    }
+
+    def __init__(self, **kwargs: Any) -> None:
+        kwargs.setdefault("required", False)
+        kwargs.setdefault("max_length", 2000)
+        super().__init__(**kwargs)
+
+    def to_python(self, value: Any) -> list[dict[str, Any]]:
+        text = super().to_python(value) or ""
+        out: list[dict[str, Any]] = []
+        seen: set[int] = set()
+        for part in re.split(r"[,\s]+", text.strip().lower()):
+            if not part:
+                continue
+            found = _DEPENDENCY_ITEM.match(part)
+            if found is None:
+                raise ValidationError(self.error_messages["invalid"].format(part=part),
+                                      code="invalid")
+            when = DEPENDENCY_KINDS[found.group(1) or "afterok"]
+            for job in (int(x.lstrip("#")) for x in found.group(2).split(":")):
+                if job in seen:
+                    raise ValidationError(self.error_messages["twice"].format(job=job),
+                                          code="twice")
+                seen.add(job)
+                out.append({"job": job, "when": when})
+        return out
 
 
 def _int(label: str, *, initial: Any = None, help_text: str = "", max_value: int = MAX_INT,
@@ -132,10 +183,29 @@ class JobForm(forms.Form):
     )
     interactive = forms.BooleanField(label="Interactive (notebook)", required=False,
                                      help_text="Never preempted; uses the interactive slice.")
+    dependencies = DependenciesField(
+        label="Waits for",
+        widget=forms.TextInput(attrs={"placeholder": "afterok:12, afterany:13",
+                                      "spellcheck": "false", "autocomplete": "off"}),
+        help_text="Jobs to wait for, as sbatch writes them: afterok:12 (starts after #12 "
+                  "completes), afterany:13 (after it ends), afternotok:14 (after it fails or "
+                  "is cancelled). Empty: starts as soon as it fits.",
+    )
+    array_count = _int("Tasks", max_value=MAX_INT,
+                       help_text=f"An array: this many copies of the job (1 to "
+                                 f"{MAX_ARRAY_TASKS:,}), numbered 0, 1, ... in ARRAY_INDEX. "
+                                 "Empty: one job.")
+    array_max_running = _int("At most at once", max_value=MAX_INT,
+                             help_text="How many of the tasks may run at the same time. "
+                                       "Empty: no cap.")
     idempotency_key = forms.CharField(widget=forms.HiddenInput, required=False, max_length=128)
 
-    def __init__(self, *args: Any, tenants: Any, gpu_types: list[str], **kwargs: Any):
+    def __init__(self, *args: Any, tenants: Any, gpu_types: list[str],
+                 sees: Any = None, **kwargs: Any):
+        """``sees(tenant_id, owner_id)``: whether the submitter may see a job (the jobs
+        it waits for must be theirs to see); None: not checked here."""
         super().__init__(*args, **kwargs)
+        self.sees = sees
         self.fields["tenant"].queryset = tenants
         self.fields["gpu_type"].choices = [("", "Any")] + [(t, t) for t in gpu_types]
         if not self.is_bound:
@@ -146,8 +216,50 @@ class JobForm(forms.Form):
         """The cleaned fields as job_submit's keyword arguments (after is_valid)."""
         return _spec_of(self.cleaned_data)
 
+    def depends_on(self) -> list[dict[str, Any]]:
+        """The services' ``depends_on`` (after is_valid)."""
+        return list(self.cleaned_data.get("dependencies") or [])
+
+    def array(self) -> tuple[int, int | None] | None:
+        """(count, max_running) for an array, None for one job (after is_valid)."""
+        count = self.cleaned_data.get("array_count")
+        return None if count is None else (count, self.cleaned_data.get("array_max_running"))
+
+    #: The services' field paths and the form's fields that hold them.
+    SERVICE_FIELDS = {"array.count": "array_count", "array.max_running": "array_max_running"}
+
+    def add_service_errors(self, errors: dict[str, Any]) -> None:
+        """The services' errors ({field path: message(s)}) at the form's fields:
+        ``depends_on[0].job`` at Waits for, ``array.count`` at Tasks."""
+        for name, messages in errors.items():
+            name = str(name)
+            target = self.SERVICE_FIELDS.get(name) or (
+                "dependencies" if name.startswith("depends_on") else name)
+            if target in self.errors:
+                continue  # its own parse error says it already
+            self.add_error(target if target in self.fields else None, messages)
+
+    def _clean_array_and_dependencies(self, data: dict[str, Any]) -> None:
+        count, cap = data.get("array_count"), data.get("array_max_running")
+        if count is not None and not 1 <= count <= MAX_ARRAY_TASKS:
+            self.add_error("array_count", f"An array has 1 to {MAX_ARRAY_TASKS:,} tasks.")
+        if cap is not None:
+            if count is None and "array_count" not in self.errors:
+                self.add_error("array_max_running", "This caps the tasks of an array: give "
+                                                     "the number of tasks too, or leave it "
+                                                     "empty.")
+            elif cap < 1:
+                self.add_error("array_max_running", "At least 1 task must be allowed to run "
+                                                    "at once (or leave it empty for no cap).")
+        if data.get("dependencies"):
+            deps, errors = parse_dependencies(data["dependencies"])
+            if not errors:
+                errors = awaited_errors({"depends_on": deps}, owner=None, sees=self.sees)
+            self.add_service_errors(errors)
+
     def clean(self) -> dict[str, Any]:
         data = super().clean()
+        self._clean_array_and_dependencies(data)
         spec = _spec_of(data)
         try:
             validate_job_spec(spec)

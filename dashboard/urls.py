@@ -11,6 +11,7 @@ urlpatterns = [
     path("jobs/new/check/", views.job_validate, name="job_validate"),
     path("jobs/<int:pk>/", views.job_detail, name="job"),
     path("jobs/<int:pk>/cancel/", views.job_cancel_view, name="job_cancel"),
+    path("arrays/<int:pk>/cancel/", views.array_cancel_view, name="array_cancel"),
     path("teams/", views.teams, name="teams"),
     path("cluster/", views.cluster, name="cluster"),
     path("operator/", views.operator, name="operator"),

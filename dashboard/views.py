@@ -33,7 +33,7 @@ from scheduler_app.core.types import SIZE_CLASS_LABELS, NodeHealth
 from scheduler_app.models import Job, Node, Tenant
 from scheduler_app.scheduler_config import rows as scheduler_settings_rows
 from scheduler_app.selectors import dashboard as sel
-from scheduler_app.services import job_cancel, job_submit
+from scheduler_app.services import array_cancel, array_submit, job_cancel, job_submit
 from scheduler_app.services.cluster import node_drain, node_mark_up, node_undrain, tenant_set_quota
 from scheduler_app.services.errors import Invalid, ServiceError
 
@@ -314,6 +314,22 @@ def home(request: HttpRequest) -> HttpResponse:
     return page(request, "dashboard/home.html", ctx)
 
 
+def _array_of(request: HttpRequest, v: sel.Viewer) -> Job | None:
+    """``?array=412``: task 0 of that array (404 if there is none, 403 if it is not the
+    viewer's to see: every task has the same team and owner); None without the filter."""
+    raw = request.GET.get("array", "")
+    if not raw:
+        return None
+    if not raw.isdigit():
+        raise Http404("No such job array.")
+    first = Job.objects.filter(pk=int(raw), array_id=int(raw)).select_related("tenant").first()
+    if first is None:
+        raise Http404("No such job array.")
+    if not v.sees_job(first.tenant_id, first.owner_id):
+        raise PermissionDenied("This job array is not yours to see.")
+    return first
+
+
 def _rows(jobs: Any, viewer: sel.Viewer) -> list[sel.JobRow]:
     return sel.job_rows(list(jobs), viewer=viewer)
 
@@ -342,8 +358,11 @@ def jobs(request: HttpRequest) -> HttpResponse:
         if not v.operator and tenant.pk not in v.member_of:
             raise PermissionDenied("You are not in this team.")
     mine = request.GET.get("mine") == "1" or not (v.operator or v.is_lead)
+    array = _array_of(request, v)
+    if array is not None and "state" not in request.GET:
+        group = "all"  # an array's tasks: the finished ones too, by index
     qs = sel.jobs_visible(viewer=v, group=group, tenant_id=tenant.pk if tenant else None,
-                          mine=mine)
+                          mine=mine, array_id=array.pk if array else None)
     sort = "position" if request.GET.get("sort") == "position" else "newest"
     if sort == "position":
         # the queued jobs in the order they will start, then the others: paginate ids,
@@ -367,6 +386,7 @@ def jobs(request: HttpRequest) -> HttpResponse:
         "forced_mine": not (v.operator or v.is_lead),
         "sort": sort,
         "query": request.GET.urlencode(),
+        "array": array,
     }
     if request.htmx:
         return render(request, "dashboard/sections/job_table.html",
@@ -383,11 +403,14 @@ def job_new(request: HttpRequest) -> HttpResponse:
     form = _job_form(request, tenants)
     if request.method == "POST" and form.is_valid():
         try:
+            if form.array() is not None:
+                return _submit_array(request, form)
             job = job_submit(tenant=form.cleaned_data["tenant"], owner=request.user,
-                             **form.spec())
+                             depends_on=form.depends_on(), sees=v.sees_job, **form.spec())
         except ValidationError as error:  # a rule changed between the check and the write
-            for name, msgs in error.message_dict.items():
-                form.add_error(name if name in form.fields else None, msgs)
+            form.add_service_errors(error.message_dict)
+        except Invalid as error:  # a job it waits for, or the array (the services' words)
+            form.add_service_errors(error.errors or {None: error.message})
         else:
             if job.state in FINAL:
                 messages.error(request, f"Job #{job.pk} was refused: see why below.")
@@ -396,6 +419,29 @@ def job_new(request: HttpRequest) -> HttpResponse:
             return redirect("dashboard:job", pk=job.pk)
     status = 400 if request.method == "POST" else 200
     return page(request, "dashboard/job_new.html", {"form": form}, status=status)
+
+
+def _submit_array(request: HttpRequest, form: JobForm) -> HttpResponse:
+    """An array through the API's service (``array_submit``: every task in one
+    transaction), then the page of its task 0 (it shows the array)."""
+    count, max_running = form.array()  # type: ignore[misc]
+    spec = form.spec()
+    key = spec.pop("idempotency_key")
+    name, gpus = spec.pop("name"), spec.pop("gpus")
+    tasks = array_submit(tenant=form.cleaned_data["tenant"], owner=request.user, name=name,
+                         gpus=gpus, count=count, max_running=max_running,
+                         depends_on=form.depends_on(), idempotency_key=key,
+                         sees=viewer(request).sees_job, **spec)
+    first = tasks[0]
+    cap = f", at most {max_running} at once" if max_running else ""
+    if first.state in FINAL:
+        messages.error(request, f"Array {first.array_id} was refused: see why below.")
+    else:
+        last = f" to {first.array_id}_{len(tasks) - 1}" if len(tasks) > 1 else ""
+        messages.success(request, f"Array {first.array_id} {first.name} submitted: "
+                                  f"{words.plural(len(tasks), 'task')} {first.array_task}"
+                                  f"{last}{cap}.")
+    return redirect("dashboard:job", pk=first.pk)
 
 
 def _submit_tenants(v: sel.Viewer) -> Any:
@@ -409,7 +455,7 @@ def _submit_tenants(v: sel.Viewer) -> Any:
 def _job_form(request: HttpRequest, tenants: Any) -> JobForm:
     types = sel.gpu_types()
     data = request.POST if request.method == "POST" else None
-    form = JobForm(data, tenants=tenants, gpu_types=types)
+    form = JobForm(data, tenants=tenants, gpu_types=types, sees=viewer(request).sees_job)
     if data is None and request.GET.get("team"):
         chosen = tenants.filter(name=request.GET["team"]).first()
         if chosen is not None:
@@ -464,6 +510,32 @@ def job_cancel_view(request: HttpRequest, pk: int) -> HttpResponse:
     alloc = sel.open_allocations([job.pk]).get(job.pk, {})
     return page(request, "dashboard/job_cancel.html", {"job": job, "alloc": alloc,
                                                        "held": sum(map(len, alloc.values()))})
+
+
+@signed_in
+def array_cancel_view(request: HttpRequest, pk: int) -> HttpResponse:
+    """GET: ask for confirmation (how many tasks it cancels). POST: cancel every task that
+    has not ended, in one transaction (``array_cancel``). Whoever may cancel a task (who
+    may see it: the job cancel's rule) may cancel its array."""
+    job = visible_job(request, pk)
+    if job.array_id != job.pk:
+        raise Http404("No such job array: an array's id is its task 0's.")
+    if request.method == "POST":
+        who = request.user.get_username()
+        try:
+            rows = array_cancel(array_id=job.pk, actor_name=who,
+                                why=f"array cancelled from the dashboard by {who}")
+        except ServiceError as error:
+            messages.error(request, f"Array {job.pk} was not cancelled: {error}")
+        else:
+            messages.success(request, f"Array {job.pk} {job.name} cancelled: "
+                                      f"{words.plural(len(rows), 'task')} that had not ended.")
+        return redirect("dashboard:job", pk=job.pk)
+    summary = sel.array_summary(job)
+    if not summary.live:
+        messages.info(request, f"Every task of array {job.pk} has ended: nothing to cancel.")
+        return redirect("dashboard:job", pk=job.pk)
+    return page(request, "dashboard/array_cancel.html", {"job": job, "a": summary})
 
 
 @signed_in

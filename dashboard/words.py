@@ -240,7 +240,15 @@ def describe(row: Transition) -> str:
         return f"Shrunk to {plural(d.get('gpus'), 'GPU')} after a node failure."
     if reason == R.CANCELLED:
         why = f": {d['why']}" if d.get("why") else ""
+        if d.get("array") is not None:
+            return f"Cancelled with every task of array {d['array']} by {who}{why}."
         return f"Cancelled by {who}{why}."
+    if reason == R.DEPENDENCY_NEVER_SATISFIED:
+        from scheduler_app.selectors.dashboard import DEPENDENCY_WORDS
+
+        when = DEPENDENCY_WORDS.get(str(d.get("when")), "ends")
+        return (f"Cancelled: {_job(d.get('job'))} ended {d.get('ended', '?')}, so the "
+                f"dependency (after it {when}) can never be met.")
     return str(reason)
 
 
@@ -339,6 +347,16 @@ def glossary() -> list[tuple[str, str, str]]:
          "not change the job's state: it stays running."),
         ("gpu-hours", "GPU-hours",
          "GPUs times hours: 8 GPUs for 2 hours is 16 GPU-hours."),
+        ("dependency", "Dependency (waits for)",
+         "A job that waits for other jobs to end before it may start, as sbatch's "
+         "--dependency: afterok (the other job completed), afterany (it ended, however), "
+         "afternotok (it failed or was cancelled). Until then it holds and reserves no GPUs; "
+         "if a dependency can never be met (afterok on a job that failed), it is cancelled."),
+        ("job-array", "Job array",
+         "Many copies of one job, submitted at once, as sbatch's --array: the tasks are "
+         "numbered from 0 (each reads ARRAY_INDEX) and named <array>_<index>, e.g. 412_7. "
+         "\"At most K at once\" caps how many run at the same time; the others wait "
+         "(ArrayLimit)."),
         ("drain", "Draining",
          "A node that keeps the jobs it runs and takes no new ones, usually before "
          "maintenance."),

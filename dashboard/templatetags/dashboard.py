@@ -160,6 +160,27 @@ def possessive(name: str) -> SafeString:
 
 
 @register.filter
+def never_met_words(detail: dict[str, Any]) -> str:
+    """Why a job was cancelled for a dependency, from its DependencyNeverSatisfied row's
+    detail: "Cancelled: job #12 ended failed, so “after #12 completes” can never be met."
+    (a job the viewer may not see is "a job of team X", as the redacted detail says)."""
+    job = detail.get("job")
+    named = words._job(job)
+    short = f"#{job}" if str(job).isdigit() else named
+    return (f"Cancelled: {named} ended {state_label(detail.get('ended', '?'))}, so “after "
+            f"{short} {dependency_words(detail.get('when', ''))}” can never be met.")
+
+
+@register.filter
+def dependency_words(when: str) -> str:
+    """A dependency's kind as the job page says it: "completes", "ends", "fails or is
+    cancelled" ("after #12 completes")."""
+    from scheduler_app.selectors.dashboard import DEPENDENCY_WORDS
+
+    return DEPENDENCY_WORDS.get(str(when), "ends")
+
+
+@register.filter
 def get_window(windows: list[tuple[str, str]], name: str) -> str:
     """The words of one of the usage chart's windows: "last hour"."""
     return dict(windows).get(name, name)

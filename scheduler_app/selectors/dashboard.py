@@ -105,9 +105,13 @@ def jobs_visible(
     group: str = "active",
     tenant_id: int | None = None,
     mine: bool = False,
+    array_id: int | None = None,
 ) -> QuerySet[Job]:
-    """The jobs of the list page, newest first (not evaluated: the caller paginates)."""
+    """The jobs of the list page, newest first (not evaluated: the caller paginates); an
+    array's tasks (``array_id``) by index instead."""
     jobs = Job.objects.filter(viewer.jobs_q())
+    if array_id is not None:
+        jobs = jobs.filter(array_id=array_id)
     states = STATE_GROUPS.get(group)
     if states is not None:
         jobs = jobs.filter(state__in=states)
@@ -115,7 +119,8 @@ def jobs_visible(
         jobs = jobs.filter(tenant_id=tenant_id)
     if mine:
         jobs = jobs.filter(owner_id=viewer.user_id)
-    return jobs.select_related("tenant", "owner").order_by("-id")
+    order = ("array_index", "id") if array_id is not None else ("-id",)
+    return jobs.select_related("tenant", "owner").order_by(*order)
 
 
 def queue_positions(jobs: Iterable[Job]) -> dict[int, tuple[int, int]]:
@@ -296,10 +301,90 @@ class JobDetail:
     log_tail: dict[str, Any] = field(default_factory=dict)
     #: why a queued job waits, in one place (None: it does not wait)
     why: Any = None
+    #: the jobs it waits for, in the order given (empty: none)
+    dependencies: list[Awaited] = field(default_factory=list)
+    #: its array, when it is a task (None: a plain job)
+    array: ArraySummary | None = None
+    #: the log row's detail when it was cancelled because a dependency can never be met
+    never_satisfied: dict[str, Any] | None = None
 
     @property
     def ends_by(self) -> datetime | None:
         return ends_by(self.job)
+
+
+#: What each dependency kind waits for, as the job page says it ("after #12 completes").
+DEPENDENCY_WORDS = {"ok": "completes", "any": "ends", "notok": "fails or is cancelled"}
+
+
+@dataclass(slots=True)
+class Awaited:
+    """A job that another waits for, as the waiting job's viewer may see it."""
+
+    job_id: int
+    when: str
+    job: Job | None  # None: gone, or not the viewer's to see
+    others_words: str = ""  # "a job of team X" when not visible
+
+    @property
+    def words(self) -> str:
+        return DEPENDENCY_WORDS.get(self.when, "ends")
+
+    @property
+    def met(self) -> bool | None:
+        """True met, False never met any more, None not yet (or unknown)."""
+        if self.job is None or self.job.state not in FINISHED_STATES:
+            return None
+        from scheduler_app.core.types import DEPENDENCY_KINDS
+
+        return JobState(self.job.state) in DEPENDENCY_KINDS.get(self.when, frozenset())
+
+
+def dependencies_of(job: Job, viewer: Viewer) -> list[Awaited]:
+    """The jobs ``job`` waits for, each with its state if the viewer may see it: one
+    query (none for a job without dependencies)."""
+    deps = [(int(pk), str(when)) for pk, when in job.depends_on or ()]
+    if not deps:
+        return []
+    found = Job.objects.filter(pk__in=[pk for pk, _w in deps]).select_related("tenant").in_bulk()
+    out = []
+    for pk, when in deps:
+        other = found.get(pk)
+        if other is not None and not viewer.sees_job(other.tenant_id, other.owner_id):
+            out.append(Awaited(pk, when, None, f"a job of team {other.tenant.name}"))
+        else:
+            out.append(Awaited(pk, when, other, "" if other else f"job {pk} (gone)"))
+    return out
+
+
+@dataclass(slots=True)
+class ArraySummary:
+    """A job array as a task's page shows it."""
+
+    array_id: int
+    count: int
+    max_running: int | None
+    states: dict[str, int]  # tasks per state, in the state machine's order
+
+    @property
+    def live(self) -> int:
+        """Tasks that have not ended (what cancelling the array would cancel)."""
+        return sum(n for state, n in self.states.items() if state not in FINISHED_STATES)
+
+    @property
+    def holding(self) -> int:
+        """Tasks that hold GPUs now (placing, running, stopping)."""
+        return sum(n for state, n in self.states.items() if state in _HOLDING)
+
+
+def array_summary(task: Job) -> ArraySummary:
+    """The array of ``task`` (any of its tasks: they share the size and cap), with its
+    tasks per state: one query (the partial index on array_id)."""
+    counts = dict(Job.objects.filter(array_id=task.array_id).order_by().values("state")
+                  .annotate(n=Count("id")).values_list("state", "n"))
+    return ArraySummary(array_id=int(task.array_id or 0), count=task.array_count or 0,
+                        max_running=task.array_max_running,
+                        states={s.value: counts[s.value] for s in JobState if s.value in counts})
 
 
 def job_detail(*, job: Job, viewer: Viewer) -> JobDetail:
@@ -325,6 +410,10 @@ def job_detail(*, job: Job, viewer: Viewer) -> JobDetail:
         estimate_basis=others.text(job.estimate_basis or ""),
         log_tail=failed_log_tail(job),
         why=why_pending(job=job, others=others),
+        dependencies=dependencies_of(job, viewer),
+        array=array_summary(job) if job.array_id is not None else None,
+        never_satisfied=next((r.detail for r in reversed(history)
+                              if r.reason == Reason.DEPENDENCY_NEVER_SATISFIED), None),
     )
 
 

@@ -130,6 +130,33 @@ def test_an_invalid_form_shows_the_message_at_the_field(browser, live_server, cl
     context.close()
 
 
+def test_a_researcher_submits_an_array_through_the_form_and_sees_its_tasks(
+    browser, live_server, cluster
+):
+    context, page = sign_in(browser, live_server, "vision-r1")
+    page.goto(f"{live_server.url}/jobs/new/")
+    page.get_by_label("Name").fill("browser-sweep")
+    page.get_by_label("Command").fill("python sweep.py")
+    page.get_by_label("GPUs", exact=True).fill("1")
+    page.get_by_label("Waits for").fill(f"afterany:{cluster['blocker'].pk}")
+    page.get_by_label("Tasks", exact=True).fill("3")
+    page.get_by_label("At most at once").fill("2")
+    page.get_by_role("button", name="Submit", exact=True).click()
+
+    first = Job.objects.get(name="browser-sweep", array_index=0)
+    expect(page.locator("#job-task")).to_have_text(f"{first.pk}_0")
+    expect(page.locator("#job-array-place")).to_have_text(
+        f"Task {first.pk}_0: task 1 of 3, at most 2 at once.")
+    expect(page.locator("#job-dependencies")).to_contain_text("ends")
+    assert Job.objects.filter(array_id=first.pk).count() == 3
+    page.locator("#job-array-tasks").click()
+    expect(page.get_by_role("heading", name=f"Tasks of array {first.pk} browser-sweep")
+           ).to_be_visible()
+    expect(page.locator("a.job-name")).to_have_text(
+        [f"{first.pk}_{i} browser-sweep" for i in range(3)])
+    context.close()
+
+
 def test_a_lead_sees_the_fair_share_chart(browser, live_server, cluster):
     context, page = sign_in(browser, live_server, "vision-lead")
     chart = page.locator("canvas#fairshare-chart")

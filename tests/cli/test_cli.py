@@ -367,3 +367,112 @@ def test_wait_exit_status_cancelled_and_timeout(live: Live) -> None:
     live.gpuq("cancel", str(job_id))
     done = live.gpuq("wait", str(job_id), "--interval", "0.2")
     assert done.returncode == 4 and f"Job {job_id} CANCELLED" in done.stdout
+
+
+# ---------------------------------------------------------------------------- pipelines
+def test_submit_dependency_sends_depends_on_and_show_says_it_in_words(live: Live) -> None:
+    train = submit(live, "--gpus", "1", "--name", "train")
+    evals = submit(live, "--gpus", "1", "--name", "eval", "--dependency", f"afterok:{train}")
+    report = submit(live, "--gpus", "1", "--name", "report", "--dependency",
+                    f"afterany:{evals},afternotok:{train}")
+    assert live.client().job(report).depends_on == [{"job": evals, "when": "any"},
+                                                   {"job": train, "when": "notok"}]
+    shown = " ".join(live.gpuq("show", str(report), columns=200).stdout.split())
+    assert (f"waits for job {evals} to end, job {train} to fail or be cancelled "
+            f"(afterany:{evals},afternotok:{train})") in shown
+    refused = live.gpuq("submit", "--gpus", "1", "--name", "x", "--dependency",
+                        "afterok:999999")
+    assert refused.returncode == 2
+    assert "--dependency (depends_on[0].job): No job 999999" in refused.stderr
+    theirs = submit(live, "--gpus", "1", "--name", "nlp-job", who="nlp-r1")
+    hidden = live.gpuq("submit", "--gpus", "1", "--name", "x", "--dependency",
+                       f"afterok:{theirs}")
+    assert hidden.returncode == 2 and f"Job {theirs} is not yours to see" in hidden.stderr
+    bad = live.gpuq("submit", "--gpus", "1", "--name", "x", "--dependency", "after:12")
+    assert bad.returncode == 2 and "argument --dependency" in bad.stderr
+
+
+def test_submit_an_array_prints_its_id_and_the_tasks_like_sbatch(live: Live) -> None:
+    done = live.gpuq("submit", "--gpus", "1", "--name", "sweep", "--array", "0-4%2",
+                     "--", "python", "sweep.py")
+    assert done.returncode == 0, done.stderr
+    array_id = int(done.stdout.split()[2].rstrip(":"))
+    assert done.stdout.strip() == (f"Submitted array {array_id} to vision: 5 tasks "
+                                   f"{array_id}_0 to {array_id}_4, at most 2 running at once")
+    tasks = live.client().array(array_id).tasks()
+    assert [t.array_task for t in tasks] == [f"{array_id}_{i}" for i in range(5)]
+    assert {(t.array_count, t.array_max_running, t.name) for t in tasks} == {(5, 2, "sweep")}
+    parsable = live.gpuq("submit", "--parsable", "--gpus", "1", "--name", "one",
+                         "--array", "0")
+    assert parsable.returncode == 0 and parsable.stdout.strip().isdigit()
+    assert live.client().array(int(parsable.stdout)).count == 1
+    for spec, says in (("1-10", "arrays here are numbered from 0: write 0-9"),
+                       ("0-9:2", "a step is not supported"), ("1,3,5", "a list of indices")):
+        bad = live.gpuq("submit", "--gpus", "1", "--name", "x", "--array", spec)
+        assert bad.returncode == 2 and "argument --array" in bad.stderr and says in bad.stderr
+    huge = live.gpuq("submit", "--gpus", "1", "--name", "x", "--array", "0-10000")
+    assert huge.returncode == 2
+    assert "--array (array.count): An array has 1 to 10,000 tasks." in huge.stderr
+
+
+def test_an_array_from_a_job_file_and_a_dependency_on_a_task_by_its_name(
+        live: Live, tmp_path: Path) -> None:
+    path = tmp_path / "sweep.yaml"
+    path.write_text("name: filed\ngpus: 1\narray: 0-2\ncommand: python sweep.py\n")
+    array_id = submit(live, "-f", str(path))
+    after = submit(live, "--gpus", "1", "--name", "after-task", "--dependency",
+                   f"afterok:{array_id}_2")
+    task = live.client().job(f"{array_id}_2")
+    assert task.array_index == 2
+    assert live.client().job(after).depends_on == [{"job": task.id, "when": "ok"}]
+    batch = tmp_path / "batch.json"
+    batch.write_text('[{"name": "b", "gpus": 1}]')
+    refused = live.gpuq("submit", "-f", str(batch), "--array", "0-1")
+    assert refused.returncode == 2 and "cannot be arrays" in refused.stderr
+
+
+def test_queue_names_tasks_and_lists_one_array(live: Live) -> None:
+    array_id = submit(live, "--gpus", "1", "--name", "listed", "--array", "0-2",
+                      who="vision-r2")
+    plain = submit(live, "--gpus", "1", "--name", "plain", who="vision-r2")
+    table = live.gpuq("queue", "--mine", columns=120, who="vision-r2").stdout
+    ids = [line.split()[0] for line in table.splitlines()[1:]]
+    assert {f"{array_id}_0", f"{array_id}_1", f"{array_id}_2", str(plain)} <= set(ids)
+    only = json.loads(live.gpuq("queue", "--array", str(array_id), "-o", "json",
+                                who="vision-r2").stdout)
+    assert sorted(r["array_task"] for r in only) == [f"{array_id}_{i}" for i in range(3)]
+    rows = list(csv.DictReader(io.StringIO(live.gpuq("queue", "--array", str(array_id), "-o",
+                                                     "csv", who="vision-r2").stdout)))
+    assert all(r["id"].isdigit() for r in rows)  # csv keeps the ids
+    why = " ".join(live.gpuq("why", f"{array_id}_1", who="vision-r2").stdout.split())
+    assert why.startswith(f"Task {array_id}_1 (job ")
+    live.gpuq("cancel", "--mine", "--yes", who="vision-r2")
+
+
+def test_cancel_a_task_by_its_name_and_a_whole_array(live: Live) -> None:
+    client = live.client()
+    array_id = submit(live, "--gpus", "1", "--name", "c-arr", "--array", "0-3")
+    one = live.gpuq("cancel", f"{array_id}_1")
+    assert one.returncode == 0, one.stderr
+    assert f"Cancelled task {array_id}_1 (job " in one.stdout
+    first = live.gpuq("cancel", str(array_id))  # scancel 412 would cancel them all
+    assert f"Cancelled task {array_id}_0 (job {array_id}, c-arr)" in first.stdout
+    assert f"gpuq cancel --array {array_id} cancels every task" in first.stderr
+    states = client.array(array_id).states
+    assert states == {"CANCELLED": 2, "QUEUED": 2}
+    rest = live.gpuq("cancel", "--array", str(array_id), "--why", "bad sweep")
+    assert rest.returncode == 0, rest.stderr
+    assert rest.stdout.strip() == (f"Cancelled array {array_id}: 2 tasks (every task that "
+                                   "had not ended)")
+    assert client.array(array_id).states == {"CANCELLED": 4}
+    again = live.gpuq("cancel", f"{array_id}_*")
+    assert again.returncode == 1 and "has ended already" in again.stderr
+    other = submit(live, "--gpus", "1", "--name", "c-arr2", "--array", "0-1")
+    star = live.gpuq("cancel", f"{other}_*")
+    assert star.returncode == 0 and f"Cancelled array {other}: 2 tasks" in star.stdout
+    missing = live.gpuq("cancel", f"{other}_9")
+    assert missing.returncode == 1 and f"No task {other}_9" in missing.stderr
+    not_theirs = live.gpuq("cancel", "--array", str(other), who="nlp-r1")
+    assert not_theirs.returncode == 1
+    mixed = live.gpuq("cancel", "--array", str(other), "--mine")
+    assert mixed.returncode == 2

@@ -148,7 +148,7 @@ def test_every_job_field_is_a_submit_flag_from_one_table() -> None:
     assert {"--tenant", "--name", "--gpus", "--gpus-per-node", "--gpu-type", "--time",
             "--priority", "--checkpointable", "--checkpoint-interval", "--checkpoint-time",
             "--restart-time", "--min-gpus", "--preemptible", "--interactive",
-            "--command"} == {f.flag for f in FIELDS}
+            "--command", "--dependency", "--array"} == {f.flag for f in FIELDS}
     assert flag_for("max_runtime_s") == "--time" and flag_for("jobs[3].gpus") == "jobs[3] --gpus"
     assert flag_for("idempotency_key") == "idempotency_key" and flag_for(None) is None
     assert BY_API["restart_s"].flag == "--restart-time"

@@ -264,3 +264,78 @@ def test_retries_give_up_after_their_count(live: Live, proxy: FlakyProxy) -> Non
     gone = gpuq.Client(url=f"http://127.0.0.1:{port}", token="x", retries=1, backoff_s=0.01)
     with pytest.raises(gpuq.ConnectionFailed, match="cannot reach"):
         gone.tenants()
+
+
+# ---------------------------------------------------------------------------- pipelines
+def test_submit_array_gets_and_cancels_an_array_and_its_tasks(live: Live) -> None:
+    client = live.client("vision-r1")
+    sweep = client.submit_array(name="sdk-sweep", gpus=1, count=4, max_running=2,
+                                command="python sweep.py")
+    assert (sweep.count, sweep.max_running, sweep.tenant, sweep.name) == (
+        4, 2, "vision", "sdk-sweep")
+    assert [job.ref for job in sweep.jobs] == [f"{sweep.id}_{i}" for i in range(4)]
+    assert sweep.jobs[0].id == sweep.id  # the array's id is its task 0's
+    read = client.array(sweep.id)
+    assert (read.count, read.max_running, read.states, read.owner) == (
+        4, 2, {"QUEUED": 4}, "vision-r1")
+    assert [t.id for t in read.tasks()] == [j.id for j in sweep.jobs]
+    assert [j.id for j in client.jobs(array=sweep.id)] == sorted(
+        (j.id for j in sweep.jobs), reverse=True)  # newest first, as every list
+    third = client.job(f"{sweep.id}_2")
+    assert (third.id, third.array_index) == (sweep.jobs[2].id, 2)
+    assert read.task(3).id == sweep.jobs[3].id
+    assert client.cancel(f"{sweep.id}_1").state == "CANCELLED"
+    cancelled = read.cancel(why="wrong grid")
+    assert sorted(j.array_index for j in cancelled) == [0, 2, 3]
+    assert read.wait(timeout=5, poll_s=0.1).states == {"CANCELLED": 4} and read.is_final
+    with pytest.raises(gpuq.Conflict, match="has ended already"):
+        client.cancel_array(sweep.id)
+    with pytest.raises(gpuq.NotFound, match=f"No task {sweep.id}_9"):
+        client.job(f"{sweep.id}_9")
+    with pytest.raises(gpuq.InvalidRequest) as refused:
+        client.submit_array(name="too-many", gpus=1, count=10_001)
+    assert refused.value.field == "array.count"
+    with pytest.raises(gpuq.Forbidden):
+        live.client("nlp-r1").array(sweep.id)
+
+
+def test_an_array_submitted_again_with_its_key_is_the_same_array(live: Live) -> None:
+    client = live.client("vision-r1")
+    first = client.submit_array(name="keyed-sweep", gpus=1, count=3,
+                                idempotency_key="sweep-77")
+    again = client.submit_array(name="keyed-sweep", gpus=1, count=3,
+                                idempotency_key="sweep-77")
+    assert again.replayed and not first.replayed and again.id == first.id
+    with pytest.raises(gpuq.Conflict):
+        client.submit_array(name="keyed-sweep", gpus=1, count=4, idempotency_key="sweep-77")
+    client.cancel_array(first.id)
+
+
+def test_depends_on_takes_jobs_ids_task_names_and_pairs(live: Live) -> None:
+    client = live.client("vision-r1")
+    train = client.submit(name="sdk-train", gpus=1)
+    sweep = client.submit_array(name="sdk-deps", gpus=1, count=2, depends_on=[train])
+    assert client.array(sweep.id).depends_on == [{"job": train.id, "when": "ok"}]
+    report = client.submit(name="sdk-report", gpus=1,
+                           depends_on=[(train, "notok"), f"{sweep.id}_1",
+                                       {"job": sweep.id, "when": "any"}])
+    assert report.depends_on == [{"job": train.id, "when": "notok"},
+                                 {"job": sweep.jobs[1].id, "when": "ok"},
+                                 {"job": sweep.id, "when": "any"}]
+    batch = client.submit_batch([{"name": "b0", "gpus": 1},
+                                 {"name": "b1", "gpus": 1,
+                                  "depends_on": [{"index": 0}, (train.id, "any")]}])
+    assert batch[1].depends_on == [{"job": batch[0].id, "when": "ok"},
+                                   {"job": train.id, "when": "any"}]
+    with pytest.raises(gpuq.InvalidRequest) as refused:
+        client.submit(name="x", gpus=1, depends_on=[(train, "afterok")])
+    assert refused.value.field == "depends_on[0].when"
+
+
+def test_a_retried_array_cancel_whose_first_try_worked_is_not_an_error(
+        live: Live, proxy: FlakyProxy) -> None:
+    array_id = live.client().submit_array(name="cancel-lost-array", gpus=1, count=2).id
+    client = gpuq.Client(url=proxy.url, token=live.keys["vision-r1"], backoff_s=0.01)
+    proxy.plan = ["lose"]
+    assert client.cancel_array(array_id) == []
+    assert live.client().array(array_id).states == {"CANCELLED": 2}

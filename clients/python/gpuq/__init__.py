@@ -1,13 +1,14 @@
 """gpuq: the GPU scheduler's command line and Python SDK, over its public REST API.
 
 Standard library only (as the node agent): ``pip install ./clients/python``.
-The SDK: :class:`Client` and :class:`Job`; the errors: :class:`ApiError` (with the
-API's field messages in ``.errors``) and its subclasses. The manual: docs/cli.md.
+The SDK: :class:`Client`, :class:`Job` and :class:`JobArray`; the errors:
+:class:`ApiError` (with the API's field messages in ``.errors``) and its subclasses.
+The manual: docs/cli.md.
 """
 
 __version__ = "0.1.0"
 
-from .client import FINAL_STATES, Client, Job, LogTail, Tenant  # noqa: E402
+from .client import FINAL_STATES, Client, Job, JobArray, LogTail, Tenant  # noqa: E402
 from .errors import (  # noqa: E402
     ApiError,
     ConfigError,
@@ -24,6 +25,6 @@ from .errors import (  # noqa: E402
 
 __all__ = [
     "FINAL_STATES", "ApiError", "Client", "ConfigError", "Conflict", "ConnectionFailed",
-    "Forbidden", "GpuqError", "InvalidRequest", "Job", "LogTail", "NotFound", "ServerError",
-    "Tenant", "Throttled", "Unauthorized", "__version__",
+    "Forbidden", "GpuqError", "InvalidRequest", "Job", "JobArray", "LogTail", "NotFound",
+    "ServerError", "Tenant", "Throttled", "Unauthorized", "__version__",
 ]

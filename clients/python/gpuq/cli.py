@@ -1,11 +1,14 @@
 """The ``gpuq`` command: Slurm's habits over the scheduler's REST API (docs/cli.md).
 
     gpuq login                          a token, stored in ~/.config/gpuq/config.toml
-    gpuq submit [flags] [-- CMD...]     sbatch: a flag per job field, or -f job.yaml
+    gpuq submit [flags] [-- CMD...]     sbatch: a flag per job field, or -f job.yaml;
+                                        --dependency afterok:12, --array 0-99%8
     gpuq queue [--mine] [--watch]       squeue
     gpuq show ID                        scontrol show job: every field and the history
     gpuq why ID                         why it waits, and what would start it sooner
-    gpuq cancel ID... | --mine ...      scancel
+    gpuq cancel ID... | --mine ...      scancel; --array 412 cancels a whole array
+
+A job is named by its id (``412``) or, for an array's task, by its name (``412_7``).
     gpuq logs ID [-f]                   the job's output
     gpuq share                          sshare: fair share per team
     gpuq wait ID                        until the job is final; the exit status says how
@@ -32,7 +35,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from . import __version__, config, explain, jobfile, output
-from .client import FINAL_STATES, Client, Job
+from .client import FINAL_STATES, Client, Job, parse_ref
 from .errors import (
     ApiError,
     ConfigError,
@@ -110,6 +113,12 @@ def option_type(parse: Callable[[str], Any]) -> Callable[[str], Any]:
     return convert
 
 
+def job_ref(text: str) -> str:
+    """A job on the command line: its id (``412``) or an array task's name (``412_7``)."""
+    parse_ref(text)  # ValueError says what is taken
+    return text.strip()
+
+
 def seconds_option(text: str) -> float:
     """Seconds (``0.5``), or a duration with a unit (``10m``)."""
     try:
@@ -131,6 +140,8 @@ def job_filters(args: argparse.Namespace, *, default_states: Sequence[str] | Non
     filters: dict[str, Any] = {}
     if args.tenant:
         filters["tenant"] = args.tenant
+    if getattr(args, "array", None) is not None:
+        filters["array"] = args.array
     if getattr(args, "user", None):
         filters["owner"] = args.user
     if args.mine:
@@ -229,6 +240,9 @@ def cmd_submit(args: argparse.Namespace) -> int:
             raise UsageError("give the command once: --command, or after --")
         flags["command"] = shlex.join(args.cmd)
     if batch is not None:
+        if "array" in flags or any("array" in one for one in batch):
+            raise UsageError("--array makes an array of one job's spec: a batch file's jobs "
+                             "cannot be arrays (submit each array on its own)")
         tenant = flags.pop("tenant", None) or batch_tenant
         jobs = [{**one, **flags} for one in batch]
         tenant = tenant or _default_tenant(client, jobs[0] if jobs else {})
@@ -240,12 +254,34 @@ def cmd_submit(args: argparse.Namespace) -> int:
     spec.setdefault("name", _name_from(spec.get("command", "")))
     if not spec.get("tenant"):
         spec["tenant"] = _default_tenant(client, spec)
+    if "array" in spec:
+        return _submit_array(client, args, spec)
     job = client.submit(idempotency_key=args.idempotency_key, **spec)
     if args.parsable:
         out(str(job.id))
     else:
         again = " (a retry: the job this key made before)" if job.replayed else ""
         out(f"Submitted job {job.id} to {job.tenant} ({job.state}){again}")
+    return EXIT_OK
+
+
+def _submit_array(client: Client, args: argparse.Namespace, spec: dict[str, Any]) -> int:
+    """``--array 0-99%8``: one request makes every task (``POST /api/v1/arrays/``). Like
+    sbatch, the array's id is printed ("Submitted batch job 412"; ``--parsable``: 412);
+    the tasks are 412_0 to 412_99."""
+    shape = spec.pop("array")
+    made = client.submit_array(count=shape["count"], max_running=shape.get("max_running"),
+                               idempotency_key=args.idempotency_key, **spec)
+    if args.parsable:
+        out(str(made.id))
+        return EXIT_OK
+    last = f" to {made.id}_{made.count - 1}" if made.count > 1 else ""
+    cap = (f", at most {made.max_running} running at once" if made.max_running
+           else ", no cap on how many run at once")
+    tasks = "task" if made.count == 1 else "tasks"
+    again = " (a retry: the array this key made before)" if made.replayed else ""
+    out(f"Submitted array {made.id} to {made.tenant}: {made.count} {tasks} "
+        f"{made.id}_0{last}{cap}{again}")
     return EXIT_OK
 
 
@@ -290,8 +326,14 @@ def _start(r: dict[str, Any]) -> str | None:
     return r.get("estimate_start_at") if r.get("state") == "QUEUED" else r.get("started_at")
 
 
+def _job_name(r: dict[str, Any]) -> str:
+    """A job as squeue names it: an array's task as ``412_7``, else its id."""
+    return str(r.get("array_task") or r.get("id"))
+
+
 QUEUE_COLUMNS = (
-    field("ID", "id", right=True),
+    # a task shows its name (squeue's JOBID 412_7); csv keeps the id (json has array_task)
+    field("ID", "id", right=True, text=_job_name),
     field("NAME", "name", min_width=8),
     field("TEAM", "tenant", min_width=6),
     field("OWNER", "owner", min_width=6),
@@ -391,8 +433,51 @@ def _ranges(indices: Iterable[int]) -> str:
     return ",".join(out_)
 
 
+#: What each dependency kind waits for, in words (the API's why_pending says the same).
+AWAITS = {"ok": "to complete", "any": "to end", "notok": "to fail or be cancelled"}
+#: sbatch's name of each kind.
+SBATCH_KIND = {"ok": "afterok", "any": "afterany", "notok": "afternotok"}
+
+
+def dependency_words(depends_on: Sequence[dict[str, Any]]) -> str:
+    """``[{"job": 12, "when": "ok"}]`` -> "waits for job 12 to complete (afterok:12)"."""
+    if not depends_on:
+        return "-"
+    parts = [f"job {d.get('job')} {AWAITS.get(d.get('when') or 'ok', 'to end')}"
+             for d in depends_on]
+    spec = ",".join(f"{SBATCH_KIND.get(d.get('when') or 'ok', d.get('when'))}:{d.get('job')}"
+                    for d in depends_on)
+    return f"waits for {', '.join(parts)} ({spec})"
+
+
+def array_words(job: dict[str, Any]) -> str | None:
+    """"task 412_7: task 8 of 100 of array 412, at most 8 at once" (None: not a task)."""
+    if job.get("array_id") is None:
+        return None
+    index, count = job.get("array_index") or 0, job.get("array_count")
+    cap = job.get("array_max_running")
+    limit = f", at most {cap} at once" if cap else ", no cap on how many run at once"
+    return (f"task {job.get('array_task')}: task {index + 1} of {count} of array "
+            f"{job.get('array_id')}{limit} (gpuq queue --array {job.get('array_id')} lists "
+            "them)")
+
+
+def never_satisfied_words(job: dict[str, Any]) -> str | None:
+    """Why a job was cancelled because a dependency can never be met, from its log row."""
+    for row in reversed(job.get("history") or []):
+        if row.get("reason") == "DependencyNeverSatisfied":
+            d = row.get("detail") or {}
+            when = d.get("when") or "ok"
+            return (f"Cancelled: job {d.get('job')} ended {d.get('ended')}, so the "
+                    f"dependency {SBATCH_KIND.get(when, when)}:{d.get('job')} (waits for it "
+                    f"{AWAITS.get(when, 'to end')}) can never be met.")
+    return None
+
+
 def show_value(key: str, value: Any) -> str:
     """A detail field as a person reads it."""
+    if key == "depends_on" and isinstance(value, list):
+        return dependency_words(value)
     if value is None or value == "":
         return "-"
     if isinstance(value, bool):
@@ -433,6 +518,9 @@ _SECTIONS = ("history", "preemptions")
 
 def detail_lines(job: dict[str, Any], width: int, ellipsis: str) -> list[str]:
     lines = [output.cut(f"Job {job.get('id')}: {job.get('name')}", width, ellipsis)]
+    for sentence in (array_words(job), never_satisfied_words(job)):
+        if sentence:
+            lines += wrap(sentence[0].upper() + sentence[1:], width)
     keys = [k for k in job if k not in _SECTIONS]
     key_width = min(24, max(len(k) for k in keys)) if keys else 0
     for key in keys:
@@ -482,16 +570,39 @@ def why_data(client: Client, job: dict[str, Any]) -> dict[str, Any]:
         tenant = None
         if job.get("pending_reason") in ("QuotaLimit", "UserLimit"):
             tenant = client.tenant(job["tenant"]).to_dict()
-        data["hints"] = explain.hints(job, tenant)
+        awaited = None
+        if job.get("pending_reason") == "Dependency":
+            awaited = awaited_jobs(client, job.get("depends_on") or [])
+        data["hints"] = explain.hints(job, tenant, awaited)
     else:
         data["hints"] = []
     data["preemptions"] = job.get("preemptions") or []
     return data
 
 
+#: The jobs a waiting job depends on that ``gpuq why`` reads (a request each).
+AWAITED_READS = 20
+
+
+def awaited_jobs(client: Client, depends_on: Sequence[dict[str, Any]]
+                 ) -> list[tuple[dict[str, Any], dict[str, Any] | None]]:
+    """Each dependency with the job it names as read now (None: not yours to see any
+    more, or gone), the first :data:`AWAITED_READS` of them."""
+    found: list[tuple[dict[str, Any], dict[str, Any] | None]] = []
+    for dep in list(depends_on)[:AWAITED_READS]:
+        try:
+            found.append((dep, client.job(int(dep["job"])).to_dict()))
+        except ApiError:
+            found.append((dep, None))
+    return found
+
+
 def why_lines(data: dict[str, Any], job: dict[str, Any], width: int) -> list[str]:
     state = data.get("state")
     head = f"Job {data['id']} ({data.get('name')}, team {data.get('tenant')})"
+    if job.get("array_task"):
+        head = f"Task {job['array_task']} (job {data['id']}, {data.get('name')}, team " \
+               f"{data.get('tenant')})"
     lines: list[str] = []
     if state == "QUEUED":
         lines += wrap(f"{head} is waiting: {data.get('pending_reason') or 'None'}.", width, "")
@@ -523,6 +634,8 @@ def why_lines(data: dict[str, Any], job: dict[str, Any], width: int) -> list[str
     elif state in FINAL_STATES:
         lines += wrap(f"{head} is {state}: it has finished, and will not start again.", width,
                       "")
+        if never_satisfied_words(job):
+            lines += wrap(str(never_satisfied_words(job)), width)
     elif state in ("PLACING", "RUNNING", "PREEMPT_REQUESTED", "CHECKPOINTING"):
         nodes = ", ".join(job.get("allocation") or {}) or "its nodes"
         since = f", started {relative(job.get('started_at'))}" if job.get("started_at") else ""
@@ -564,18 +677,47 @@ def cmd_why(args: argparse.Namespace) -> int:
 
 
 # ============================================================================ cancel
-CANCEL_COLUMNS = (field("ID", "id", right=True), field("NAME", "name", min_width=8),
+CANCEL_COLUMNS = (field("ID", "id", right=True, text=_job_name),
+                  field("NAME", "name", min_width=8),
                   field("TEAM", "tenant", min_width=6), field("OWNER", "owner", min_width=6),
                   field("STATE", "state", min_width=7))
+
+
+def cancel_target(text: str) -> str:
+    """A cancel's argument: a job's id (``412``), a task's name (``412_7``), or a whole
+    array (``412_*``: quoted, so the shell leaves the star alone)."""
+    text = text.strip()
+    if text.endswith("_*") and text[:-2].isdigit():
+        return text
+    try:
+        parse_ref(text)
+    except ValueError:
+        raise ValueError(f"{text!r} is not a job: a job's id (412), a task's name (412_7), "
+                         "or a whole array ('412_*', or --array 412)") from None
+    return text
 
 
 def cmd_cancel(args: argparse.Namespace) -> int:
     client = client_for(args)
     by_filter = bool(args.mine or args.tenant or args.state)
-    if args.ids and by_filter:
-        raise UsageError("cancel by IDs or by filter (--mine, --tenant, --state), not both")
-    if not args.ids and not by_filter:
-        raise UsageError("say which jobs: IDs, or --mine, --tenant, --state")
+    arrays = [int(t[:-2]) for t in args.ids if t.endswith("_*")] + list(args.arrays or [])
+    refs = [t for t in args.ids if not t.endswith("_*")]
+    if (refs or arrays) and by_filter:
+        raise UsageError("cancel by IDs (or --array) or by filter (--mine, --tenant, "
+                         "--state), not both")
+    if not refs and not arrays and not by_filter:
+        raise UsageError("say which jobs: IDs, --array ID, or --mine, --tenant, --state")
+    failed = 0
+    for array_id in dict.fromkeys(arrays):
+        try:
+            done = client.cancel_array(array_id, why=args.why)
+        except ApiError as error:
+            failed += 1
+            err(f"gpuq cancel: array {array_id}: {error.message}")
+            continue
+        tasks = "task" if len(done) == 1 else "tasks"
+        out(f"Cancelled array {array_id}: {len(done)} {tasks} (every task that had not "
+            "ended)")
     if by_filter:
         targets = [job.to_dict() for job in
                    client.jobs(**job_filters(args, default_states=LIVE_STATES))]
@@ -589,18 +731,22 @@ def cmd_cancel(args: argparse.Namespace) -> int:
             if not confirm(f"Cancel {these}? [y/N] "):
                 err("Nothing cancelled.")
                 return EXIT_ERROR
-        ids = [int(t["id"]) for t in targets]
-    else:
-        ids = args.ids
-    failed = 0
-    for job_id in ids:
+        refs = [str(t["id"]) for t in targets]
+    for ref in refs:
         try:
-            job = client.cancel(job_id, why=args.why)
+            job = client.cancel(ref, why=args.why)
         except ApiError as error:
             failed += 1
-            err(f"gpuq cancel: job {job_id}: {error.message}")
+            err(f"gpuq cancel: job {ref}: {error.message}")
             continue
-        out(f"Cancelled job {job.id} ({job.name})")
+        if job.get("array_task"):
+            out(f"Cancelled task {job.array_task} (job {job.id}, {job.name})")
+            if not by_filter and "_" not in ref:
+                # scancel 412 cancels the whole array: here 412 is task 0 alone
+                err(f"(only task {job.array_task} of array {job.array_id}: gpuq cancel "
+                    f"--array {job.array_id} cancels every task)")
+        else:
+            out(f"Cancelled job {job.id} ({job.name})")
     return EXIT_ERROR if failed else EXIT_OK
 
 
@@ -636,7 +782,7 @@ def _overlap(old: str, new: str) -> int:
 
 def cmd_logs(args: argparse.Namespace) -> int:
     client = client_for(args)
-    job = Job(client, {"id": args.id})
+    job = Job(client, {"id": client.job_id(args.id)})
     tail = job.logs()
     if not args.follow:
         sys.stdout.write(tail.stdout)
@@ -778,6 +924,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = commands.add_parser("queue", help="list jobs (squeue)")
     add_filters(p)
     p.add_argument("--user", help="one user's jobs")
+    p.add_argument("--array", type=int, metavar="ID", help="one job array's tasks")
     p.add_argument("--all", action="store_true", help="finished jobs too")
     p.add_argument("--positions", type=int, default=DEFAULT_POSITIONS, metavar="N",
                    help=f"read the queue position of the first N queued jobs (a request "
@@ -789,24 +936,31 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(run=cmd_queue)
 
     p = commands.add_parser("show", help="a job: every field and the history")
-    p.add_argument("id", type=int)
+    p.add_argument("id", type=option_type(job_ref), metavar="ID",
+                   help="a job's id, or an array task's name (412_7)")
     add_output(p)
     p.set_defaults(run=cmd_show)
 
     p = commands.add_parser("why", help="why a job waits, and what would start it sooner")
-    p.add_argument("id", type=int)
+    p.add_argument("id", type=option_type(job_ref), metavar="ID",
+                   help="a job's id, or an array task's name (412_7)")
     add_output(p)
     p.set_defaults(run=cmd_why)
 
     p = commands.add_parser("cancel", help="cancel jobs (scancel)")
-    p.add_argument("ids", nargs="*", type=int, metavar="ID")
+    p.add_argument("ids", nargs="*", type=option_type(cancel_target), metavar="ID",
+                   help="a job's id, a task's name (412_7), or a whole array ('412_*')")
+    p.add_argument("--array", dest="arrays", type=int, action="append", metavar="ID",
+                   help="cancel every task of this array that has not ended (repeat for "
+                        "more)")
     add_filters(p)
     p.add_argument("--why", default=None, help="recorded in the job's log")
     p.add_argument("-y", "--yes", action="store_true", help="do not ask (filters)")
     p.set_defaults(run=cmd_cancel)
 
     p = commands.add_parser("logs", help="a job's output")
-    p.add_argument("id", type=int)
+    p.add_argument("id", type=option_type(job_ref), metavar="ID",
+                   help="a job's id, or an array task's name (412_7)")
     p.add_argument("-f", "--follow", action="store_true",
                    help="follow it until the job is final (or Ctrl-C)")
     p.add_argument("--interval", type=option_type(seconds_option), default=2.0,
@@ -819,7 +973,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = commands.add_parser("wait", help="wait until a job is final; the exit status says "
                                          "how it ended")
-    p.add_argument("id", type=int)
+    p.add_argument("id", type=option_type(job_ref), metavar="ID",
+                   help="a job's id, or an array task's name (412_7)")
     p.add_argument("--timeout", type=option_type(seconds_option), default=None,
                    metavar="DURATION", help="give up after this long (exit status 5)")
     p.add_argument("--interval", type=option_type(seconds_option), default=5.0,

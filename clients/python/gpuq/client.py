@@ -9,12 +9,19 @@
     job.wait()                                  # the refreshed job, once it is final
     print(job.state, job.logs().stdout)
 
+    report = client.submit(tenant="vision", name="report", gpus=1,
+                           depends_on=[job])      # waits for it to complete (afterok)
+    sweep = client.submit_array(tenant="vision", name="sweep", gpus=1, count=100,
+                                max_running=8)    # tasks sweep.id_0 .. sweep.id_99
+    client.job(f"{sweep.id}_7").state           # a task by its name
+
 Fields keep the API's names (``max_runtime_s``, not ``--time``): what the SDK sends is
 what ``docs/api.md`` documents, and a field the API gains later passes through unchanged.
 """
 
 from __future__ import annotations
 
+import re
 import time
 import uuid
 from collections.abc import Iterable, Iterator
@@ -23,7 +30,7 @@ from datetime import datetime
 from typing import Any
 
 from . import config
-from .errors import Conflict
+from .errors import ApiError, Conflict, NotFound
 from .http import Transport
 
 #: States a job never leaves.
@@ -34,8 +41,14 @@ MAX_BATCH = 1000
 #: The job list's filters (``GET /api/v1/jobs/``), plus ``mine``. An unknown name is a
 #: TypeError: the API ignores parameters it does not know, and a misspelt filter would
 #: silently list everything.
-JOB_FILTERS = frozenset({"tenant", "state", "owner", "size_class", "submitted_after",
-                         "submitted_before", "page_size", "mine"})
+JOB_FILTERS = frozenset({"tenant", "state", "owner", "size_class", "array",
+                         "submitted_after", "submitted_before", "page_size", "mine"})
+#: The most tasks one array may have (the API's limit).
+MAX_ARRAY_TASKS = 10_000
+#: What ``depends_on``'s ``when`` may be: sbatch's afterok, afterany, afternotok.
+WHEN = ("ok", "any", "notok")
+#: A job's reference: its id (``412``), or an array task's name (``412_7``).
+_REF = re.compile(r"^\s*(\d+)(?:_(\d+))?\s*$")
 #: Fields only the job's detail has (a listed or submitted job reads its detail the first
 #: time one is asked for).
 DETAIL_FIELDS = frozenset({
@@ -44,6 +57,18 @@ DETAIL_FIELDS = frozenset({
     "last_checkpoint_at", "resume_pointer", "retry_count", "pending_sentence",
     "queue_position", "estimate", "allocation", "preemptions",
 })
+
+
+def parse_ref(ref: int | str) -> tuple[int, int | None]:
+    """``412`` -> ``(412, None)``; ``"412_7"`` (an array task's name) -> ``(412, 7)``.
+    ValueError for anything else."""
+    if isinstance(ref, int) and not isinstance(ref, bool):
+        return ref, None
+    found = _REF.match(str(ref))
+    if found is None:
+        raise ValueError(f"{ref!r} is not a job: a job's id (412) or an array task's name "
+                         "(412_7)")
+    return int(found.group(1)), None if found.group(2) is None else int(found.group(2))
 
 
 def new_idempotency_key() -> str:
@@ -165,11 +190,93 @@ class Job(Record):
                        at=data.get("at"), stdout=data.get("stdout") or "",
                        stderr=data.get("stderr") or "")
 
+    @property
+    def ref(self) -> str:
+        """How the job is named: an array task's name (``412_7``), else its id."""
+        return self._data.get("array_task") or str(self.id)
+
     def history(self) -> list[dict[str, Any]]:
         """Every log row of the job, oldest first (``seq``, ``at``, ``from_state``,
         ``to_state``, ``reason``, ``actor``, ``actor_name``, ``detail``): read afresh."""
         self.refresh()
         return list(self._data.get("history") or [])
+
+
+class JobArray(Record):
+    """A job array: ``id`` (its task 0's id), ``tenant``, ``name``, ``count``,
+    ``max_running`` (None: no cap), ``states`` (tasks per state), ``depends_on``, as
+    ``GET /api/v1/arrays/{id}/`` gives them. ``jobs`` are the tasks, by index, when the
+    array was just submitted (else read them with :meth:`tasks`)."""
+
+    def __init__(self, client: Client, data: dict[str, Any], *,
+                 jobs: list[Job] | None = None, replayed: bool = False) -> None:
+        super().__init__(data)
+        self._client = client
+        self._jobs = jobs
+        self._replayed = replayed
+
+    @property
+    def id(self) -> int:
+        return int(self._data["array_id"])
+
+    @property
+    def jobs(self) -> list[Job]:
+        """The tasks, by index: those the submit answered with, else read (every page)."""
+        if self._jobs is None:
+            self._jobs = self.tasks()
+        return self._jobs
+
+    @property
+    def replayed(self) -> bool:
+        """True when the submit was answered as a retry of an earlier one (its key)."""
+        return self._replayed
+
+    @property
+    def is_final(self) -> bool:
+        """Every task has ended (from the counts last read: :meth:`refresh`)."""
+        states = self._data.get("states")
+        if states is None:
+            self.refresh()
+            states = self._data.get("states") or {}
+        return all(state in FINAL_STATES for state, n in states.items() if n)
+
+    def task(self, index: int) -> Job:
+        """Task ``index`` (0 to count - 1), read afresh."""
+        return self._client.job(f"{self.id}_{int(index)}")
+
+    def tasks(self, **filters: Any) -> list[Job]:
+        """The tasks as listed now (``GET /jobs/?array=ID``), by index; ``filters`` as
+        :meth:`Client.jobs` (``state=...``)."""
+        found = list(self._client.jobs(array=self.id, **filters))
+        return sorted(found, key=lambda job: job.get("array_index") or 0)
+
+    def refresh(self) -> JobArray:
+        """Read the array again (its counts by state); returns it."""
+        self._data = self._client._http.get(f"/arrays/{self.id}/")
+        return self
+
+    def cancel(self, why: str | None = None) -> list[Job]:
+        """Cancel every task that has not ended, in one transaction; returns those it
+        cancelled. :class:`gpuq.Conflict` if every task has ended already (unless this
+        call's own earlier try cancelled them: a retry after a lost answer gives [])."""
+        return self._client.cancel_array(self.id, why=why)
+
+    def wait(self, timeout: float | None = None, poll_s: float = 5) -> JobArray:
+        """Poll until every task has ended; returns the array, refreshed. TimeoutError
+        after ``timeout`` seconds."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        self.refresh()
+        while not self.is_final:
+            left = None if deadline is None else deadline - time.monotonic()
+            if left is not None and left <= 0:
+                raise TimeoutError(f"array {self.id} still has tasks running or waiting "
+                                   f"after {timeout} s: {self.states}")
+            time.sleep(max(0.05, poll_s if left is None else min(poll_s, left)))
+            self.refresh()
+        return self
+
+    def __repr__(self) -> str:
+        return f"<JobArray {self._data.get('array_id')!r} of {self._data.get('count')}>"
 
 
 class Client:
@@ -206,14 +313,72 @@ class Client:
         """Submit one job; ``fields`` are the API's (``tenant``, ``name``, ``gpus``,
         ``max_runtime_s``, ...). Without ``idempotency_key`` a new key is generated, so
         the retries after a lost answer never make two jobs. ``tenant`` defaults to your
-        only tenant. Raises :class:`gpuq.InvalidRequest` with the field messages."""
-        body = {k: v for k, v in fields.items() if v is not None}
-        if "tenant" not in body and (tenant := self.default_tenant()):
-            body["tenant"] = tenant
+        only tenant. ``depends_on``: the jobs it waits for, each a :class:`Job`, an id,
+        a task's name (``"412_7"``), an ``(id, when)`` pair or the API's ``{"job": id,
+        "when": ...}``; ``when`` is ``ok`` (completed: the default), ``any`` (ended) or
+        ``notok`` (failed or cancelled). Raises :class:`gpuq.InvalidRequest` with the
+        field messages."""
+        body = self._body(fields)
         key = new_idempotency_key() if idempotency_key is None else idempotency_key
         headers = {"Idempotency-Key": key} if key else {}
         response = self._http.post("/jobs/", body, headers=headers)
         return Job(self, response.data, replayed=response.status == 200)
+
+    def submit_array(self, *, count: int, max_running: int | None = None,
+                     idempotency_key: str | None = None, **fields: Any) -> JobArray:
+        """Submit a job array: ``count`` tasks (1 to 10,000) of one spec (``fields`` as
+        :meth:`submit`'s, ``depends_on`` too: every task waits for them), at most
+        ``max_running`` running at once (None: no cap), all or none. The tasks are
+        numbered 0 to count - 1 (each reads ``ARRAY_INDEX``) and named
+        ``<array id>_<index>``; the array's id is its task 0's. The API judges the
+        count (:data:`MAX_ARRAY_TASKS` at most): errors name ``array.count``,
+        ``array.max_running`` or the job's field."""
+        body = self._body(fields)
+        body["array"] = {"count": count}
+        if max_running is not None:
+            body["array"]["max_running"] = max_running
+        key = new_idempotency_key() if idempotency_key is None else idempotency_key
+        response = self._http.post("/arrays/", body,
+                                   headers={"Idempotency-Key": key} if key else {})
+        data = response.data
+        replayed = response.status == 200
+        jobs = [Job(self, job, replayed=replayed) for job in data.get("jobs") or []]
+        first = jobs[0] if jobs else None
+        summary = {"array_id": data["array_id"], "tenant": data.get("tenant"),
+                   "count": data.get("count"),
+                   "name": first.get("name") if first else fields.get("name"),
+                   "owner": first.get("owner") if first else None,
+                   "max_running": first.get("array_max_running") if first else max_running,
+                   "depends_on": first.get("depends_on") if first else []}
+        return JobArray(self, summary, jobs=jobs, replayed=replayed)
+
+    def _body(self, fields: dict[str, Any]) -> dict[str, Any]:
+        body = {k: v for k, v in fields.items() if v is not None}
+        if "tenant" not in body and (tenant := self.default_tenant()):
+            body["tenant"] = tenant
+        if "depends_on" in body:
+            body["depends_on"] = self.dependencies(body["depends_on"])
+        return body
+
+    def dependencies(self, depends_on: Iterable[Any]) -> list[dict[str, Any]]:
+        """``depends_on`` as the API takes it: ``[{"job": id, "when": ...}]``. Takes
+        :class:`Job` objects, ids, task names (``"412_7"``, looked up), ``(job, when)``
+        pairs and the API's own objects (a batch's ``{"index": i}`` ones pass unchanged).
+        """
+        out: list[dict[str, Any]] = []
+        for item in depends_on:
+            when: str | None = None
+            if isinstance(item, tuple):
+                item, when = item
+            if isinstance(item, dict):
+                one = dict(item)
+                if isinstance(one.get("job"), str):
+                    one["job"] = self.job_id(one["job"])
+                out.append(one)
+                continue
+            job = item.id if isinstance(item, Job) else self.job_id(item)
+            out.append({"job": job} if when is None else {"job": job, "when": when})
+        return out
 
     def submit_batch(self, jobs: Iterable[dict[str, Any]], *, tenant: str | None = None,
                      idempotency_key: str | None = None) -> list[Job]:
@@ -229,6 +394,9 @@ class Client:
         elif named - {tenant}:
             raise ValueError(f"a batch is for one tenant; the specs name {sorted(named)}")
         tenant = tenant or self.default_tenant()
+        for spec in specs:
+            if spec.get("depends_on") is not None:
+                spec["depends_on"] = self.dependencies(spec["depends_on"])
         body: dict[str, Any] = {"jobs": [{k: v for k, v in s.items() if v is not None}
                                          for s in specs]}
         if tenant:
@@ -239,21 +407,66 @@ class Client:
         replayed = response.status == 200
         return [Job(self, data, replayed=replayed) for data in response.data["jobs"]]
 
-    def cancel(self, job_id: int, why: str | None = None) -> Job:
-        """Cancel a job by id (one request): ``client.job(id).cancel()`` without the
-        read first."""
-        return Job(self, {"id": int(job_id)}).cancel(why)
+    def cancel(self, job_id: int | str, why: str | None = None) -> Job:
+        """Cancel a job by id, or a task by its name (``"412_7"``): one request for an
+        id (``client.job(id).cancel()`` without the read first). A task alone: the
+        array's other tasks go on (:meth:`cancel_array` cancels them all)."""
+        return Job(self, {"id": self.job_id(job_id)}).cancel(why)
+
+    def cancel_array(self, array_id: int, why: str | None = None) -> list[Job]:
+        """Cancel every task of array ``array_id`` that has not ended, all in one
+        transaction; returns the tasks it cancelled. :class:`gpuq.Conflict` if every task
+        has ended already, unless this call's own earlier try did it (then [])."""
+        body = {} if why is None else {"why": why}
+        try:
+            response = self._http.post(f"/arrays/{int(array_id)}/cancel/", body)
+        except Conflict as error:
+            if error.attempts > 1 and self.array(array_id).is_final:
+                return []
+            raise
+        return [Job(self, data) for data in response.data.get("jobs") or []]
 
     # ------------------------------------------------------------------ read
-    def job(self, job_id: int) -> Job:
-        """A job's detail (state, pending reason, position, estimate, history, ...)."""
-        return Job(self, self._http.get(f"/jobs/{int(job_id)}/"), detailed=True)
+    def job(self, job_id: int | str) -> Job:
+        """A job's detail (state, pending reason, position, estimate, history, ...), by
+        its id or, for an array's task, its name (``"412_7"``)."""
+        array_id, index = parse_ref(job_id)
+        if index is not None:
+            return self._task(array_id, index)
+        return Job(self, self._http.get(f"/jobs/{array_id}/"), detailed=True)
+
+    def job_id(self, ref: int | str) -> int:
+        """The id of a job given by its id or an array task's name (``"412_7"``, read)."""
+        array_id, index = parse_ref(ref)
+        return array_id if index is None else self._task(array_id, index).id
+
+    def _task(self, array_id: int, index: int) -> Job:
+        """Task ``index`` of array ``array_id``. An array's tasks are inserted together,
+        so task i is usually job ``array_id + i``: that one is read first; the array's
+        list is searched only when it is not (ids taken by another insert meanwhile)."""
+        try:
+            guess = self._http.get(f"/jobs/{array_id + index}/")
+        except ApiError:
+            guess = None
+        if guess and guess.get("array_id") == array_id and guess.get("array_index") == index:
+            return Job(self, guess, detailed=True)
+        for job in self.jobs(array=array_id, page_size=1000):
+            if job.get("array_index") == index:
+                return self.job(job.id)
+        raise NotFound(404, [{"field": None, "code": "not_found",
+                              "message": f"No task {array_id}_{index}: no job array "
+                                         f"{array_id} of yours has a task {index}."}])
+
+    def array(self, array_id: int) -> JobArray:
+        """A job array (``GET /arrays/{id}/``): its size, ``max_running``, ``states`` (tasks
+        per state) and ``depends_on``. Its tasks: ``.tasks()``."""
+        return JobArray(self, self._http.get(f"/arrays/{int(array_id)}/"))
 
     def jobs(self, **filters: Any) -> Iterator[Job]:
         """Every job you may see that matches, newest first, over every page. Filters:
         ``tenant``, ``state`` (one or a list), ``owner``, ``size_class`` (one or a list),
-        ``submitted_after``, ``submitted_before`` (datetime or ISO text), ``mine=True``
-        (your own), ``page_size`` (1 to 1,000)."""
+        ``array`` (an array's tasks), ``submitted_after``, ``submitted_before`` (datetime
+        or ISO text), ``mine=True`` (your own), ``page_size`` (1 to 1,000)."""
         unknown = set(filters) - JOB_FILTERS
         if unknown:
             raise TypeError(f"unknown job filter(s) {sorted(unknown)}; known: "

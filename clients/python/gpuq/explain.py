@@ -36,8 +36,17 @@ def _flag(api: str) -> str:
     return BY_API[api].flag
 
 
-def hints(job: dict[str, Any], tenant: dict[str, Any] | None = None) -> list[str]:
-    """What might make ``job`` (a QUEUED job's detail) start sooner."""
+#: What each dependency kind waits for, in words.
+_AWAITS = {"ok": "completes", "any": "ends", "notok": "fails or is cancelled"}
+_NEVER = {"ok": "fails or is cancelled", "notok": "completes"}
+
+
+def hints(job: dict[str, Any], tenant: dict[str, Any] | None = None,
+          awaited: list[tuple[dict[str, Any], dict[str, Any] | None]] | None = None
+          ) -> list[str]:
+    """What might make ``job`` (a QUEUED job's detail) start sooner. ``awaited``: for a
+    job that waits on dependencies, each ``{"job", "when"}`` with that job's detail as
+    read now (None: not readable)."""
     reason = job.get("pending_reason") or "None"
     gpus = job.get("gpus") or 0
     out: list[str] = []
@@ -86,4 +95,43 @@ def hints(job: dict[str, Any], tenant: dict[str, Any] | None = None) -> list[str
                    "their jobs have checkpointed and stopped.")
     elif reason == "InteractiveTierFull":
         out.append(f"Without {_flag('interactive')} it waits in the batch queue instead.")
+    elif reason == "Dependency":
+        out += _dependency_hints(job, awaited)
+    elif reason == "ArrayLimit":
+        array, cap = job.get("array_id"), job.get("array_max_running")
+        out.append(f"Nothing to change: array {array} runs at most {cap} of its "
+                   f"{job.get('array_count')} tasks at once (max_running, fixed at submit); "
+                   "this task starts when one of the running ones ends.")
+        out.append(f"Cancelling a running task of the array makes room (gpuq queue --array "
+                   f"{array} lists them; gpuq cancel {array}_N cancels one).")
+    return out
+
+
+def _dependency_hints(job: dict[str, Any],
+                      awaited: list[tuple[dict[str, Any], dict[str, Any] | None]] | None
+                      ) -> list[str]:
+    out: list[str] = []
+    for dep, other in awaited or []:
+        when = dep.get("when") or "ok"
+        name = f"job {dep.get('job')}"
+        if other is None:
+            out.append(f"It starts once {name} {_AWAITS.get(when, 'ends')} (you may not "
+                       "read that job now).")
+            continue
+        if other.get("array_task"):
+            name = f"job {dep.get('job')} (task {other['array_task']})"
+        state = other.get("state")
+        if state in ("COMPLETED", "FAILED", "CANCELLED"):
+            out.append(f"{name[0].upper()}{name[1:]} has ended ({state}): this part is met, "
+                       "the scheduler releases it at its next tick.")
+        else:
+            out.append(f"It starts once {name} {_AWAITS.get(when, 'ends')}: it is {state} "
+                       f"now (gpuq why {dep.get('job')}).")
+            if when in _NEVER:
+                out.append(f"If {name} {_NEVER[when]} instead, this job is cancelled "
+                           "(DependencyNeverSatisfied).")
+    if len(job.get("depends_on") or []) > len(awaited or []):
+        out.append(f"(only the first {len(awaited or [])} of its "
+                   f"{len(job.get('depends_on') or [])} dependencies are shown)")
+    out.append("It holds and reserves no GPUs meanwhile: nothing to change on your side.")
     return out

@@ -11,6 +11,7 @@ flag are all derived from this table, so a new job field is one line here, e.g.:
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -57,6 +58,117 @@ def seconds(value: Any) -> int:
     if isinstance(value, int) and not isinstance(value, bool):
         return value
     return parse_duration(str(value), bare_seconds=True)
+
+
+#: sbatch's dependency kinds and the API's ``when`` for each.
+DEPENDENCY_KINDS = {"afterok": "ok", "afterany": "any", "afternotok": "notok"}
+#: A job named in a dependency: its id (``12``) or an array task's name (``412_7``).
+_JOB_REF = re.compile(r"^(\d+)(?:_(\d+))?$")
+#: sbatch's kinds this scheduler does not have, and why (the message says what is).
+_OTHER_KINDS = {
+    "after": "it starts when the job starts, and jobs here wait only for jobs to end",
+    "aftercorr": "it pairs the tasks of two arrays",
+    "afterburstbuffer": "there are no burst buffers",
+    "singleton": "it waits for the user's jobs of the same name",
+}
+
+
+def dependency(value: Any) -> list[dict[str, Any]]:
+    """sbatch's ``--dependency`` (``afterok:12:13,afterany:14``: comma-separated,
+    ``KIND:ID[:ID...]``) as the API's ``depends_on`` (``[{"job": 12, "when": "ok"}, ...]``).
+    An id may be an array task's name (``412_7``): it stays text here and the command
+    looks it up (``{"job": "412_7"}``). A job file may give the API's list itself; its
+    items pass unchanged (the API checks them, ``index`` ones of a batch too)."""
+    if isinstance(value, list):
+        if not all(isinstance(item, dict) for item in value):
+            raise ValueError('a list of {"job": ID, "when": "ok"} objects')
+        return [dict(item) for item in value]
+    text = str(value).strip()
+    kinds = ", ".join(DEPENDENCY_KINDS)
+    if not text:
+        raise ValueError(f"empty: write KIND:ID[:ID...], KIND one of {kinds}")
+    if "?" in text:
+        raise ValueError("'?' (any one of them is enough) is not supported: a job here "
+                         "waits until every dependency is met; separate them with ','")
+    out: list[dict[str, Any]] = []
+    seen: set[str] = set()
+    for part in text.split(","):
+        kind, _, ids = part.strip().partition(":")
+        kind = kind.strip().lower()
+        if kind not in DEPENDENCY_KINDS:
+            why = f" ({_OTHER_KINDS[kind]})" if kind in _OTHER_KINDS else ""
+            raise ValueError(f"{part.strip()!r}: unknown kind {kind!r}{why}; supported: "
+                             f"{kinds} (KIND:ID[:ID...], comma-separated)")
+        if not ids.strip():
+            raise ValueError(f"{part.strip()!r}: no job id after {kind}: (write "
+                             f"{kind}:ID[:ID...])")
+        for ref in ids.split(":"):
+            ref = ref.strip()
+            if "+" in ref:
+                raise ValueError(f"{ref!r}: a delay after a job's start (+MINUTES) is not "
+                                 "supported")
+            found = _JOB_REF.match(ref)
+            if found is None:
+                raise ValueError(f"{ref!r} is not a job id (a number, or an array task's "
+                                 "name such as 412_7)")
+            key = ref if found.group(2) is not None else str(int(ref))
+            if key in seen:
+                raise ValueError(f"job {ref} is named twice: each job once")
+            seen.add(key)
+            job: int | str = ref if found.group(2) is not None else int(ref)
+            out.append({"job": job, "when": DEPENDENCY_KINDS[kind]})
+    return out
+
+
+def array(value: Any) -> dict[str, int]:
+    """sbatch's ``--array`` (``0-99%8``: tasks 0 to 99, at most 8 running at once) as the
+    API's ``{"count": 100, "max_running": 8}``. Arrays here are always numbered 0 to
+    count - 1, so only a range from 0 is taken (``0`` alone is one task, as sbatch reads
+    it); a job file may give the API's mapping itself."""
+    if isinstance(value, dict):
+        unknown = sorted(set(value) - {"count", "max_running"})
+        if unknown:
+            raise ValueError(f"unknown key {unknown[0]!r}: an array has count and "
+                             "max_running")
+        out = {"count": integer(value.get("count"))}
+        if value.get("max_running") is not None:
+            out["max_running"] = integer(value["max_running"])
+        return out
+    text = str(value).strip().replace(" ", "")
+    supported = ("supported: 0-N (tasks 0 to N) with an optional %K (at most K at once), "
+                 "e.g. 0-99%8")
+    spec, percent, limit = text.partition("%")
+    if "," in spec:
+        raise ValueError(f"{text!r}: a list of indices is not supported (the tasks are "
+                         f"numbered 0 to count - 1); {supported}")
+    if ":" in spec:
+        raise ValueError(f"{text!r}: a step is not supported (the tasks are numbered 0 to "
+                         f"count - 1; a script can compute its value from ARRAY_INDEX); "
+                         f"{supported}")
+    found = re.fullmatch(r"(\d+)(?:-(\d+))?", spec)
+    if found is None:
+        raise ValueError(f"{text!r} is not an array range; {supported}")
+    first, last = int(found.group(1)), found.group(2)
+    if last is None:
+        if first != 0:
+            raise ValueError(f"{text!r} is the single task {first} in sbatch's reading, and "
+                             f"tasks here are numbered from 0: write 0-{first - 1} for "
+                             f"{first} tasks (or 0 for one)")
+        last_index = 0
+    else:
+        last_index = int(last)
+        if first != 0:
+            count = last_index - first + 1
+            hint = (f": write 0-{count - 1} for {count} tasks (ARRAY_INDEX 0 to "
+                    f"{count - 1}; add {first} in the script)") if count > 0 else ""
+            raise ValueError(f"{text!r}: arrays here are numbered from 0{hint}")
+    out = {"count": last_index + 1}
+    if percent:
+        if not limit.isdigit() or int(limit) < 1:
+            raise ValueError(f"{text!r}: after % comes how many tasks may run at once, a "
+                             "whole number of at least 1")
+        out["max_running"] = int(limit)
+    return out
 
 
 @dataclass(frozen=True, slots=True)
@@ -114,6 +226,13 @@ FIELDS: tuple[JobField, ...] = (
              "tier"),
     JobField("command", "--command", text, "what the node agent runs (or give it after --)",
              "CMD"),
+    JobField("depends_on", "--dependency", dependency,
+             "wait for other jobs to end, as sbatch's: afterok:ID[:ID...] (completed), "
+             "afterany: (ended), afternotok: (failed or cancelled), comma-separated; an ID "
+             "may be a task's name, 412_7", "KIND:ID[,...]"),
+    JobField("array", "--array", array,
+             "a job array, as sbatch's: 0-99%%8 makes tasks 0 to 99 of this spec, at most 8 "
+             "running at once (each reads ARRAY_INDEX)", "0-N[%K]"),
 )
 
 BY_API: dict[str, JobField] = {f.api: f for f in FIELDS}
@@ -144,11 +263,18 @@ def spec_from_file(data: dict[str, Any], name: str) -> dict[str, Any]:
 
 def flag_for(api_field: str | None) -> str | None:
     """The flag of an API field path (``gpus`` -> ``--gpus``; ``jobs[3].gpus`` ->
-    ``jobs[3] --gpus``); the path itself for a field the table does not know."""
+    ``jobs[3] --gpus``; a nested one keeps its path: ``depends_on[0].job`` ->
+    ``--dependency (depends_on[0].job)``, ``array.count`` -> ``--array (array.count)``);
+    the path itself for a field the table does not know."""
     if not api_field:
         return None
     head, _, last = api_field.rpartition(".")
     found = BY_API.get(last)
-    if found is None:
-        return api_field
-    return f"{head} {found.flag}" if head else found.flag
+    if found is not None:
+        return f"{head} {found.flag}" if head else found.flag
+    batch = re.match(r"^(jobs\[\d+\])\.(.*)$", api_field)
+    prefix, path = (batch.group(1) + " ", batch.group(2)) if batch else ("", api_field)
+    nested = BY_API.get(re.split(r"[.\[]", path, maxsplit=1)[0])
+    if nested is not None and path != nested.api:
+        return f"{prefix}{nested.flag} ({path})"
+    return api_field

@@ -1,0 +1,199 @@
+"""gpuq's Slurm syntax for dependencies and job arrays, without a server: sbatch's
+``--dependency`` and ``--array`` specs (good ones and the refusals, each saying what is
+supported), job references (``412``, ``412_7``, ``'412_*'``), the flags the API's nested
+field paths map back to, and the words ``gpuq show`` and ``gpuq why`` print for a
+dependent job, an array's task and a job cancelled because its dependency can never be
+met."""
+
+from __future__ import annotations
+
+import pytest
+from gpuq import explain
+from gpuq.cli import build_parser, cancel_target, detail_lines, main, why_lines
+from gpuq.client import parse_ref
+from gpuq.fields import array, dependency, flag_for, spec_from_file
+
+
+# ---------------------------------------------------------------------------- --dependency
+@pytest.mark.parametrize(("spec", "want"), [
+    ("afterok:12", [{"job": 12, "when": "ok"}]),
+    ("afterany:13", [{"job": 13, "when": "any"}]),
+    ("afternotok:14", [{"job": 14, "when": "notok"}]),
+    ("afterok:12,afterany:13", [{"job": 12, "when": "ok"}, {"job": 13, "when": "any"}]),
+    ("afterok:12:13", [{"job": 12, "when": "ok"}, {"job": 13, "when": "ok"}]),
+    (" AfterOK:7 , afternotok:8 ", [{"job": 7, "when": "ok"}, {"job": 8, "when": "notok"}]),
+    ("afterok:412_7", [{"job": "412_7", "when": "ok"}]),  # a task: looked up by the command
+    ("afterok:012", [{"job": 12, "when": "ok"}]),
+])
+def test_sbatch_dependency_specs_become_depends_on(spec: str, want: list) -> None:
+    assert dependency(spec) == want
+
+
+@pytest.mark.parametrize(("spec", "says"), [
+    ("", "empty"),
+    ("afterok", "no job id after afterok"),
+    ("afterok:", "no job id after afterok"),
+    ("after:12", "unknown kind 'after' (it starts when the job starts"),
+    ("singleton", "unknown kind 'singleton'"),
+    ("aftercorr:12", "unknown kind 'aftercorr'"),
+    ("ok:12", "supported: afterok, afterany, afternotok"),
+    ("afterok:12?afterany:13", "'?' (any one of them is enough) is not supported"),
+    ("afterok:twelve", "'twelve' is not a job id"),
+    ("afterok:-3", "'-3' is not a job id"),
+    ("afterok:12+5", "a delay after a job's start (+MINUTES) is not supported"),
+    ("afterok:12,afterany:12", "job 12 is named twice"),
+    ("afterok:412_*", "is not a job id"),
+])
+def test_a_bad_dependency_spec_is_refused_saying_what_is_supported(spec: str, says: str
+                                                                   ) -> None:
+    with pytest.raises(ValueError, match=None) as error:
+        dependency(spec)
+    assert says in str(error.value)
+
+
+def test_a_job_file_may_give_the_apis_depends_on_list_or_sbatchs_text() -> None:
+    assert spec_from_file({"dependency": "afterany:5"}, "f") == {
+        "depends_on": [{"job": 5, "when": "any"}]}
+    listed = [{"job": 5}, {"index": 0, "when": "notok"}]
+    assert spec_from_file({"depends_on": listed}, "f") == {"depends_on": listed}
+    with pytest.raises(ValueError, match="f: depends_on: a list of"):
+        spec_from_file({"depends_on": [5]}, "f")
+
+
+# ---------------------------------------------------------------------------- --array
+@pytest.mark.parametrize(("spec", "want"), [
+    ("0-99%8", {"count": 100, "max_running": 8}),
+    ("0-99", {"count": 100}),
+    ("0-0", {"count": 1}),
+    ("0", {"count": 1}),  # sbatch's --array=0: the single task 0
+    ("0-9999%1", {"count": 10000, "max_running": 1}),
+    ("0-20000", {"count": 20001}),  # the API refuses it, at --array (array.count)
+])
+def test_sbatch_array_specs_become_count_and_max_running(spec: str, want: dict) -> None:
+    assert array(spec) == want
+
+
+@pytest.mark.parametrize(("spec", "says"), [
+    ("1-10", "arrays here are numbered from 0: write 0-9 for 10 tasks"),
+    ("5", "the single task 5 in sbatch's reading"),
+    ("0-9:2", "a step is not supported"),
+    ("1,3,5", "a list of indices is not supported"),
+    ("0-3,7", "a list of indices is not supported"),
+    ("0-9%0", "a whole number of at least 1"),
+    ("0-9%", "a whole number of at least 1"),
+    ("0-9%x", "a whole number of at least 1"),
+    ("9-0", "arrays here are numbered from 0"),
+    ("ten", "is not an array range; supported: 0-N"),
+    ("-5", "is not an array range"),
+])
+def test_a_bad_array_spec_is_refused_saying_what_is_supported(spec: str, says: str) -> None:
+    with pytest.raises(ValueError) as error:
+        array(spec)
+    assert says in str(error.value)
+
+
+def test_a_job_file_may_give_the_array_as_text_or_as_the_apis_mapping() -> None:
+    assert spec_from_file({"array": "0-3%2"}, "f") == {"array": {"count": 4, "max_running": 2}}
+    assert spec_from_file({"array": {"count": 4}}, "f") == {"array": {"count": 4}}
+    with pytest.raises(ValueError, match="unknown key 'size'"):
+        spec_from_file({"array": {"size": 4}}, "f")
+
+
+@pytest.mark.parametrize(("argv", "says"), [
+    (["submit", "--dependency", "after:3", "--gpus", "1"], "argument --dependency: "),
+    (["submit", "--array", "1-10", "--gpus", "1"], "argument --array: '1-10'"),
+])
+def test_a_bad_spec_on_the_command_line_is_a_usage_error_naming_the_flag(
+        argv: list[str], says: str, capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as stopped:
+        main(argv)
+    assert stopped.value.code == 2
+    assert says in capsys.readouterr().err
+
+
+# ---------------------------------------------------------------------------- references
+@pytest.mark.parametrize(("ref", "want"), [
+    ("412", (412, None)), ("412_7", (412, 7)), (" 412_0 ", (412, 0)), (12, (12, None)),
+])
+def test_a_job_is_named_by_its_id_or_its_task_name(ref, want) -> None:
+    assert parse_ref(ref) == want
+
+
+@pytest.mark.parametrize("ref", ["412_", "_7", "412-7", "412_7_1", "x", "412_*", ""])
+def test_anything_else_is_not_a_job(ref: str) -> None:
+    with pytest.raises(ValueError, match="412_7"):
+        parse_ref(ref)
+
+
+def test_cancel_takes_a_whole_array_as_412_star_and_refuses_other_globs() -> None:
+    assert cancel_target("412_*") == "412_*"
+    assert cancel_target("412_7") == "412_7"
+    with pytest.raises(ValueError, match="--array 412"):
+        cancel_target("41*")
+    args = build_parser().parse_args(["cancel", "412_3", "412_*", "--array", "9"])
+    assert args.ids == ["412_3", "412_*"] and args.arrays == [9]
+
+
+@pytest.mark.parametrize(("path", "flag"), [
+    ("depends_on", "--dependency"),
+    ("depends_on[0].job", "--dependency (depends_on[0].job)"),
+    ("depends_on[1]", "--dependency (depends_on[1])"),
+    ("jobs[2].depends_on[0].index", "jobs[2] --dependency (depends_on[0].index)"),
+    ("jobs[1].depends_on", "jobs[1] --dependency"),
+    ("array.count", "--array (array.count)"),
+    ("array.max_running", "--array (array.max_running)"),
+])
+def test_the_apis_nested_fields_map_back_to_their_flag(path: str, flag: str) -> None:
+    assert flag_for(path) == flag
+
+
+# ---------------------------------------------------------------------------- words
+TASK = {"id": 419, "name": "sweep", "tenant": "vision", "state": "QUEUED",
+        "pending_reason": "ArrayLimit", "array_id": 412, "array_index": 7,
+        "array_count": 100, "array_max_running": 8, "array_task": "412_7",
+        "depends_on": [{"job": 12, "when": "ok"}, {"job": 13, "when": "notok"}],
+        "history": []}
+
+
+def test_show_names_the_task_its_array_and_its_dependencies_in_words() -> None:
+    text = " ".join(" ".join(detail_lines(TASK, 100, "~")).split())
+    assert "Task 412_7: task 8 of 100 of array 412, at most 8 at once" in text
+    assert ("waits for job 12 to complete, job 13 to fail or be cancelled "
+            "(afterok:12,afternotok:13)") in text
+
+
+def test_show_and_why_say_why_a_job_was_cancelled_for_a_dependency() -> None:
+    job = {"id": 20, "name": "eval", "tenant": "vision", "state": "CANCELLED",
+           "depends_on": [{"job": 12, "when": "ok"}],
+           "history": [{"seq": 9, "reason": "DependencyNeverSatisfied", "to_state":
+                        "CANCELLED", "detail": {"job": 12, "when": "ok", "ended": "FAILED"}}]}
+    want = ("Cancelled: job 12 ended FAILED, so the dependency afterok:12 (waits for it to "
+            "complete) can never be met.")
+    assert want in " ".join(" ".join(detail_lines(job, 100, "~")).split())
+    data = {"id": 20, "name": "eval", "tenant": "vision", "state": "CANCELLED"}
+    assert want in " ".join(" ".join(why_lines(data, job, 100)).split())
+
+
+def test_why_names_an_arrays_task_and_says_a_cap_is_fixed_at_submit() -> None:
+    data = {"id": 419, "name": "sweep", "tenant": "vision", "state": "QUEUED",
+            "pending_reason": "ArrayLimit", "hints": explain.hints(TASK)}
+    text = " ".join(" ".join(why_lines(data, TASK, 100)).split())
+    assert text.startswith("Task 412_7 (job 419, sweep, team vision) is waiting: ArrayLimit.")
+    assert "array 412 runs at most 8 of its 100 tasks at once (max_running, fixed at " \
+           "submit)" in text
+    assert "gpuq queue --array 412" in text
+
+
+def test_the_advice_for_a_dependency_names_each_job_and_its_state() -> None:
+    job = {**TASK, "pending_reason": "Dependency"}
+    awaited = [({"job": 12, "when": "ok"}, {"id": 12, "state": "RUNNING"}),
+               ({"job": 13, "when": "notok"}, {"id": 13, "state": "FAILED"})]
+    hints = explain.hints(job, None, awaited)
+    assert "It starts once job 12 completes: it is RUNNING now (gpuq why 12)." in hints
+    assert "If job 12 fails or is cancelled instead, this job is cancelled " \
+           "(DependencyNeverSatisfied)." in hints
+    assert "Job 13 has ended (FAILED): this part is met, the scheduler releases it at its " \
+           "next tick." in hints
+    assert hints[-1].startswith("It holds and reserves no GPUs meanwhile")
+    unreadable = explain.hints(job, None, [({"job": 12, "when": "any"}, None)])
+    assert unreadable[0] == "It starts once job 12 ends (you may not read that job now)."
