@@ -133,16 +133,19 @@ def test_an_invalid_form_shows_the_message_at_the_field(browser, live_server, cl
 def test_a_researcher_submits_an_array_through_the_form_and_sees_its_tasks(
     browser, live_server, cluster
 ):
+    # a researcher's job may wait only for jobs they may see: their own
+    prep = job_submit(tenant=cluster["vision"], owner=cluster["users"]["researcher"],
+                      name="prep", gpus=1, max_runtime_s=600)
     context, page = sign_in(browser, live_server, "vision-r1")
     page.goto(f"{live_server.url}/jobs/new/")
     page.get_by_label("Name").fill("browser-sweep")
     page.get_by_label("Command").fill("python sweep.py")
     page.get_by_label("GPUs", exact=True).fill("1")
-    page.get_by_label("Waits for").fill(f"afterany:{cluster['blocker'].pk}")
+    page.get_by_label("Waits for").fill(f"afterany:{prep.pk}")
     page.get_by_label("Tasks", exact=True).fill("3")
     page.get_by_label("At most at once").fill("2")
     page.get_by_role("button", name="Submit", exact=True).click()
-
+    expect(page.locator("#job-task")).to_be_visible()  # the first task's page
     first = Job.objects.get(name="browser-sweep", array_index=0)
     expect(page.locator("#job-task")).to_have_text(f"{first.pk}_0")
     expect(page.locator("#job-array-place")).to_have_text(
