@@ -58,3 +58,13 @@ def test_seeded_users_can_sign_in_with_the_printed_password(client):
     output = seed()
     password = output.split("password for new users: ")[1].split(")")[0]
     assert sign_in(client, "evals-r1", password)
+
+
+def test_seed_demo_shows_a_pipeline_and_an_array():
+    seed()
+    sweep = Job.objects.get(idempotency_key="demo-2")
+    report = Job.objects.get(name="mmlu-report")
+    assert report.depends_on == [[sweep.pk, "ok"]]
+    tasks = Job.objects.filter(name="probe-layer-sweep").order_by("array_index")
+    assert tasks.count() == 12 and {t.array_max_running for t in tasks} == {3}
+    assert [t.array_task for t in tasks][:2] == [f"{tasks[0].pk}_0", f"{tasks[0].pk}_1"]

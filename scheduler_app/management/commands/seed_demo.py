@@ -9,7 +9,7 @@ Running it twice changes nothing; passwords are set only when a user is created.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 from django.contrib.auth import get_user_model
 from django.contrib.auth.models import AbstractBaseUser
@@ -20,6 +20,7 @@ from scheduler_app.core.states import JobState, Reason
 from scheduler_app.core.types import Actor
 from scheduler_app.models import Job, Membership, Node, Pod, Tenant
 from scheduler_app.services import job_submit, job_transition
+from scheduler_app.services.jobs import array_submit
 from scheduler_app.services.transitions import now_s
 
 DEMO_PASSWORD = "gpu-demo-2026"
@@ -190,4 +191,27 @@ class Command(BaseCommand):
                     actor=Actor.AGENT,
                     at=at + timedelta(seconds=30),
                 )
+        return created + self._pipeline_and_sweep(tenants, start + timedelta(minutes=10))
+
+    def _pipeline_and_sweep(self, tenants: dict[str, Tenant], at: datetime) -> int:
+        """A report that waits for the evals sweep to complete (a dependency) and a
+        12-task probe sweep running 3 at a time (an array): the two issue-19 features,
+        there to be seen on the job pages and in gpuq from the first minute."""
+        created = 0
+        evals, safety = tenants["evals"], tenants["safety"]
+        sweep = Job.objects.filter(tenant=evals, idempotency_key="demo-2").first()
+        if sweep is not None and not Job.objects.filter(
+                tenant=evals, idempotency_key="demo-report").exists():
+            job_submit(tenant=evals, owner=sweep.owner, name="mmlu-report",
+                       command="python report.py --run mmlu-sweep", gpus=1,
+                       max_runtime_s=600, depends_on=[{"job": sweep.pk, "when": "ok"}],
+                       idempotency_key="demo-report", at=at)
+            created += 1
+        if not Job.objects.filter(tenant=safety, idempotency_key="demo-probes#0").exists():
+            owner = get_user_model().objects.get(username="safety-r1")
+            tasks = array_submit(tenant=safety, owner=owner, name="probe-layer-sweep",
+                                 command="python probe.py --layer $ARRAY_INDEX", gpus=1,
+                                 count=12, max_running=3, max_runtime_s=900,
+                                 idempotency_key="demo-probes", at=at)
+            created += len(tasks)
         return created
