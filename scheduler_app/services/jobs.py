@@ -211,6 +211,17 @@ def jobs_submit_batch(
     at = at or now_s()
     actor_name = owner.get_username() if owner is not None else ""
     jobs, refusals = _new_jobs(tenant, owner, prepared, at=at, fits=capacity or ClusterShape())
+    return _admit_or_replay(jobs, refusals, tenant=tenant, owner=owner,
+                            idempotency_key=idempotency_key, actor=actor, at=at,
+                            actor_name=actor_name, link=link)
+
+
+def _admit_or_replay(jobs: list[Job], refusals: Any, *, tenant: Tenant,
+                     owner: AbstractBaseUser | None, idempotency_key: str, actor: Actor,
+                     at: datetime, actor_name: str,
+                     link: Callable[[list[Job]], list[str]]) -> list[Job]:
+    """Admit a batch's (or an array's) new jobs in one durable transaction; if their keys
+    are taken already, the jobs the first request made, marked as replayed."""
     try:
         # no look-up first: the unique keys refuse a second batch (IntegrityError below)
         with transaction.atomic(durable=True):
@@ -454,17 +465,9 @@ def array_submit(
             job.array_id = jobs[0].pk  # task 0 names the array
         return ["array_id"]
 
-    try:
-        with transaction.atomic(durable=True):
-            return admit_new_jobs(jobs, refusals=refusals, actor=actor, at=at,
-                                  actor_name=actor_name, link=link)
-    except IntegrityError:
-        existing = batch_jobs_with_key(tenant, idempotency_key, owner=owner)
-        if existing is None:
-            raise
-        for job in existing:
-            job.replayed = True  # type: ignore[attr-defined]  # read by submit_replayed
-        return existing
+    return _admit_or_replay(jobs, refusals, tenant=tenant, owner=owner,
+                            idempotency_key=idempotency_key, actor=actor, at=at,
+                            actor_name=actor_name, link=link)
 
 
 # ---------------------------------------------------------------- dependencies
