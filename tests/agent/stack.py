@@ -206,6 +206,13 @@ def run_dirs(stack: Stack, node: str, job_id: int) -> list[Path]:
     return sorted(root.iterdir(), key=lambda p: int(p.name)) if root.exists() else []
 
 
+def first_log(stack: Stack, node: str, job_id: int) -> Path | None:
+    """The job's first run's stdout on ``node``, or None while the agent has not made its
+    run directory yet (the job may show RUNNING a moment before it exists)."""
+    runs = run_dirs(stack, node, job_id)
+    return runs[0] / "stdout.log" if runs else None
+
+
 def wait_text(path_fn, needle: str, timeout: float = 60) -> str:
     """Wait until the file ``path_fn()`` names holds ``needle``; returns the text."""
     box: dict[str, str] = {}

@@ -19,7 +19,7 @@ import pytest
 
 from tests.production.procs import poll
 
-from .stack import Stack, demo_command, migrated_template, run_dirs, wait_text
+from .stack import Stack, demo_command, first_log, migrated_template, run_dirs, wait_text
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 
@@ -93,7 +93,7 @@ def test_a_preempted_job_checkpoints_on_sigterm_and_resumes_on_the_other_node(st
     stack.wait_job(fill, lambda d: d["state"] == "RUNNING" and where(d) == other(node))
 
     # it runs where it was placed, on the GPUs it was given, and checkpoints
-    log1 = wait_text(lambda: run_dirs(stack, node, job)[0] / "stdout.log", "checkpoint at")
+    log1 = wait_text(lambda: first_log(stack, node, job), "checkpoint at")
     assert f"CUDA_VISIBLE_DEVICES={','.join(map(str, gpus))} node={node}" in log1
     assert "starting from step 0" in log1
     stack.wait_job(job, lambda d: d["last_checkpoint_at"] and d["resume_pointer"])
@@ -117,7 +117,7 @@ def test_a_preempted_job_checkpoints_on_sigterm_and_resumes_on_the_other_node(st
     assert exit_row["detail"]["exit_code"] == 75 and exit_row["actor_name"] == node
     assert str(head) in str(stopped["history"][asked]["detail"])
     stopped_at = last_pointer_step(stopped)
-    log1 = wait_text(lambda: run_dirs(stack, node, job)[0] / "stdout.log", "stop signal")
+    log1 = wait_text(lambda: first_log(stack, node, job), "stop signal")
     assert f"stop signal: checkpoint at step {stopped_at}" in log1
     stack.wait_job(head, lambda d: d["state"] == "RUNNING" and where(d) == node)
 
@@ -125,7 +125,7 @@ def test_a_preempted_job_checkpoints_on_sigterm_and_resumes_on_the_other_node(st
     stack.api("POST", f"/jobs/{fill}/cancel/", {"why": "make room"})
     second = stack.wait_job(job, lambda d: d["state"] == "RUNNING", what="the resume")
     assert where(second) == other(node)
-    log2 = wait_text(lambda: run_dirs(stack, other(node), job)[0] / "stdout.log",
+    log2 = wait_text(lambda: first_log(stack, other(node), job),
                      f"step {stopped_at + 1}\n")
     assert f"resuming from step {stopped_at}" in log2
     assert "starting from step 0" not in log2
@@ -153,7 +153,7 @@ def test_a_job_that_ignores_sigterm_is_killed_at_the_end_of_its_grace(stack):
     node = where(first)
     stack.wait_job(fill, lambda d: d["state"] == "RUNNING")
     pid = int(re.search(r"pid=(\d+)", wait_text(
-        lambda: run_dirs(stack, node, job)[0] / "stdout.log", "pid=")).group(1))
+        lambda: first_log(stack, node, job), "pid=")).group(1))
 
     stack.submit("prod", "eval", 4, demo_command("--step-seconds", "0.2"), gpus_per_node=4)
     done = stack.wait_job(job, lambda d: ("PREEMPTED", "GraceExpired") in rows(d),
@@ -190,7 +190,7 @@ def test_a_killed_agent_marks_its_node_down_and_its_job_resumes_elsewhere(stack)
     assert ("QUEUED", "NodeFailed") in rows(moved)
     down_at = max(i for i, r in enumerate(rows(moved)) if r == ("QUEUED", "NodeFailed"))
     resumed_from = _steps_before(moved["history"][:down_at])
-    log2 = wait_text(lambda: run_dirs(stack, other(node), job)[0] / "stdout.log",
+    log2 = wait_text(lambda: first_log(stack, other(node), job),
                      f"step {resumed_from + 1}\n")
     assert f"resuming from step {resumed_from}" in log2
 
