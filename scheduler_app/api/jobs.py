@@ -680,6 +680,19 @@ def _replayed(tenant: Tenant, owner: Any, spec: dict[str, Any],
     return job
 
 
+def _many_jobs_request(request: Request, serializer: type[serializers.Serializer],
+                       what: str) -> tuple[dict[str, Any], Tenant, str]:
+    """A batch's or an array's body checked, its tenant one the caller may submit to, and
+    its idempotency key: at most 123 characters, since job ``i`` gets ``<key>#<i>``."""
+    data = validated(serializer, request.data)
+    tenant = _tenant_or_400(data["tenant"], user=request.user)
+    _check_may_submit(request, tenant)
+    key = _idempotency_key(request, data["idempotency_key"])
+    if len(key) > 123:
+        raise ValidationError({"idempotency_key": [f"At most 123 characters for {what}."]})
+    return data, tenant, key
+
+
 class JobBatchSubmit(APIView):
     permission_classes = [access.IsUser]
 
@@ -694,12 +707,7 @@ class JobBatchSubmit(APIView):
         responses={201: BatchOut, 200: OpenApiResponse(BatchOut, "A retry.")},
     )
     def post(self, request: Request) -> Response:
-        data = validated(BatchIn, request.data)
-        tenant = _tenant_or_400(data["tenant"], user=request.user)
-        _check_may_submit(request, tenant)
-        key = _idempotency_key(request, data["idempotency_key"])
-        if len(key) > 123:
-            raise ValidationError({"idempotency_key": ["At most 123 characters for a batch."]})
+        data, tenant, key = _many_jobs_request(request, BatchIn, "a batch")
         specs = [full_spec(s) for s in data["jobs"]]
         refusals = Refusals(tenant, request.user.pk)
         errors: dict[str, list[str]] = {}
@@ -823,13 +831,7 @@ class ArraySubmit(APIView):
         responses={201: ArrayOut, 200: OpenApiResponse(ArrayOut, "A retry.")},
     )
     def post(self, request: Request) -> Response:
-        data = validated(ArraySubmitIn, request.data)
-        tenant = _tenant_or_400(data["tenant"], user=request.user)
-        _check_may_submit(request, tenant)
-        key = _idempotency_key(request, data["idempotency_key"])
-        if len(key) > 123:
-            raise ValidationError({"idempotency_key": ["At most 123 characters for an "
-                                                       "array."]})
+        data, tenant, key = _many_jobs_request(request, ArraySubmitIn, "an array")
         spec = full_spec({**data, "idempotency_key": ""})
         array = data["array"]
         refusals = Refusals(tenant, request.user.pk)

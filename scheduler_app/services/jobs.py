@@ -172,14 +172,7 @@ def jobs_submit_batch(
         spec, problems = _batch_spec(raw)
         if spec is not None:
             spec["idempotency_key"] = f"{idempotency_key}#{i}" if idempotency_key else ""
-            try:
-                validate_job_spec(spec)
-            except ValidationError as error:
-                problems.update({f: " ".join(m) for f, m in error.message_dict.items()})
-            else:
-                problem = over_team_max_runtime(spec, tenant)
-                if problem:
-                    problems["max_runtime_s"] = problem
+            problems.update(spec_problems(spec, tenant))
         for name, message in problems.items():
             errors[f"jobs[{i}].{name}"] = message
         if spec is not None:
@@ -325,6 +318,18 @@ def team_default(spec: dict[str, Any], tenant: Tenant) -> dict[str, Any]:
     return {}
 
 
+def spec_problems(spec: dict[str, Any], tenant: Tenant) -> dict[str, str]:
+    """What is wrong with one job's spec, field -> message: :func:`validate_job_spec`'s
+    problems, or else a limit over the team's ``max_runtime_s`` (a batch's jobs and an
+    array's spec are checked so, every problem named at once)."""
+    try:
+        validate_job_spec(spec)
+    except ValidationError as error:
+        return {f: " ".join(m) for f, m in error.message_dict.items()}
+    problem = over_team_max_runtime(spec, tenant)
+    return {"max_runtime_s": problem} if problem else {}
+
+
 def over_team_max_runtime(spec: dict[str, Any], tenant: Tenant) -> str:
     """Why ``spec``'s declared limit is refused ('' if it is not): longer than its team's
     ``max_runtime_s``. A job that declares none gets the team's default, which is never
@@ -437,14 +442,7 @@ def array_submit(
                             "idempotency_key": ""}
     spec["gpu_type"] = spec["gpu_type"] or ""
     if not unknown:
-        try:
-            validate_job_spec(spec)
-        except ValidationError as error:
-            errors.update({f: " ".join(m) for f, m in error.message_dict.items()})
-        else:
-            problem = over_team_max_runtime(spec, tenant)
-            if problem:
-                errors["max_runtime_s"] = problem
+        errors.update(spec_problems(spec, tenant))
     try:
         spec["depends_on"] = _single_dependencies(depends_on, owner=owner, sees=sees)
     except Invalid as error:
