@@ -854,11 +854,7 @@ class Scheduler:
         if to == S.QUEUED and frm != S.QUEUED:
             rec.pending_reason = PendingReason.NONE
             rec.estimate = None
-            parked = self.gates.admit(rec.spec)
-            if parked is None:
-                self.queues.push(rec.spec)
-            else:
-                rec.pending_reason = self.pending_news[job_id] = parked
+            self._queue_or_park(rec)
         if not holds:
             rec.run_start_s = None
         if to in FINAL_STATES:
@@ -943,13 +939,18 @@ class Scheduler:
             if d is not None:
                 doomed.append(d)
                 continue
-            parked = self.gates.admit(rec.spec)
-            if parked is None:
-                self.queues.push(rec.spec)
-            else:
-                rec.pending_reason = self.pending_news[rec.spec.id] = parked
+            self._queue_or_park(rec)
         if doomed:
             self._doom(doomed, self.now)
+
+    def _queue_or_park(self, rec: JobRecord) -> None:
+        """A job entering QUEUED goes on its heap, or waits off the heaps if a gate says
+        so (its reason published by the next tick)."""
+        parked = self.gates.admit(rec.spec)
+        if parked is None:
+            self.queues.push(rec.spec)
+        else:
+            rec.pending_reason = self.pending_news[rec.spec.id] = parked
 
     def _hold(self, rec: JobRecord, alloc: Allocation, now: int, *,
               accrue: bool = True) -> None:
@@ -1154,6 +1155,7 @@ class Scheduler:
         running = dict.fromkeys(self.tenants, 0)
         user_held: dict[tuple[str, str], int] = {}
         queued = 0
+        unsettled = {r.spec.id for r in self._unsettled}
         for rec in self.jobs.values():
             if rec.state in HOLDING_STATES:
                 assert rec.alloc, rec
@@ -1170,7 +1172,7 @@ class Scheduler:
             else:
                 assert rec.alloc is None, rec
             if rec.state == S.QUEUED and (rec.spec.id in self.gates.parked
-                                          or rec in self._unsettled):
+                                          or rec.spec.id in unsettled):
                 assert rec.spec.id not in self.queues, rec.spec.id
             elif rec.state == S.QUEUED:
                 queued += 1
