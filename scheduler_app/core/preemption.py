@@ -346,6 +346,12 @@ def select_victims(
             refused[c.spec.id] = why_not
     if not eligible:
         return None
+    # No set can make room if every GPU free now plus every eligible victim's falls short
+    # of the head (a third of the vain searches on a loaded window end here, before a
+    # single trial placement).
+    need = head.min_gpus if head.min_gpus is not None else head.gpus
+    if cap.free_gpus(head.gpu_type) + sum(c.gpus for c in eligible) < need:
+        return None
 
     def fits(victims: Iterable[Candidate], only: list[str] | None = None) -> Allocation | None:
         with cap.trial():

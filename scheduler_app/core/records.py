@@ -93,8 +93,10 @@ class JobRecord:
         """What the cap compares: the preemptions of the last day, except that once any
         rolling day held ``cap`` of them the job stays at the cap for good (the seed: "a
         job past the cap is protected until it completes")."""
-        recent = self.preemptions_last_day(now)
         times = self.preemption_times  # appended in time order
+        if not times:
+            return 0
+        recent = self.preemptions_last_day(now)
         if cap > 0 and any(
             times[i + cap - 1] - times[i] < DAY_S for i in range(len(times) - cap + 1)
         ):
