@@ -274,6 +274,10 @@ class Scheduler:
         #: they still hold)
         self.reserved: list[Reservation] = []
         self.planned_at: dict[str, int] = {}
+        #: when a kept reservation was last planned afresh and the fresh plan was not
+        #: better (it was kept as it was): it is not due for another look until
+        #: tick.RESERVATION_REFRESH_S later
+        self.checked_at: dict[str, int] = {}
         #: per team, the highest-ranked job that waits for the team's own quota: it holds
         #: its place in that quota (tick.QuotaHold), not GPUs
         self.quota_holds: dict[str, Any] = {}
@@ -292,12 +296,14 @@ class Scheduler:
         self.claims_version = 0
         # head -> version at which its preemption search found nothing
         self.vain_searches: dict[str, int] = {}
+        #: the last preemption search's candidates by job id (tick.Tick.candidates)
+        self.candidates: dict[str, Any] = {}
         # the fixed-point detection of tick() (see _note_quiet): the signature of the last
         # quiet tick, the fixed point found, and when the state last changed
         self._quiet: tuple[Any, ...] | None = None
         self._fixed: tuple[int, int, tuple[Any, ...], int | None] | None = None
         self._seen_version = -1
-        self._changed_at = now
+        self.changed_at = now
         self.now = now
         self._timers: list[tuple[int, int, str, str, int]] = []  # (at, seq, kind, job, token)
         self._timer_seq = 0
@@ -444,7 +450,7 @@ class Scheduler:
         self._clock(now)
         self.tick_count += 1
         if self.version != self._seen_version:
-            self._seen_version, self._changed_at = self.version, now
+            self._seen_version, self.changed_at = self.version, now
         if not self.pending_news and self.quiet_until(now, now) is not None:
             self.share_keys = {} if self.config.policy == "fifo" else self.share_keys_at(now)
             return TickResult([], {"quiet": True, "examined": 0, "placed": 0, "backfilled": 0,
@@ -481,8 +487,8 @@ class Scheduler:
         planned_all = (result.stats.get("reservations_planned", 0)
                        < self.config.reservation_plans_per_tick)
         if planned_all or sig == self._quiet:
-            stale = [self.planned_at[r.job_id] for r in self.reserved
-                     if self.planned_at.get(r.job_id, now) < self._changed_at]
+            stale = [at for r in self.reserved
+                     if (at := self.looked_at(r.job_id, now)) < self.changed_at]
             due = min(stale) + RESERVATION_REFRESH_S if stale else None
             self._fixed = (self.version, self.claims_version, sig[2], due)
         else:
@@ -495,6 +501,14 @@ class Scheduler:
         zero = (0, 0.0)
         return tuple(sorted((keys.get(k[0], zero), head[0], k) for k in self.queues.heap_keys()
                             if (head := self.queues.head(k))))
+
+    def looked_at(self, job_id: str, default: int) -> int:
+        """When the reservation of ``job_id`` was last planned, or planned afresh and kept
+        as it was: a reservation is due for another look RESERVATION_REFRESH_S later, if
+        the state changed since (``changed_at``)."""
+        planned = self.planned_at.get(job_id, default)
+        checked = self.checked_at.get(job_id)
+        return planned if checked is None or checked < planned else checked
 
     def quiet_until(self, now: int, upto: int) -> int | None:
         """At a fixed point (see above), the last instant in [now, upto] until which ticks

@@ -350,6 +350,7 @@ class Tick:
         self.reserved_ids: set[str] = set()
         self._booked_on_node: dict[str, list[Booked]] = {}  # node -> reservations there
         self.planned_at: dict[str, int] = {}
+        self.checked_at: dict[str, int] = {}  # kept reservations planned afresh, not bettered
         self.line: _Line | None = None
         self.line_version = 0  # bumped at every change of the picture (memo key)
         self._line_masks: dict[int, Any] = {}
@@ -507,33 +508,44 @@ class Tick:
             for n, ix in res.alloc.items():
                 held[n] = held.get(n, 0) | mask_of(ix)
         # the stalest few are planned afresh in this tick: a plan on 2,000 nodes costs
-        # milliseconds, and reservations made in one tick all go stale in the same one
-        stale = sorted((s.planned_at.get(r.job_id, self.now), s.jobs[r.job_id].spec.seq,
-                        r.job_id) for r in s.reserved
-                       if self.now - s.planned_at.get(r.job_id, self.now)
-                       >= RESERVATION_REFRESH_S)
+        # milliseconds, and reservations made in one tick all go stale in the same one.
+        # Stale: last looked at (planned, or planned afresh and kept) RESERVATION_REFRESH_S
+        # ago or more, before the state last changed (on the same state a new plan finds
+        # what the last one found). A fresh plan that is not better keeps the old one and
+        # still counts as a look: without that, the same two reservations whose fresh
+        # plans start later would be planned again at every tick, and the other stale
+        # ones never.
+        now = self.now
+        stale = sorted((at, s.jobs[r.job_id].spec.seq, r.job_id) for r in s.reserved
+                       if now - (at := s.looked_at(r.job_id, now)) >= RESERVATION_REFRESH_S
+                       and at < s.changed_at)
         refresh = {jid for _at, _seq, jid in stale[:REFRESHES_PER_TICK]}
         for res in list(s.reserved):
             if len(self.reserved) >= self.cfg.reservation_depth:
                 break
-            rec = s.jobs[res.job_id]
-            if rec.state != S.QUEUED or res.job_id in s.claims or self._over_user_cap(rec.spec):
+            job_id = res.job_id
+            rec = s.jobs[job_id]
+            if rec.state != S.QUEUED or job_id in s.claims or self._over_user_cap(rec.spec):
                 continue  # (a job over its owner's cap holds no reservation)
             line = self._line()
-            exclude = self._excluded(res.job_id)
-            planned_at = s.planned_at.get(res.job_id, self.now)
+            exclude = self._excluded(job_id)
+            planned_at = s.planned_at.get(job_id, now)
+            checked_at = s.checked_at.get(job_id)
             keep = line.still_holds(res, exclude) and self._quota_fits(rec.spec, res.start_s)
-            if res.job_id in refresh and self.plans_left > 0:
+            if job_id in refresh and self.plans_left > 0:
                 self.plans_left -= 1
+                checked_at = now
                 new = self.plan(rec, line.releases, cap=line.cap, masks=self._line_masks)
                 # an earlier start elsewhere, on GPUs no other kept reservation holds
                 # (taking theirs would break their promise for this one's sake)
                 if new is not None and (not keep or (
                         new.start_s <= res.start_s
                         and not self._takes_others(new, res, held))):
-                    res, keep, planned_at = new, True, self.now
+                    res, keep, planned_at = new, True, now
             if keep:
                 self._book(rec, res, planned_at)
+                if checked_at is not None and checked_at > planned_at:
+                    self.checked_at[job_id] = checked_at
 
     @staticmethod
     def _takes_others(new: Reservation, old: Reservation, held: dict[str, int]) -> bool:
@@ -1185,9 +1197,15 @@ class Tick:
         return True
 
     def candidates(self) -> list[Candidate]:
-        """Running jobs of the tenants above their guarantee (built once per tick)."""
+        """Running jobs of the tenants above their guarantee (built once per tick). A job's
+        Candidate is kept from the tick that last built it while what it is made of holds
+        (the same allocation object, run start, last checkpoint and count against the
+        daily cap): a search at every tick would otherwise remake thousands of them."""
         if self._candidates is None:
             s = self.s
+            cap_n = self.cfg.max_preemptions_per_job_per_day
+            kept = s.candidates
+            fresh: dict[str, Candidate] = {}
             out = []
             for name in s.tenant_names:
                 if s.running[name] - s.leaving[name] <= s.tenants[name].guaranteed_gpus:
@@ -1196,14 +1214,23 @@ class Tick:
                     r = s.jobs[job_id]
                     if r.state != S.RUNNING or not r.alloc:
                         continue
-                    out.append(Candidate(
-                        spec=r.spec, alloc=r.alloc, run_start_s=r.run_start_s or 0,
-                        last_checkpoint_s=r.last_checkpoint_s,
-                        preemptions_last_day=r.preemptions_against_cap(
-                            self.now, self.cfg.max_preemptions_per_job_per_day),
-                        in_slice=r.spec.interactive and s.in_slice(r.alloc),
-                        grace_s=s.grace_window(r.spec),
-                    ))
+                    last_day = r.preemptions_against_cap(self.now, cap_n)
+                    run_start = r.run_start_s or 0
+                    c = kept.get(job_id)
+                    if (c is None or c.spec is not r.spec or c.alloc is not r.alloc
+                            or c.run_start_s != run_start
+                            or c.last_checkpoint_s != r.last_checkpoint_s
+                            or c.preemptions_last_day != last_day):
+                        c = Candidate(
+                            spec=r.spec, alloc=r.alloc, run_start_s=run_start,
+                            last_checkpoint_s=r.last_checkpoint_s,
+                            preemptions_last_day=last_day,
+                            in_slice=r.spec.interactive and s.in_slice(r.alloc),
+                            grace_s=s.grace_window(r.spec),
+                        )
+                    fresh[job_id] = c
+                    out.append(c)
+            s.candidates = fresh  # only the jobs still candidates: the memo stays small
             self._candidates = out
         return self._candidates
 
@@ -1258,6 +1285,7 @@ class Tick:
         s = self.s
         s.reserved = [b.res for b in self.reserved]
         s.planned_at = self.planned_at
+        s.checked_at = self.checked_at
         s.quota_holds = dict(self.quota_holds)
         if not len(s.queues):
             s.estimate_round = None

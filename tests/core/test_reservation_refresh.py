@@ -1,0 +1,89 @@
+"""What a tick keeps from the last: how often a kept reservation is planned afresh
+(tick.RESERVATION_REFRESH_S), and the preemption candidates.
+
+A kept reservation is looked at again once it was last looked at RESERVATION_REFRESH_S ago
+and the state changed since; a fresh plan that is not better keeps the old one and still
+counts as a look. Without that, the stalest reservations whose fresh plans start later
+were planned again at every tick (a few milliseconds each at scale) and kept the others
+from ever being looked at.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections import defaultdict
+
+import pytest
+
+from scheduler_app.core import tick as tick_module
+from scheduler_app.core.tick import RESERVATION_REFRESH_S, Tick
+from scheduler_app.sim.engine import Simulation
+from scheduler_app.sim.scenario import validate_scenario
+from scheduler_app.workloads.synthetic import SyntheticParams, generate
+from tests.core.builders import nodes, tenant
+from tests.core.test_scheduler import Sim, work
+
+# A small loaded cluster: jobs of 1 to 64 GPUs on 16 nodes, arriving over the first
+# half hour, so that many jobs hold reservations while the state changes every few s.
+LOADED = SyntheticParams(jobs=600, nodes=16, nodes_per_pod=8, teams=4, hours=1.0,
+                         backlog_fraction=0.0, arrival_span_s=1800, seed=3)
+
+
+def _refreshes(monkeypatch: pytest.MonkeyPatch, policy: str) -> tuple[
+        dict[str, list[int]], Simulation]:
+    """job id -> the instants its kept reservation was planned afresh."""
+    seen: dict[str, list[int]] = defaultdict(list)
+    keep, plan = Tick._keep_reservations, Tick.plan
+    inside = {"keep": False}
+
+    def spy_keep(self: Tick) -> None:
+        inside["keep"] = True
+        try:
+            keep(self)
+        finally:
+            inside["keep"] = False
+
+    def spy_plan(self: Tick, rec, releases, **kw):  # type: ignore[no-untyped-def]
+        if inside["keep"]:
+            seen[rec.spec.id].append(self.now)
+        return plan(self, rec, releases, **kw)
+
+    monkeypatch.setattr(tick_module.Tick, "_keep_reservations", spy_keep)
+    monkeypatch.setattr(tick_module.Tick, "plan", spy_plan)
+    scenario = validate_scenario(generate(LOADED))
+    sim = Simulation(dataclasses.replace(scenario, until_s=3600), policy=policy, views=False)
+    sim.run()
+    return seen, sim
+
+
+@pytest.mark.parametrize("policy", ["full", "priority-kill"])
+def test_a_kept_reservation_is_planned_afresh_at_most_once_per_refresh_period(
+        monkeypatch: pytest.MonkeyPatch, policy: str) -> None:
+    seen, _sim = _refreshes(monkeypatch, policy)
+    assert sum(map(len, seen.values())) > 20, "the workload must exercise refreshes"
+    for job_id, instants in seen.items():
+        gaps = [b - a for a, b in zip(instants, instants[1:], strict=False)]
+        assert all(g >= RESERVATION_REFRESH_S for g in gaps), (job_id, instants)
+
+
+def test_a_candidate_is_kept_between_ticks_until_what_it_is_made_of_changes() -> None:
+    # team-b borrows all 16 GPUs (guarantee 0): both jobs are candidates at every search.
+    sim = Sim(
+        nodes({"pod-a": 2}),
+        [tenant("team-a", 16), tenant("team-b", 0, 16)],
+        [work("b1", 8, 10_000, tenant="team-b", checkpointable=True,
+              checkpoint_interval_s=600, checkpoint_time_s=30),
+         work("b2", 8, 10_000, tenant="team-b", checkpointable=True,
+              checkpoint_interval_s=900, checkpoint_time_s=30)],
+    )
+    sim.run(100)
+    first = {c.spec.id: c for c in Tick(sim.sched, 100, None).candidates()}
+    assert set(first) == {"b1", "b2"} and first["b1"].last_checkpoint_s is None
+    again = {c.spec.id: c for c in Tick(sim.sched, 200, None).candidates()}
+    assert again["b1"] is first["b1"] and again["b2"] is first["b2"]  # nothing changed
+    sim.run(650)  # b1 checkpointed at t=600, b2 not yet
+    later = {c.spec.id: c for c in Tick(sim.sched, 650, None).candidates()}
+    assert later["b1"] is not first["b1"] and later["b1"].last_checkpoint_s == 600
+    assert later["b2"] is first["b2"]
+    sim.sched.report_checkpoint("b2", 660, 660)
+    assert Tick(sim.sched, 660, None).candidates()[1].last_checkpoint_s == 660
