@@ -922,14 +922,29 @@ class Tick:
 
     def _quota_plan(self, team: str, need: int, *, besides: str,
                     planned: list[tuple[int, int | None, int]]) -> tuple[int | None, str]:
+        """:meth:`_quota_start`, with the sentence a waiting job shows."""
+        ok_from, held_now, limit = self._quota_start(team, need, besides=besides,
+                                                     planned=planned)
+        if ok_from is None:
+            return None, (f"waits for team {team}'s quota ({held_now} of {limit} GPUs held): "
+                          "a job of the team declares no limit, so no start can be planned")
+        return ok_from, (f"waits for team {team}'s quota ({held_now} of {limit} GPUs held):"
+                         f" its jobs' declared limits leave room for {need} more at "
+                         f"t={ok_from}")
+
+    def _quota_start(self, team: str, need: int, *, besides: str,
+                     planned: list[tuple[int, int | None, int]]
+                     ) -> tuple[int | None, int, int]:
         """When the team's declared limits leave room for ``need`` more GPUs for good: its
         running jobs give theirs back at their declared ends, and its ``planned`` jobs
         (start, declared end, GPUs: reserved, or planned ahead in a look-ahead round) take
         theirs from their starts. None: never, by the declared limits (a job of the team
-        declares none)."""
+        declares none). Also the GPUs the team holds now and its limit."""
         s = self.s
         limit = s.limit_of(team)
         held_now = s.running[team] + s.claimed_gpus(team, besides=besides)
+        if held_now + need + sum(p[2] for p in planned) <= limit:
+            return self.now, held_now, limit  # room even if every planned job started now
         held = held_now
         events = list(self._team_ends(team))  # (instant, change in GPUs held)
         for start, end, gpus in planned:
@@ -948,12 +963,7 @@ class Tick:
                 ok_from = None
             elif ok_from is None:
                 ok_from = at
-        if ok_from is None:
-            return None, (f"waits for team {team}'s quota ({held_now} of {limit} GPUs held): "
-                          "a job of the team declares no limit, so no start can be planned")
-        return ok_from, (f"waits for team {team}'s quota ({held_now} of {limit} GPUs held):"
-                         f" its jobs' declared limits leave room for {need} more at "
-                         f"t={ok_from}")
+        return ok_from, held_now, limit
 
     def _team_ends(self, team: str) -> list[tuple[int, int]]:
         """(declared end, -GPUs) of the team's holding jobs: what the quota plans read,
@@ -990,8 +1000,8 @@ class Tick:
         return None
 
     def _quota_fits(self, spec: JobSpec, start_s: int) -> bool:
-        at, _why = self._quota_plan(spec.tenant, self._need(spec), besides=spec.id,
-                                    planned=self._team_reserved(spec.tenant))
+        at, _held, _limit = self._quota_start(spec.tenant, self._need(spec), besides=spec.id,
+                                              planned=self._team_reserved(spec.tenant))
         return at is not None and at <= start_s
 
     def _shape(self, spec: JobSpec, size: int) -> dict[str, Any] | None:
@@ -1120,8 +1130,8 @@ class Tick:
             res = replace(res, start_s=self.now)
         if planned is None:
             planned = self._team_reserved(spec.tenant)
-        quota_at, _why = self._quota_plan(spec.tenant, self._need(spec), besides=spec.id,
-                                          planned=planned)
+        quota_at, _held, _limit = self._quota_start(spec.tenant, self._need(spec),
+                                                    besides=spec.id, planned=planned)
         if quota_at is None:
             return None
         if quota_at > res.start_s:
