@@ -62,8 +62,9 @@ Bounds (the tick never scans all jobs or all nodes):
   for another job of the same shape until some state changes.
 - A reservation is kept from one tick to the next while it still holds (its GPUs free,
   or released by its start, on nodes it may use, and its team's quota allows it); one
-  planned more than ``RESERVATION_REFRESH_S`` ago is planned afresh, the stalest
-  ``REFRESHES_PER_TICK`` per tick; at most ``config.reservation_plans_per_tick`` plans
+  last looked at more than ``RESERVATION_REFRESH_S`` ago, with the state changed since,
+  is planned afresh, the stalest ``REFRESHES_PER_TICK`` per tick (a fresh plan that is
+  not better counts as a look); at most ``config.reservation_plans_per_tick`` plans
   per tick in all, new and fresh. A placement search is made once per shape per state
   (``Scheduler.version``), whether it found GPUs or not.
 - Start estimates beyond the reservations are planned in *rounds* (phase 4): a round
