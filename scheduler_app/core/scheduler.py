@@ -35,6 +35,7 @@ Decisions the contract leaves to this module (docs/core.md):
 from __future__ import annotations
 
 import bisect
+import hashlib
 import heapq
 from collections import deque
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -124,7 +125,27 @@ class ReservationView:
     #: "reservation" only: the plan, as :meth:`Scheduler.restore_reservations` takes it
     alloc: Allocation | None = None
     planned_at_s: int | None = None
+    #: when it was last planned afresh and kept as it was (None: not since planned_at_s)
+    checked_at_s: int | None = None
+    #: Scheduler.plan_inputs() at its last look (None: never looked at since planned)
+    looked_sig: int | None = None
     after_job: str | None = None
+
+
+#: the plan inputs' digest is a sum of 48-bit parts modulo this (fits a JSON number)
+PICTURE_MOD = 1 << 48
+
+
+def picture_part(*parts: object) -> int:
+    """A 48-bit digest of ``parts`` (their repr), the same in every process (unlike
+    ``hash`` of a str): the parts of what a reservation plan reads, summed so that the
+    digest does not depend on the order in which the state was built."""
+    return int.from_bytes(hashlib.blake2b(repr(parts).encode(), digest_size=6).digest(),
+                          "big")
+
+
+def _claim_parts(claim: ReclaimClaim) -> tuple[object, ...]:
+    return ("c", claim.head_id, claim.tenant, claim.gpus, tuple(sorted(claim.nodes)))
 
 
 @dataclass(frozen=True, slots=True)
@@ -147,6 +168,8 @@ class ReleaseIndex:
         self._list: list[Release] | None = None
         #: plan_reservation's mask cache for these releases, pruned with them
         self.masks: dict[int, Any] = {}
+        #: the sum of picture_part("r", job, end) over the releases (Scheduler.plan_inputs)
+        self.digest = 0
 
     def set(self, job_id: str, end_s: int | None, alloc: Allocation | None) -> None:
         self.discard(job_id)
@@ -155,6 +178,7 @@ class ReleaseIndex:
         bisect.insort(self._keys, (end_s, job_id))
         self._by_job[job_id] = Release(end_s=end_s, job_id=job_id, alloc=alloc)
         self._list = None
+        self.digest = (self.digest + picture_part("r", job_id, end_s)) % PICTURE_MOD
 
     def discard(self, job_id: str) -> None:
         old = self._by_job.pop(job_id, None)
@@ -163,6 +187,7 @@ class ReleaseIndex:
             del self._keys[i]
             self.masks.pop(id(old), None)
             self._list = None
+            self.digest = (self.digest - picture_part("r", job_id, old.end_s)) % PICTURE_MOD
 
     def end_of(self, job_id: str) -> int | None:
         found = self._by_job.get(job_id)
@@ -232,6 +257,11 @@ class Scheduler:
             n for n, st in self.cap.nodes.items() if st.health != NodeHealth.HEALTHY
         }
         self.interactive_nodes = interactive_slice(node_list, self.config.interactive_reserved_gpus)
+        #: a digest of what a reservation plan reads besides the releases: the GPUs held
+        #: (by job), the nodes not healthy, the claims and the teams' limits (plan_inputs)
+        self.picture = 0
+        for n in sorted(self.unhealthy):
+            self._picture(+1, "h", n, self.cap.nodes[n].health.value)
         self.fair = FairShare(self.config.usage_half_life_s)
         self.tenants: dict[str, TenantSpec] = {}
         self.running: dict[str, int] = {}  # GPUs held per tenant
@@ -249,6 +279,7 @@ class Scheduler:
                 t.name, t.guaranteed_gpus, t.borrow_limit_gpus, t.usage_gpu_s, t.usage_at_s,
                 t.max_gpus_per_user, t.default_runtime_s, t.max_runtime_s,
             )
+            self._picture(+1, "q", t.name, t.guaranteed_gpus, t.borrow_limit_gpus)
             self.running[t.name] = 0
             self.leaving[t.name] = 0
             self.holders[t.name] = set()
@@ -278,6 +309,8 @@ class Scheduler:
         #: better (it was kept as it was): it is not due for another look until
         #: tick.RESERVATION_REFRESH_S later
         self.checked_at: dict[str, int] = {}
+        #: plan_inputs() at a reservation's last look (planned afresh, bettered or not)
+        self.looked_sig: dict[str, int] = {}
         #: per team, the highest-ranked job that waits for the team's own quota: it holds
         #: its place in that quota (tick.QuotaHold), not GPUs
         self.quota_holds: dict[str, Any] = {}
@@ -303,7 +336,7 @@ class Scheduler:
         self._quiet: tuple[Any, ...] | None = None
         self._fixed: tuple[int, int, tuple[Any, ...], int | None] | None = None
         self._seen_version = -1
-        self.changed_at = now
+        self._changed_at = now
         self.now = now
         self._timers: list[tuple[int, int, str, str, int]] = []  # (at, seq, kind, job, token)
         self._timer_seq = 0
@@ -418,10 +451,12 @@ class Scheduler:
         t = self._tenant(tenant)
         self._clock(now)
         self.fair.advance(tenant, now, self.running[tenant])
+        self._picture(-1, "q", t.name, t.guaranteed_gpus, t.borrow_limit_gpus)
         t.guaranteed_gpus = guaranteed_gpus
         self.version += 1
         if borrow_limit_gpus is not None:
             t.borrow_limit_gpus = borrow_limit_gpus
+        self._picture(+1, "q", t.name, t.guaranteed_gpus, t.borrow_limit_gpus)
         for key, value in (limits or {}).items():
             if key not in TENANT_LIMITS:
                 raise ValueError(f"tenant {tenant}: unknown limit {key!r}")
@@ -450,7 +485,7 @@ class Scheduler:
         self._clock(now)
         self.tick_count += 1
         if self.version != self._seen_version:
-            self._seen_version, self.changed_at = self.version, now
+            self._seen_version, self._changed_at = self.version, now
         if not self.pending_news and self.quiet_until(now, now) is not None:
             self.share_keys = {} if self.config.policy == "fifo" else self.share_keys_at(now)
             return TickResult([], {"quiet": True, "examined": 0, "placed": 0, "backfilled": 0,
@@ -467,7 +502,7 @@ class Scheduler:
     # What makes a later tick differ without any event is time alone: the fair-share
     # order (decayed usage; linear in 2^-t/H for each tenant, so an order seen at two
     # instants held between them) and a kept reservation's refresh
-    # (RESERVATION_REFRESH_S after it was planned, if the state changed since). Every
+    # (RESERVATION_REFRESH_S after its last look, if the state changed since). Every
     # other input of a tick changes only with an event, and an event changes ``version``.
     def _note_quiet(self, result: TickResult, now: int) -> None:
         quiet = (not result.decisions and not result.stats.get("budget_exhausted")
@@ -487,8 +522,9 @@ class Scheduler:
         planned_all = (result.stats.get("reservations_planned", 0)
                        < self.config.reservation_plans_per_tick)
         if planned_all or sig == self._quiet:
-            stale = [at for r in self.reserved
-                     if (at := self.looked_at(r.job_id, now)) < self.changed_at]
+            inputs = self.plan_inputs()
+            stale = [self.looked_at(r.job_id, now) for r in self.reserved
+                     if self.looked_sig.get(r.job_id) != inputs]
             due = min(stale) + RESERVATION_REFRESH_S if stale else None
             self._fixed = (self.version, self.claims_version, sig[2], due)
         else:
@@ -502,10 +538,22 @@ class Scheduler:
         return tuple(sorted((keys.get(k[0], zero), head[0], k) for k in self.queues.heap_keys()
                             if (head := self.queues.head(k))))
 
+    def _picture(self, sign: int, *parts: object) -> None:
+        self.picture = (self.picture + sign * picture_part(*parts)) % PICTURE_MOD
+
+    def plan_inputs(self) -> int:
+        """A digest of the cluster a reservation plan reads: the GPUs held and released
+        (by job, with their declared ends), the nodes not healthy, the claims and the
+        teams' limits. A function of the state alone (the same for a leader rebuilt from
+        the log): a kept reservation is looked at again only once it differs from the
+        digest at its last look. (The other reservations are left out: they move only
+        when the cluster does, or when a job ahead leaves the queue, which the next
+        change of the cluster then catches.)"""
+        return (self.picture + self.releases.digest) % PICTURE_MOD
+
     def looked_at(self, job_id: str, default: int) -> int:
         """When the reservation of ``job_id`` was last planned, or planned afresh and kept
-        as it was: a reservation is due for another look RESERVATION_REFRESH_S later, if
-        the state changed since (``changed_at``)."""
+        as it was: a reservation is due for another look RESERVATION_REFRESH_S later."""
         planned = self.planned_at.get(job_id, default)
         checked = self.checked_at.get(job_id)
         return planned if checked is None or checked < planned else checked
@@ -633,6 +681,10 @@ class Scheduler:
                                     v.basis, v.after_job))
             if v.planned_at_s is not None:
                 self.planned_at[v.job_id] = v.planned_at_s
+            if v.checked_at_s is not None:
+                self.checked_at[v.job_id] = v.checked_at_s
+            if v.looked_sig is not None:
+                self.looked_sig[v.job_id] = v.looked_sig
         self.reserved = kept
 
     def requeue_preempted(self, job_id: str, now: int) -> list[Decision]:
@@ -707,6 +759,8 @@ class Scheduler:
                                            tuple(sorted(res.alloc)), res.basis,
                                            gpus=res.gpus, alloc=dict(res.alloc),
                                            planned_at_s=self.planned_at.get(res.job_id),
+                                           checked_at_s=self.checked_at.get(res.job_id),
+                                           looked_sig=self.looked_sig.get(res.job_id),
                                            after_job=res.after_job))
         for head_id in sorted(self.claims, key=lambda j: self.jobs[j].spec.seq):
             c = self.claims[head_id]
@@ -777,6 +831,7 @@ class Scheduler:
         self.drop_claim(claim.head_id)
         self.claims[claim.head_id] = claim
         self.claims_version += 1
+        self._picture(+1, *_claim_parts(claim))
         for n in claim.nodes:
             self.claimed_nodes[n] = claim.head_id
 
@@ -784,6 +839,7 @@ class Scheduler:
         claim = self.claims.pop(head_id, None)
         if claim is not None:
             self.claims_version += 1
+            self._picture(-1, *_claim_parts(claim))
             for n in claim.nodes:
                 if self.claimed_nodes.get(n) == head_id:
                     del self.claimed_nodes[n]
@@ -981,6 +1037,7 @@ class Scheduler:
         for n in alloc:
             self.node_jobs[n].add(rec.spec.id)
         rec.alloc = alloc
+        self._picture(+1, "a", rec.spec.id, alloc)
 
     def _let_go(self, rec: JobRecord, now: int) -> None:
         alloc = rec.alloc or {}
@@ -999,6 +1056,8 @@ class Scheduler:
         for n in alloc:
             self.node_jobs[n].discard(rec.spec.id)
         self.releases.discard(rec.spec.id)
+        if rec.alloc:
+            self._picture(-1, "a", rec.spec.id, rec.alloc)
         rec.alloc = None
 
     def _refresh_release(self, rec: JobRecord) -> None:
@@ -1048,6 +1107,11 @@ class Scheduler:
                    detail={**down, "retries": rec.retries})
 
     def _set_health(self, name: str, health: NodeHealth) -> None:
+        old = self.cap.nodes[name].health
+        if old != NodeHealth.HEALTHY:
+            self._picture(-1, "h", name, old.value)
+        if health != NodeHealth.HEALTHY:
+            self._picture(+1, "h", name, health.value)
         self.cap.set_health(name, health)
         if health == NodeHealth.HEALTHY:
             self.unhealthy.discard(name)

@@ -62,9 +62,10 @@ Bounds (the tick never scans all jobs or all nodes):
   for another job of the same shape until some state changes.
 - A reservation is kept from one tick to the next while it still holds (its GPUs free,
   or released by its start, on nodes it may use, and its team's quota allows it); one
-  last looked at more than ``RESERVATION_REFRESH_S`` ago, with the state changed since,
-  is planned afresh, the stalest ``REFRESHES_PER_TICK`` per tick (a fresh plan that is
-  not better counts as a look); at most ``config.reservation_plans_per_tick`` plans
+  last looked at more than ``RESERVATION_REFRESH_S`` ago, with what a plan reads changed
+  since (``Scheduler.plan_inputs``), is planned afresh, the stalest
+  ``REFRESHES_PER_TICK`` per tick (a fresh plan that is not better counts as a look); at
+  most ``config.reservation_plans_per_tick`` plans
   per tick in all, new and fresh. A placement search is made once per shape per state
   (``Scheduler.version``), whether it found GPUs or not.
 - Start estimates beyond the reservations are planned in *rounds* (phase 4): a round
@@ -352,6 +353,8 @@ class Tick:
         self._booked_on_node: dict[str, list[Booked]] = {}  # node -> reservations there
         self.planned_at: dict[str, int] = {}
         self.checked_at: dict[str, int] = {}  # kept reservations planned afresh, not bettered
+        self.looked_sig: dict[str, int] = {}  # Scheduler.plan_inputs() at their last look
+        self.looked: set[str] = set()  # reservations planned, or planned afresh, this tick
         self.line: _Line | None = None
         self.line_version = 0  # bumped at every change of the picture (memo key)
         self._line_masks: dict[int, Any] = {}
@@ -511,15 +514,17 @@ class Tick:
         # the stalest few are planned afresh in this tick: a plan on 2,000 nodes costs
         # milliseconds, and reservations made in one tick all go stale in the same one.
         # Stale: last looked at (planned, or planned afresh and kept) RESERVATION_REFRESH_S
-        # ago or more, before the state last changed (on the same state a new plan finds
-        # what the last one found). A fresh plan that is not better keeps the old one and
-        # still counts as a look: without that, the same two reservations whose fresh
-        # plans start later would be planned again at every tick, and the other stale
-        # ones never.
+        # ago or more, with what a plan reads changed since (Scheduler.plan_inputs: on the
+        # same inputs a plan finds what the last one found). A fresh plan that is not
+        # better keeps the old one and still counts as a look: without that, the same two
+        # reservations whose fresh plans start later would be planned again at every tick,
+        # and the other stale ones never. (The instants and the digest are published with
+        # the reservation: a rebuilt leader looks when this one would.)
         now = self.now
+        inputs = s.plan_inputs()
         stale = sorted((at, s.jobs[r.job_id].spec.seq, r.job_id) for r in s.reserved
                        if now - (at := s.looked_at(r.job_id, now)) >= RESERVATION_REFRESH_S
-                       and at < s.changed_at)
+                       and s.looked_sig.get(r.job_id) != inputs)
         refresh = {jid for _at, _seq, jid in stale[:REFRESHES_PER_TICK]}
         for res in list(s.reserved):
             if len(self.reserved) >= self.cfg.reservation_depth:
@@ -533,9 +538,11 @@ class Tick:
             planned_at = s.planned_at.get(job_id, now)
             checked_at = s.checked_at.get(job_id)
             keep = line.still_holds(res, exclude) and self._quota_fits(rec.spec, res.start_s)
+            looked_sig = s.looked_sig.get(job_id)
             if job_id in refresh and self.plans_left > 0:
                 self.plans_left -= 1
-                checked_at = now
+                checked_at, looked_sig = now, None
+                self.looked.add(job_id)
                 new = self.plan(rec, line.releases, cap=line.cap, masks=self._line_masks)
                 # an earlier start elsewhere, on GPUs no other kept reservation holds
                 # (taking theirs would break their promise for this one's sake)
@@ -547,6 +554,8 @@ class Tick:
                 self._book(rec, res, planned_at)
                 if checked_at is not None and checked_at > planned_at:
                     self.checked_at[job_id] = checked_at
+                if looked_sig is not None:
+                    self.looked_sig[job_id] = looked_sig
 
     @staticmethod
     def _takes_others(new: Reservation, old: Reservation, held: dict[str, int]) -> bool:
@@ -908,6 +917,8 @@ class Tick:
             self._booked_on_node.setdefault(n, []).append(booked)
         self.reserved_ids.add(spec.id)
         self.planned_at[spec.id] = planned_at
+        if planned_at == self.now:
+            self.looked.add(spec.id)
 
     # -- a team's quota: the place a waiting job holds in it
     def _hold_quota(self, rec: JobRecord, need: int) -> None:
@@ -1297,6 +1308,13 @@ class Tick:
         s.reserved = [b.res for b in self.reserved]
         s.planned_at = self.planned_at
         s.checked_at = self.checked_at
+        # the plans and looks of this tick saw the cluster as it is now: every start of
+        # the tick respected them (a start can only take GPUs no reservation needs)
+        inputs = s.plan_inputs()
+        for job_id in self.looked:
+            if job_id in self.reserved_ids:
+                self.looked_sig[job_id] = inputs
+        s.looked_sig = self.looked_sig
         s.quota_holds = dict(self.quota_holds)
         if not len(s.queues):
             s.estimate_round = None

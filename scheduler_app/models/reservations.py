@@ -39,7 +39,9 @@ class Reservation(models.Model):
     basis = models.TextField(blank=True, default="")
     #: Reservation: the plan itself, for a leader that rebuilds (the backfill it
     #: constrains must not change with who leads): ``alloc`` (node -> GPU indices),
-    #: ``planned_at_s`` (when it was last planned afresh) and ``after_job``.
+    #: ``planned_at_s`` (when it was last planned afresh), ``checked_at_s`` (when it was
+    #: last planned afresh and kept as it was, or null), ``looked_sig`` (the core's
+    #: ``plan_inputs()`` at its last look, or null) and ``after_job``.
     plan = models.JSONField(default=dict, blank=True)
     tick_id = models.CharField(max_length=64, blank=True, default="")
     published_at = models.DateTimeField()

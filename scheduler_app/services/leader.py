@@ -233,6 +233,8 @@ def published_plans(rows: list[tuple[Any, ...]], keys: JobKeys) -> list[Reservat
             keys.core_id(job_id), kind, epoch(start_at), tuple(nodes), basis, gpus=gpus,
             alloc={n: tuple(ix) for n, ix in plan["alloc"].items()},
             planned_at_s=plan.get("planned_at_s"),
+            checked_at_s=plan.get("checked_at_s"),
+            looked_sig=plan.get("looked_sig"),
             after_job=None if after is None else keys.core_id(after)))
     return out
 
@@ -774,6 +776,8 @@ class LeaderLoop:
                 "plan": {} if view.alloc is None else {
                     "alloc": {n: list(ix) for n, ix in sorted(view.alloc.items())},
                     "planned_at_s": view.planned_at_s,
+                    "checked_at_s": view.checked_at_s,
+                    "looked_sig": view.looked_sig,
                     "after_job": (None if view.after_job is None
                                   else self.keys.pk(view.after_job)),
                 },

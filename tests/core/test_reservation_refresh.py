@@ -1,11 +1,10 @@
 """What a tick keeps from the last: how often a kept reservation is planned afresh
 (tick.RESERVATION_REFRESH_S), and the preemption candidates.
 
-A kept reservation is looked at again once it was last looked at RESERVATION_REFRESH_S ago
-and the state changed since; a fresh plan that is not better keeps the old one and still
-counts as a look. Without that, the stalest reservations whose fresh plans start later
-were planned again at every tick (a few milliseconds each at scale) and kept the others
-from ever being looked at.
+A kept reservation is looked at again once it was last looked at RESERVATION_REFRESH_S ago;
+a fresh plan that is not better keeps the old one and still counts as a look. Without
+that, the stalest reservations whose fresh plans start later were planned again at every
+tick (a few milliseconds each at scale) and kept the others from ever being looked at.
 """
 
 from __future__ import annotations
@@ -29,10 +28,9 @@ LOADED = SyntheticParams(jobs=600, nodes=16, nodes_per_pod=8, teams=4, hours=1.0
                          backlog_fraction=0.0, arrival_span_s=1800, seed=3)
 
 
-def _refreshes(monkeypatch: pytest.MonkeyPatch, policy: str) -> tuple[
-        dict[str, list[int]], Simulation]:
-    """job id -> the instants its kept reservation was planned afresh."""
-    seen: dict[str, list[int]] = defaultdict(list)
+def spy_looks(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, int]]:
+    """(job id, instant) of every kept reservation planned afresh from now on."""
+    looks: list[tuple[str, int]] = []
     keep, plan = Tick._keep_reservations, Tick.plan
     inside = {"keep": False}
 
@@ -45,21 +43,29 @@ def _refreshes(monkeypatch: pytest.MonkeyPatch, policy: str) -> tuple[
 
     def spy_plan(self: Tick, rec, releases, **kw):  # type: ignore[no-untyped-def]
         if inside["keep"]:
-            seen[rec.spec.id].append(self.now)
+            looks.append((rec.spec.id, self.now))
         return plan(self, rec, releases, **kw)
 
     monkeypatch.setattr(tick_module.Tick, "_keep_reservations", spy_keep)
     monkeypatch.setattr(tick_module.Tick, "plan", spy_plan)
+    return looks
+
+
+def _refreshes(monkeypatch: pytest.MonkeyPatch, policy: str) -> dict[str, list[int]]:
+    """job id -> the instants its kept reservation was planned afresh."""
+    looks = spy_looks(monkeypatch)
     scenario = validate_scenario(generate(LOADED))
-    sim = Simulation(dataclasses.replace(scenario, until_s=3600), policy=policy, views=False)
-    sim.run()
-    return seen, sim
+    Simulation(dataclasses.replace(scenario, until_s=3600), policy=policy, views=False).run()
+    seen: dict[str, list[int]] = defaultdict(list)
+    for job_id, at in looks:
+        seen[job_id].append(at)
+    return seen
 
 
 @pytest.mark.parametrize("policy", ["full", "priority-kill"])
 def test_a_kept_reservation_is_planned_afresh_at_most_once_per_refresh_period(
         monkeypatch: pytest.MonkeyPatch, policy: str) -> None:
-    seen, _sim = _refreshes(monkeypatch, policy)
+    seen = _refreshes(monkeypatch, policy)
     assert sum(map(len, seen.values())) > 20, "the workload must exercise refreshes"
     for job_id, instants in seen.items():
         gaps = [b - a for a, b in zip(instants, instants[1:], strict=False)]
@@ -87,3 +93,20 @@ def test_a_candidate_is_kept_between_ticks_until_what_it_is_made_of_changes() ->
     assert later["b2"] is first["b2"]
     sim.sched.report_checkpoint("b2", 660, 660)
     assert Tick(sim.sched, 660, None).candidates()[1].last_checkpoint_s == 660
+
+
+def test_a_reservation_is_not_planned_afresh_while_the_cluster_is_as_its_plan_saw_it(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    # head is reserved at t=1000, when r reaches its limit. Jobs keep arriving (every
+    # submit is a change of state and a tick) but none can start: the GPUs held, their
+    # ends and the nodes stay as head's plan saw them, so it is not planned again.
+    looks = spy_looks(monkeypatch)
+    arrivals = [work(f"w{i}", 8, 100, at=40 + 10 * i, max_runtime_s=100) for i in range(40)]
+    sim = Sim(nodes({"pod-a": 1}), [tenant("team-a", 8, 8)],
+              [work("r", 8, 1000, max_runtime_s=1000),
+               work("head", 8, 100, at=5, priority=10, max_runtime_s=100), *arrivals])
+    sim.run(990)
+    assert sim.sched.job("head").start_estimate_s == 1000
+    assert [j for j, _at in looks if j == "head"] == []
+    sim.run(1100)
+    assert sim.started_at("head") == 1000

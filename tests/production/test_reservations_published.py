@@ -150,8 +150,14 @@ def test_a_leader_that_rebuilds_keeps_the_published_plans(reserved):
     plan = Reservation.objects.get().plan
     assert plan["alloc"] == {f"m{i}": list(range(8)) for i in range(4)}
     assert plan["planned_at_s"] == epoch(at(10)) and plan["after_job"] == big.pk
+    # when it is due for another look: planned at 10, the cluster as the plan saw it
+    assert plan["checked_at_s"] is None
+    assert plan["looked_sig"] == loop.scheduler.plan_inputs()
     fresh = leader("leader-b")
     fresh.sync(at(11))
     assert [(r.job_id, r.start_s, r.alloc, r.after_job) for r in fresh.scheduler.reserved] \
         == [(r.job_id, r.start_s, r.alloc, r.after_job) for r in loop.scheduler.reserved]
     assert fresh.scheduler.planned_at == {str(head.pk): epoch(at(10))}
+    # the digest is the state's, not the leader's: the rebuilt one agrees with it
+    assert fresh.scheduler.plan_inputs() == loop.scheduler.plan_inputs()
+    assert fresh.scheduler.looked_sig == {str(head.pk): plan["looked_sig"]}
