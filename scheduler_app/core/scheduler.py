@@ -336,6 +336,8 @@ class Scheduler:
         self._quiet: tuple[Any, ...] | None = None
         self._fixed: tuple[int, int, tuple[Any, ...], int | None] | None = None
         self._seen_version = -1
+        self._order_memo: tuple[int, dict[int, tuple[Any, ...]]] = (-1, {})
+        self._share_memo: tuple[int, int, dict[str, ShareKey]] | None = None
         self._changed_at = now
         self.now = now
         self._timers: list[tuple[int, int, str, str, int]] = []  # (at, seq, kind, job, token)
@@ -532,11 +534,24 @@ class Scheduler:
         self._quiet = sig
 
     def _order_sig(self, now: int) -> tuple[Any, ...]:
-        """The order the walk would take the heaps in at ``now`` (its first keys)."""
-        keys = self.share_keys_at(now) if self.config.policy != "fifo" else {}
-        zero = (0, 0.0)
-        return tuple(sorted((keys.get(k[0], zero), head[0], k) for k in self.queues.heap_keys()
-                            if (head := self.queues.head(k))))
+        """The order the walk would take the heaps in at ``now`` (its first keys). The
+        same for every instant of one share period on one state: remembered per period
+        until the state changes (the fixed-point search asks for it many times)."""
+        at = now - now % self.config.share_period_s
+        memo = self._order_memo
+        if memo[0] != self.version:
+            memo = self._order_memo = (self.version, {})
+        found = memo[1].get(at)
+        if found is None:
+            keys = self.share_keys_at(now) if self.config.policy != "fifo" else {}
+            zero = (0, 0.0)
+            found = tuple(sorted((keys.get(k[0], zero), head[0], k)
+                                 for k in self.queues.heap_keys()
+                                 if (head := self.queues.head(k))))
+            if len(memo[1]) > 64:
+                memo[1].clear()
+            memo[1][at] = found
+        return found
 
     def _picture(self, sign: int, *parts: object) -> None:
         self.picture = (self.picture + sign * picture_part(*parts)) % PICTURE_MOD
@@ -777,8 +792,13 @@ class Scheduler:
         multiple of ``share_period_s`` (or at its last change, if later)."""
         period = self.config.share_period_s
         at = now - now % period
-        return {n: self.fair.share_at(n, at, self.running[n], self.tenants[n].guaranteed_gpus)
+        memo = self._share_memo  # (period start, version, keys): one state, one period
+        if memo is not None and memo[0] == at and memo[1] == self.version:
+            return memo[2]
+        keys = {n: self.fair.share_at(n, at, self.running[n], self.tenants[n].guaranteed_gpus)
                 for n in self.tenant_names}
+        self._share_memo = (at, self.version, keys)
+        return keys
 
     def claimed_gpus(self, tenant: str, *, besides: str | None = None) -> int:
         return sum(c.gpus for c in self.claims.values()
