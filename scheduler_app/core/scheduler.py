@@ -324,6 +324,10 @@ class Scheduler:
         self.estimates_at = now
         self.planned: set[str] = set()
         self.estimate_round: Any = None  # tick.EstimateRound in progress, if any
+        #: plan the look-ahead's start estimates (phase 4's rounds). Estimates are not
+        #: decisions: a simulation that records none (the benchmarks, what-if) turns this
+        #: off, and the reserved jobs' and quota holders' estimates are still published
+        self.look_ahead = True
         #: heap key -> (job the walk left it at, its last push, its count): Tick._behind
         self.behind_marks: dict[Any, tuple[str, int, int]] = {}
         self.claims_version = 0
@@ -492,13 +496,15 @@ class Scheduler:
             self.share_keys = {} if self.config.policy == "fifo" else self.share_keys_at(now)
             return TickResult([], {"quiet": True, "examined": 0, "placed": 0, "backfilled": 0,
                                    "preemption_searches": 0, "preempt_requests": 0,
-                                   "budget_exhausted": False, "tick_ms": 0.0}, {}, {})
+                                   "search_denied": False, "budget_exhausted": False,
+                                   "tick_ms": 0.0}, {}, {})
         result = Tick(self, now, clock).run()
         self._note_quiet(result, now)
         return result
 
     # A tick that decided nothing (no timer due, nothing placed, nobody asked to stop, its
-    # pass complete, no estimate round going on) and left the reservations, quota holds
+    # pass complete, no estimate round going on, no head the rule lets preempt left
+    # without a search by the tick's search budget) and left the reservations, quota holds
     # and claims as the tick before it had them, with the same heap order and no state
     # change in between, is a fixed point: the next tick would compute the same again.
     # What makes a later tick differ without any event is time alone: the fair-share
@@ -508,6 +514,7 @@ class Scheduler:
     # other input of a tick changes only with an event, and an event changes ``version``.
     def _note_quiet(self, result: TickResult, now: int) -> None:
         quiet = (not result.decisions and not result.stats.get("budget_exhausted")
+                 and not result.stats.get("search_denied")
                  and self.estimate_round is None and not self.pass_seen)
         if not quiet:
             self._quiet = None

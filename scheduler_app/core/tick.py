@@ -361,6 +361,8 @@ class Tick:
         self.plans_left = self.cfg.reservation_plans_per_tick
         self.quota_holds: dict[str, QuotaHold] = {}
         self.searches = 0
+        #: a head the rule lets preempt found no search left in this tick's budget
+        self.search_denied = False
         self.placed = 0
         self.backfilled = 0
         self.preempt_requests = 0
@@ -393,6 +395,7 @@ class Tick:
         self.stats.update(
             examined=self.examined, placed=self.placed, backfilled=self.backfilled,
             preemption_searches=self.searches, preempt_requests=self.preempt_requests,
+            search_denied=self.search_denied,
             reservation=self.reserved[0].res.job_id if self.reserved else None,
             reservations=len(self.reserved),
             reservations_planned=self.cfg.reservation_plans_per_tick - self.plans_left,
@@ -1158,12 +1161,18 @@ class Tick:
         some team above its guarantee has a share above this team's once the head runs),
         a search left in this tick's budget, and no vain search since the last change."""
         spec = rec.spec
-        if (self.policy == "fifo" or spec.interactive
-                or self.searches >= self.cfg.max_preemption_searches_per_tick
-                or self._searched_in_vain(spec.id)):
+        if self.policy == "fifo" or spec.interactive or self._searched_in_vain(spec.id):
+            return False
+        capped = self.searches >= self.cfg.max_preemption_searches_per_tick
+        if capped and self.search_denied:
             return False
         mine = TenantLoad(spec.tenant, self.s.tenants[spec.tenant].guaranteed_gpus, held)
-        return may_preempt(mine, spec.gpus, self._loads().values())
+        allowed = may_preempt(mine, spec.gpus, self._loads().values())
+        if capped:
+            # the next tick searches for this head: this tick is no fixed point
+            self.search_denied = self.search_denied or allowed
+            return False
+        return allowed
 
     def _loads(self) -> dict[str, TenantLoad]:
         s = self.s
@@ -1324,6 +1333,9 @@ class Tick:
             # a borrower's reservation may be taken by a guarantee (rule 2): not a bound
             kind = "borrowed" if b.borrowing else "reserved"
             self._estimate_if_new(rec, StartEstimate(b.res.start_s, b.res.basis, kind))
+        if not s.look_ahead:
+            s.estimate_round = None
+            return
         rnd = s.estimate_round
         if rnd is not None and rnd.plan is not None and rnd.unhealthy != s.unhealthy:
             rnd = s.estimate_round = None  # its picture of the cluster is wrong now

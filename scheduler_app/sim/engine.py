@@ -116,6 +116,9 @@ class Simulation:
                              config=self.config, now=0)
         self.progress_fn = progress
         self.views = views
+        if not views and hasattr(self.sched, "look_ahead"):
+            # no estimate is recorded: the core need not plan the look-ahead's
+            self.sched.look_ahead = False
         #: skip the periodic ticks in which nothing can change (see _after_quiet); off:
         #: tick every interval (the reference the skipping run is tested against)
         self.skip_quiet = skip_quiet

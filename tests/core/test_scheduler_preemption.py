@@ -300,3 +300,36 @@ def test_one_preemption_search_per_tick_by_default() -> None:
     per_tick = [sum(d.to_state == S.PREEMPT_REQUESTED for d in r.decisions)
                 for _t, r in sim.ticks]
     assert sorted(n for n in per_tick if n) == [1, 1]  # two ticks, one victim each
+
+
+def test_a_head_left_without_a_search_by_the_ticks_budget_searches_at_the_next_tick() -> None:
+    # One preemption search per tick. head-a (ranked first) may preempt, but its only way
+    # in is c1, which cannot checkpoint: its search is vain. head-b could take c2's node.
+    # The tick that spent its search on head-a decided nothing, yet it is no fixed point:
+    # the next tick searches for head-b (before, it waited for the next change of state).
+    from scheduler_app.core.scheduler import Scheduler
+    from scheduler_app.core.types import JobSpec
+
+    sched = Scheduler(nodes({"pod-a": 2}), [tenant("team-a", 8, 8), tenant("team-b", 8),
+                                            tenant("team-c", 0, 16)],
+                      SchedulerConfig(max_preemption_searches_per_tick=1), now=0)
+
+    def spec(job_id: str, team: str, gpus: int, seq: int, **kw: Any) -> JobSpec:
+        return JobSpec(id=job_id, tenant=team, gpus=gpus, gpus_per_node=8, seq=seq,
+                       submit_s=0, max_runtime_s=100_000, **kw)
+
+    for job_id, seq, ckpt in (("c1", 1, False), ("c2", 2, True)):
+        sched.submit(spec(job_id, "team-c", 8, seq, checkpointable=ckpt,
+                          checkpoint_interval_s=600 if ckpt else None), 0)
+    for d in sched.tick(0).decisions:
+        if d.to_state == S.PLACING:
+            sched.confirm_start(d.job_id, 1)
+    sched.submit(spec("head-a", "team-a", 16, 3, priority=10), 10)
+    sched.submit(spec("head-b", "team-b", 8, 4), 10)
+    first = sched.tick(10)
+    assert [d for d in first.decisions if d.to_state == S.PREEMPT_REQUESTED] == []
+    assert first.stats["preemption_searches"] == 1 and first.stats["search_denied"]
+    second = sched.tick(15)
+    asked = [(d.job_id, d.detail.get("for")) for d in second.decisions
+             if d.to_state == S.PREEMPT_REQUESTED]
+    assert asked == [("c2", "head-b")]

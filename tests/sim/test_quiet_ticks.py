@@ -5,15 +5,18 @@ of the Helios trace, under every policy."""
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 import pytest
 
+from scheduler_app.core.scheduler import Scheduler
 from scheduler_app.sim.engine import Simulation
 from scheduler_app.sim.result import build_result
 from scheduler_app.sim.scenario import Scenario, load_scenario, validate_scenario
 from scheduler_app.workloads import HeliosParams, import_helios
 from scheduler_app.workloads.helios import TRACE_FILE, default_trace_dir
+from scheduler_app.workloads.synthetic import ADVERSARIAL, generate
 
 from .helpers import EXAMPLE_SCENARIOS, scenario_dir
 
@@ -65,3 +68,35 @@ def test_skipping_quiet_ticks_changes_no_decision_on_a_loaded_helios_day(policy)
     skipping, every, skipped = both(scenario, policy)
     assert skipped > 1000  # it did skip (the comparison is not vacuous)
     assert_same(skipping, every)
+
+
+class _NeverQuiet(Scheduler):
+    """The core without its fixed points: every tick runs in full."""
+
+    def quiet_until(self, now: int, upto: int) -> int | None:
+        return None
+
+
+#: a busy half hour: 5,000 jobs of 1 to 2,048 GPUs arriving on 2,048 GPUs, teams over their
+#: guarantees from the start, so that heads wait for their turn at the preemption search
+_BUSY = dataclasses.replace(ADVERSARIAL, jobs=5000, nodes=256, nodes_per_pod=64)
+
+
+@pytest.mark.parametrize("policy", ("full", "priority-kill"))
+def test_the_cores_fixed_points_change_no_decision_on_a_busy_half_hour(policy) -> None:
+    """Skipped ticks (the engine's) and ticks that return at once (the core's own) must be
+    ticks that would decide nothing. A tick whose one preemption search went to a head
+    that found nothing left the next head without one: it was taken for a fixed point,
+    and that head's preemption waited for the next change of state. Without the look-ahead
+    (views off) nothing else keeps such ticks busy, which is how this was found."""
+    scenario = dataclasses.replace(validate_scenario(generate(_BUSY)), until_s=1800)
+    runs = []
+    for factory, skip in ((None, True), (_NeverQuiet, False)):
+        sim = Simulation(scenario, policy=policy, views=False, skip_quiet=skip,
+                         scheduler_factory=factory)
+        result = build_result(sim.run())
+        for key in ("ticks", "tick_ms_p50", "tick_ms_p99", "tick_ms_max"):
+            result["metrics"].pop(key)
+        runs.append(result)
+    assert runs[0]["metrics"]["preemptions"] > 0
+    assert_same(*runs)
