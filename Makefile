@@ -10,6 +10,9 @@ BIN := $(VENV)/bin
 HOST ?= 127.0.0.1
 PORT ?= 8000
 PYTEST_ARGS ?=
+# two workers (the machine's cores); modules that share a server-wide resource stay on one
+# (tests/conftest.py, ONE_WORKER). `make test XDIST=` runs the suite in one process.
+XDIST ?= -n 2 --dist loadgroup
 
 .PHONY: help venv install demo test lint migrate seed serve replay bench bench-quick scenarios clean
 
@@ -57,7 +60,7 @@ demo: seed
 	$(BIN)/python manage.py runserver $(HOST):$(PORT)
 
 test: $(VENV)/.installed
-	$(BIN)/python -m pytest $(PYTEST_ARGS)
+	$(BIN)/python -m pytest $(XDIST) $(PYTEST_ARGS)
 
 lint: $(VENV)/.installed
 	$(BIN)/ruff check .

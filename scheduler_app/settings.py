@@ -148,6 +148,9 @@ DATABASES = {
 if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     # Our backend subclass only teaches `flush` about the append-only Transition triggers.
     DATABASES["default"]["ENGINE"] = "scheduler_app.db_backends.sqlite3"
+    # Tests: an in-memory database (Django's default for SQLite), said outright so that
+    # pytest-xdist's workers keep it instead of deriving a file name from the engine's.
+    DATABASES["default"].setdefault("TEST", {}).setdefault("NAME", ":memory:")
     DATABASES["default"].setdefault("OPTIONS", {}).update(
         {
             # WAL lets the dashboard read while the tick writes; busy_timeout waits for the
