@@ -59,6 +59,9 @@ class MeasuredSimulation(Simulation):
     def __init__(self, scenario: Scenario, *, policy: str, naive_every: int, naive_samples: int,
                  naive_deadline_s: float, max_wall_s: float | None) -> None:
         super().__init__(scenario, policy=policy, views=False)
+        # the tick as production runs it: with the look-ahead's estimates (phase 4), which
+        # a simulation that records no estimates would leave out
+        self.sched.look_ahead = True
         self._naive_every = naive_every
         self._naive_left = naive_samples
         self._naive_deadline_s = naive_deadline_s
