@@ -299,6 +299,7 @@ class Scheduler:
         self.node_jobs: dict[str, set[str]] = {n: set() for n in self.cap.nodes}
         self.releases = ReleaseIndex()
         self.claims: dict[str, ReclaimClaim] = {}
+        self._claimed_by: dict[str, int] = {}  # tenant -> GPUs of its claims
         self.claimed_nodes: dict[str, str] = {}  # node -> head id
         #: the last tick's reservations, in rank order (the highest-ranked jobs that wait
         #: for GPUs), and when each was last planned afresh (tick.Tick keeps them while
@@ -808,8 +809,14 @@ class Scheduler:
         return keys
 
     def claimed_gpus(self, tenant: str, *, besides: str | None = None) -> int:
-        return sum(c.gpus for c in self.claims.values()
-                   if c.tenant == tenant and c.head_id != besides)
+        """GPUs being reclaimed for the team's heads (but ``besides``): a counter kept as
+        claims come and go, since every examined job asks."""
+        total = self._claimed_by.get(tenant, 0)
+        if besides is not None:
+            mine = self.claims.get(besides)
+            if mine is not None and mine.tenant == tenant:
+                total -= mine.gpus
+        return total
 
     def limit_of(self, tenant: str) -> int:
         t = self.tenants[tenant]
@@ -858,6 +865,7 @@ class Scheduler:
         self.drop_claim(claim.head_id)
         self.claims[claim.head_id] = claim
         self.claims_version += 1
+        self._claimed_by[claim.tenant] = self._claimed_by.get(claim.tenant, 0) + claim.gpus
         self._picture(+1, *_claim_parts(claim))
         for n in claim.nodes:
             self.claimed_nodes[n] = claim.head_id
@@ -866,6 +874,7 @@ class Scheduler:
         claim = self.claims.pop(head_id, None)
         if claim is not None:
             self.claims_version += 1
+            self._claimed_by[claim.tenant] -= claim.gpus
             self._picture(-1, *_claim_parts(claim))
             for n in claim.nodes:
                 if self.claimed_nodes.get(n) == head_id:
@@ -1287,6 +1296,11 @@ class Scheduler:
         assert queued == len(self.queues)
         assert running == self.running, (running, self.running)
         assert user_held == self.user_held, (user_held, self.user_held)
+        claimed: dict[str, int] = {}
+        for c in self.claims.values():
+            claimed[c.tenant] = claimed.get(c.tenant, 0) + c.gpus
+        counted = {t: g for t, g in self._claimed_by.items() if g}
+        assert counted == claimed, (counted, claimed)
         for node, used in per_node.items():
             st = self.cap.nodes[node]
             assert used == st.gpus - st.free, (node, used, st.free)
