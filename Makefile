@@ -10,9 +10,9 @@ BIN := $(VENV)/bin
 HOST ?= 127.0.0.1
 PORT ?= 8000
 PYTEST_ARGS ?=
-# two workers (the machine's cores); modules that share a server-wide resource stay on one
-# (tests/conftest.py, ONE_WORKER). `make test XDIST=` runs the suite in one process.
-XDIST ?= -n 2 --dist loadgroup
+# two workers (the machine's cores), a module's tests on one (tests/conftest.py);
+# `make test XDIST=` runs the suite in one process
+XDIST ?= -n 2 --dist loadfile
 
 .PHONY: help venv install demo test lint migrate seed serve replay bench bench-quick scenarios clean
 
