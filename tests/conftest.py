@@ -4,8 +4,8 @@ Kept free of Django imports at module level: the pure core tests run with
 ``-p no:django`` too. Tests marked ``postgres`` are skipped unless DATABASE_URL points at
 PostgreSQL (CI sets it; a laptop running ``make test`` uses SQLite).
 
-``make test`` runs the suite on two pytest-xdist workers (``--dist loadfile``: a module's
-tests on one worker), each with a test database of its own. What the servers hold for
+``make test XDIST="-n 2 --dist loadfile"`` runs the suite on two pytest-xdist workers (a
+module's tests on one worker), each with a test database of its own. What the servers hold for
 every database is shared, so the tests that look at it only count what they made: the
 scratch-database checks look for their own run's databases (tests/sim/
 test_scratch_database.py), and the Celery tests' cleanup removes only what names their
