@@ -125,3 +125,24 @@ def test_run_all_knows_every_benchmark_in_both_sizes() -> None:
     assert {run_all.module_of(n) for n in names} == {
         "bench.tick_latency", "bench.memory", "bench.gates", "bench.sim_speed",
         "bench.policies"}
+
+
+def test_the_slowdown_breakdown_groups_completed_jobs_by_size_and_run_time() -> None:
+    from bench.slowdown_breakdown import breakdown
+    from scheduler_app.sim.result import JobRecord, RunRecord
+
+    def job(i: int, gpus: int, runtime: int, wait: int, state: str = "COMPLETED"):
+        rec = JobRecord(f"j{i}", "t", 0, gpus, runtime, state=state)
+        rec.runs.append(RunRecord(wait, {"n": gpus}, wait + runtime, state))
+        rec.end_s = wait + runtime
+        return rec
+
+    rows = breakdown([job(1, 128, 5, 995), job(2, 128, 20, 980), job(3, 1, 100, 0),
+                      job(4, 1, 100, 50_000, state="CANCELLED")])
+    assert [r["jobs"] for r in rows] == ["65 GPUs or more, run < 60 s",
+                                         "1 GPU, run 60-600 s"]
+    big, small = rows
+    # (1000 / 10 + 1000 / 20) / 2, then the small job's 100 / 100; the cancelled job is out
+    assert big["count"] == 2 and big["mean_bounded_slowdown"] == 75.0
+    assert big["mean_wait_s"] == 987.5 and small["mean_wait_s"] == 0
+    assert big["share_of_sum"] == 150 / 151 and small["share_of_sum"] == 1 / 151
