@@ -133,6 +133,18 @@ def live(tmp_path_factory: pytest.TempPathFactory, template: Path) -> Iterator[L
 
 
 # ---------------------------------------------------------------------------- a terminal
+def _as_a_foreground_job() -> None:
+    """In the child before exec: the terminal becomes the new session's controlling
+    terminal (Ctrl-C typed into it is a SIGINT to the program, and getpass reads it from
+    /dev/tty), and SIGINT and SIGQUIT are at their defaults, as a shell gives a job it runs
+    in the foreground. Without the reset, a test run started in the background of a
+    non-interactive shell (``pytest &``: both ignored) hands its ignore down, and Python
+    then never turns Ctrl-C into KeyboardInterrupt."""
+    fcntl.ioctl(0, termios.TIOCSCTTY, 0)
+    for sig in (signal.SIGINT, signal.SIGQUIT):
+        signal.signal(sig, signal.SIG_DFL)
+
+
 class Terminal:
     """A program on a pseudo-terminal of its own (its controlling terminal), as a person
     runs it: what it writes is read back, keys are typed into it (``\\x03`` is Ctrl-C)."""
@@ -145,9 +157,7 @@ class Terminal:
         self.text = ""
         self.popen = subprocess.Popen(
             args, stdin=slave, stdout=slave, stderr=slave, env=env, start_new_session=True,
-            # the terminal becomes the new session's controlling terminal: Ctrl-C typed
-            # into it is a SIGINT to the program, and getpass reads it (/dev/tty)
-            preexec_fn=lambda: fcntl.ioctl(0, termios.TIOCSCTTY, 0))
+            preexec_fn=_as_a_foreground_job)
         os.close(slave)
 
     def read_until(self, needle: str, timeout: float = 30, *, after: int = 0) -> str:
