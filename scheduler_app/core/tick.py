@@ -377,6 +377,12 @@ class Tick:
         self._victim_costs: dict[str, Any] = {}  # victim_cost at this tick's now, by job
         self._ends_cache: dict[tuple[str, int], list[tuple[int, int]]] = {}
         self._borrows: dict[str, bool] = {}
+        # memos of answers that only a change of state alters (keyed by
+        # Scheduler.version; every start, exit and request to stop bumps it): the walk
+        # asks them for each of the hundreds of jobs it examines on a backlog
+        self._loads_memo: tuple[int, dict[str, TenantLoad]] = (-1, {})
+        self._may_memo: dict[tuple[Any, ...], bool] = {}
+        self._diagnose_memo: dict[tuple[Any, ...], PendingReason] = {}
 
     # ------------------------------------------------------------------ the loop
     def run(self) -> TickResult:
@@ -1095,6 +1101,14 @@ class Tick:
         return total
 
     def _diagnose(self, spec: JobSpec, need: int, exclude: frozenset[str]) -> PendingReason:
+        s = self.s
+        key = (s.version, s.claims_version, spec.gpu_type, need, spec.interactive)
+        found = self._diagnose_memo.get(key)
+        if found is None:
+            found = self._diagnose_memo[key] = self._diagnosed(spec, need)
+        return found
+
+    def _diagnosed(self, spec: JobSpec, need: int) -> PendingReason:
         cap = self.s.cap
         t = spec.gpu_type
         if cap.healthy_gpus(t) < need:
@@ -1166,8 +1180,14 @@ class Tick:
         capped = self.searches >= self.cfg.max_preemption_searches_per_tick
         if capped and self.search_denied:
             return False
-        mine = TenantLoad(spec.tenant, self.s.tenants[spec.tenant].guaranteed_gpus, held)
-        allowed = may_preempt(mine, spec.gpus, self._loads().values())
+        key = (self.s.version, spec.tenant, held, spec.gpus)
+        allowed = self._may_memo.get(key)
+        if allowed is None:
+            mine = TenantLoad(spec.tenant, self.s.tenants[spec.tenant].guaranteed_gpus, held)
+            allowed = may_preempt(mine, spec.gpus, self._loads().values())
+            if len(self._may_memo) > 4096:
+                self._may_memo.clear()
+            self._may_memo[key] = allowed
         if capped:
             # the next tick searches for this head: this tick is no fixed point
             self.search_denied = self.search_denied or allowed
@@ -1175,12 +1195,17 @@ class Tick:
         return allowed
 
     def _loads(self) -> dict[str, TenantLoad]:
+        """Every team's load now (the same dict while the state holds: do not modify)."""
         s = self.s
-        return {
-            name: TenantLoad(name, s.tenants[name].guaranteed_gpus,
-                             s.running[name] - s.leaving[name])
-            for name in s.tenant_names
-        }
+        version, loads = self._loads_memo
+        if version != s.version:
+            loads = {
+                name: TenantLoad(name, s.tenants[name].guaranteed_gpus,
+                                 s.running[name] - s.leaving[name])
+                for name in s.tenant_names
+            }
+            self._loads_memo = (s.version, loads)
+        return loads
 
     def _reclaim(self, rec: JobRecord, held: int, avoid: frozenset[str] = frozenset()
                  ) -> bool:
@@ -1192,7 +1217,7 @@ class Tick:
         cands = self.candidates()
         if not cands:
             return False
-        loads = self._loads()
+        loads = dict(self._loads())
         loads[spec.tenant] = TenantLoad(spec.tenant, s.tenants[spec.tenant].guaranteed_gpus,
                                         held)
         plan = select_victims(

@@ -333,3 +333,32 @@ def test_a_head_left_without_a_search_by_the_ticks_budget_searches_at_the_next_t
     asked = [(d.job_id, d.detail.get("for")) for d in second.decisions
              if d.to_state == S.PREEMPT_REQUESTED]
     assert asked == [("c2", "head-b")]
+
+
+@pytest.mark.parametrize(("first_on_node_b", "preempts"), [
+    # team-a's 8-GPU job starts on node B in the same tick, ahead of head: team-a's share
+    # once head runs is then 12/8 = 1.5, not below team-b's 6/4 = 1.5, so no victim
+    ("team-a", False),
+    # node B is another team's: team-a holds nothing, its share after head is 0.5
+    ("team-c", True),
+])
+def test_a_start_earlier_in_the_tick_counts_in_the_next_heads_share(first_on_node_b: str,
+                                                                    preempts: bool) -> None:
+    # The walk remembers the teams' loads and each head's right to preempt while the
+    # state holds; a start changes the state, so the head examined after it in the same
+    # tick is weighed with its team's new share.
+    borrow = {"tenant": "team-b", "checkpointable": True, "checkpoint_interval_s": 300,
+              "restart_s": 60, "gpus_per_node": 4}
+    at = 0 if first_on_node_b == "team-c" else 1000
+    sim = Sim(
+        nodes({"pod-a": 2}),
+        [tenant("team-a", 8, 8), tenant("team-b", 4, 4), tenant("team-c", 0, 8)],
+        [work("b-4", 4, 100_000, **borrow), work("b-2", 2, 100_000, **{**borrow,
+                                                                          "gpus_per_node": 2}),
+         work("first", 8, 100_000, at=at, tenant=first_on_node_b, gpus_per_node=8),
+         work("head", 4, 500, at=1000, gpus_per_node=4)],
+    ).run(1100)
+    assert sim.started_at("first") == at
+    assert sim.started_at("b-2") == 0  # team-b holds 6 of node A's 8 GPUs, borrowing 2
+    asked = [(d.job_id, d.detail["for"]) for d in sim.of(S.PREEMPT_REQUESTED)]
+    assert asked == ([("b-2", "head")] if preempts else [])  # the cheaper victim
