@@ -18,7 +18,7 @@ from bench._common import log, pin_one_core, table
 from bench._helios_run import helios_scenario
 from bench.policies import ANCHOR, LOADED
 from scheduler_app.sim.engine import Simulation
-from scheduler_app.sim.result import JobRecord
+from scheduler_app.sim.result import JobRecord, bounded_slowdown
 
 SIZES = ((65, "65 GPUs or more"), (33, "33-64 GPUs"), (9, "9-32 GPUs"), (2, "2-8 GPUs"),
          (1, "1 GPU"))
@@ -40,7 +40,7 @@ def breakdown(jobs: Iterable[JobRecord]) -> list[dict[str, Any]]:
     for job in jobs:
         if job.state != "COMPLETED" or job.end_s is None or job.first_start_s is None:
             continue
-        slowdown = (job.end_s - job.submit_s) / max(job.runtime_s, 10)
+        slowdown = bounded_slowdown(job.end_s - job.submit_s, job.runtime_s)
         g = groups.setdefault(_label(job.gpus, job.runtime_s), [0, 0.0, 0.0])
         g[0] += 1
         g[1] += slowdown
@@ -58,11 +58,7 @@ def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
     ap.add_argument("--loaded", action="store_true", help="days 0-119 compressed 2.7x")
     a = ap.parse_args(argv)
     pin_one_core()
-    w = LOADED if a.loaded else ANCHOR
-    scenario, _info = helios_scenario(w["from_day"], w["days"], compress=w["compress"],
-                                      cluster_nodes=w.get("cluster_nodes"),
-                                      pod_nodes=w.get("pod_nodes"),
-                                      max_job_gpus=w.get("max_job_gpus"))
+    scenario, _info = helios_scenario(**(LOADED if a.loaded else ANCHOR))
     log(f"slowdown_breakdown: simulating {a.policy}...")
     outcome = Simulation(scenario, policy=a.policy, views=False).run()
     rows = breakdown(outcome.jobs)

@@ -130,6 +130,12 @@ def job_wait_s(job: JobRecord, run_end_s: int) -> int | None:
     return min(end, run_end_s) - job.submit_s
 
 
+def bounded_slowdown(jct_s: int, runtime_s: int) -> float:
+    """A completed job's completion time over its run time, the run time bounded below by
+    10 s (the contract's mean bounded slowdown)."""
+    return jct_s / max(runtime_s, 10)
+
+
 def gpu_s_held(job: JobRecord, run_end_s: int) -> int:
     total = 0
     for run in job.runs:
@@ -161,7 +167,7 @@ def compute_metrics(outcome: SimOutcome) -> dict[str, Any]:
         if job.state == "COMPLETED" and job.end_s is not None:
             jct = job.end_s - job.submit_s
             jcts.append(jct)
-            slowdowns.append(jct / max(job.runtime_s, 10))
+            slowdowns.append(bounded_slowdown(jct, job.runtime_s))
     capacity_s = outcome.capacity_gpus * end
     ticks = outcome.tick_ms
     return {
