@@ -250,6 +250,15 @@ def _nodes_for_shape(view: _PodView, g: int) -> int:
     return sum(e.count for e in view.entries if e.free >= g)
 
 
+def nodes_with_room(cap: Capacity, gpus: int, gpu_type: str | None,
+                    exclude: Container[str] = frozenset()) -> int:
+    """Nodes with at least ``gpus`` free GPUs now, of ``gpu_type`` (None: any), that
+    ``find_placement`` may use (healthy, not excluded). O(pods x buckets)."""
+    allowed, banned = _filters(cap, exclude, None)
+    return sum(_nodes_for_shape(v, gpus)
+               for v in _pod_views(cap, gpu_type, gpus, allowed, banned))
+
+
 # ---- shaped gangs: n nodes of exactly g GPUs ---------------------------------------------
 
 

@@ -33,8 +33,8 @@ import math
 from collections.abc import Callable, Container, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 
-from .capacity import Capacity
-from .placement import find_placement
+from .capacity import Capacity, mask_of
+from .placement import find_placement, nodes_with_room
 from .types import Allocation, JobSpec, SchedulerConfig, alloc_gpus
 
 #: the cheapest candidates of the highest-share teams tried alone, and in pairs (bounds)
@@ -252,6 +252,103 @@ def share_order(
         nxt[team] += 1
         offer(team)
     return out
+
+
+# ---- the bound: when no search can help ----------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class VictimPool:
+    """Per team, the running jobs that could ever be a victim, whatever the head: not in the
+    interactive slice and, under policy ``full``, checkpointable (or preemptible) and below
+    the daily cap. What :func:`select_victims` may take for any head is a subset of the
+    giving teams' part of it, so the pool bounds every search (:func:`cannot_make_room`)."""
+
+    gpus: dict[str, int]  # team -> GPUs of those jobs
+    masks: dict[str, dict[str, int]]  # team -> node -> bitmask of those jobs' GPUs there
+
+
+def victim_pool(candidates: Iterable[Candidate], config: SchedulerConfig,
+                policy: str = "full") -> VictimPool:
+    gpus: dict[str, int] = {}
+    masks: dict[str, dict[str, int]] = {}
+    cap_n = config.max_preemptions_per_job_per_day
+    for c in candidates:
+        if c.in_slice:
+            continue
+        if policy == "full" and (not (c.spec.checkpointable or c.spec.preemptible)
+                                 or c.preemptions_last_day >= cap_n):
+            continue
+        team = c.spec.tenant
+        gpus[team] = gpus.get(team, 0) + c.gpus
+        on = masks.setdefault(team, {})
+        for n, ix in c.alloc.items():
+            on[n] = on.get(n, 0) | mask_of(ix)
+    return VictimPool(gpus, masks)
+
+
+def most_given(load: TenantLoad, head_share_after: float) -> int:
+    """At most how many GPUs the rule lets a team give to a head whose team's share, once
+    it runs, is ``head_share_after``: what it may lose and keep a share at least that
+    (:func:`may_give` for its last victim). An upper bound, rounded up."""
+    held, g = load.held_gpus, load.guaranteed_gpus
+    if held <= g or held_share(held, g) <= head_share_after:
+        return 0
+    if g == 0:  # infinitely over while it holds a GPU; at 1.0 once it holds none
+        return held if head_share_after <= 1.0 else held - 1
+    return max(0, min(held, math.floor(held - head_share_after * g + 1e-9)))
+
+
+def cannot_make_room(cap: Capacity, head: JobSpec, tenants: Mapping[str, TenantLoad],
+                     pool: VictimPool, exclude: Container[str] = frozenset()) -> bool:
+    """True when no set of victims the rule allows can give ``head`` a placement, so
+    :func:`select_victims` would find none. Each team gives at most its pool's GPUs and
+    what the rule lets it lose (:func:`most_given`); no search can help when the head's
+    team has no guarantee, when the GPUs free now plus all that fall short of the head, or,
+    for a gang of whole ``gpus_per_node`` slices, when too few usable nodes would have a
+    slice free: the nodes that have one now, plus those the giving teams' pool jobs
+    could complete, as many as the GPUs given can pay for (each needs what it lacks). A
+    necessary condition only: when it is False a search may still find nothing.
+    O(teams + the giving teams' nodes)."""
+    mine = tenants.get(head.tenant, TenantLoad(head.tenant, 0, 0))
+    after = share_after(mine, head.gpus)
+    if after == math.inf:
+        return True
+    give: dict[str, int] = {}
+    for t, gpus in pool.gpus.items():
+        load = tenants.get(t)
+        if t != head.tenant and load is not None:
+            most = min(gpus, most_given(load, after))
+            if most > 0:
+                give[t] = most
+    need = head.min_gpus if head.min_gpus is not None else head.gpus
+    given = sum(give.values())
+    if cap.free_gpus(head.gpu_type) + given < need:
+        return True
+    g = head.gpus_per_node
+    if g is None:
+        return False
+    short = -(-need // g) - nodes_with_room(cap, g, head.gpu_type, exclude)
+    if short <= 0:
+        return False
+    back: dict[str, int] = {}
+    for t in give:
+        for n, m in pool.masks[t].items():
+            back[n] = back.get(n, 0) | m
+    lacks = []  # per node that could complete a slice: the GPUs it lacks now
+    for n, m in back.items():
+        if n in exclude or not cap.is_schedulable(n):
+            continue
+        node = cap.nodes[n]
+        if head.gpu_type is not None and node.gpu_type != head.gpu_type:
+            continue
+        free = node.free_mask.bit_count()
+        if free < g <= (node.free_mask | m).bit_count():
+            lacks.append(g - free)
+    if len(lacks) < short:
+        return True
+    lacks.sort()
+    return sum(lacks[:short]) > given
 
 
 # ---- the search ---------------------------------------------------------------------------

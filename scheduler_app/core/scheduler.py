@@ -170,6 +170,10 @@ class ReleaseIndex:
         self.masks: dict[int, Any] = {}
         #: the sum of picture_part("r", job, end) over the releases (Scheduler.plan_inputs)
         self.digest = 0
+        #: node -> the jobs whose releases give GPUs back there. The sets are replaced,
+        #: never changed in place, so a copy of the dict is a picture of this instant
+        #: (the tick's line takes one instead of rebuilding it from every release)
+        self.on_node: dict[str, frozenset[str]] = {}
 
     def set(self, job_id: str, end_s: int | None, alloc: Allocation | None) -> None:
         self.discard(job_id)
@@ -178,6 +182,9 @@ class ReleaseIndex:
         bisect.insort(self._keys, (end_s, job_id))
         self._by_job[job_id] = Release(end_s=end_s, job_id=job_id, alloc=alloc)
         self._list = None
+        on_node = self.on_node
+        for n in alloc:
+            on_node[n] = on_node.get(n, frozenset()) | {job_id}
         self.digest = (self.digest + picture_part("r", job_id, end_s)) % PICTURE_MOD
 
     def discard(self, job_id: str) -> None:
@@ -187,6 +194,13 @@ class ReleaseIndex:
             del self._keys[i]
             self.masks.pop(id(old), None)
             self._list = None
+            on_node = self.on_node
+            for n in old.alloc:
+                left = on_node.get(n, frozenset()) - {job_id}
+                if left:
+                    on_node[n] = left
+                else:
+                    on_node.pop(n, None)
             self.digest = (self.digest - picture_part("r", job_id, old.end_s)) % PICTURE_MOD
 
     def end_of(self, job_id: str) -> int | None:
@@ -332,8 +346,13 @@ class Scheduler:
         #: heap key -> (job the walk left it at, its last push, its count): Tick._behind
         self.behind_marks: dict[Any, tuple[str, int, int]] = {}
         self.claims_version = 0
-        # head -> version at which its preemption search found nothing
-        self.vain_searches: dict[str, int] = {}
+        #: bumped by every change of what a preemption search reads: the jobs holding GPUs
+        #: (started, stopping, gone), the nodes' health, the teams' quotas. A job that
+        #: arrives, waits or leaves the queue changes ``version`` only.
+        self.cluster_version = 0
+        #: head -> (cluster_version, claims_version, the nodes it avoided) when its
+        #: preemption search found nothing (tick.Tick._searched_in_vain)
+        self.vain_searches: dict[str, tuple[int, int, frozenset[str]]] = {}
         #: the last preemption search's candidates by job id (tick.Tick.candidates)
         self.candidates: dict[str, Any] = {}
         # the fixed-point detection of tick() (see _note_quiet): the signature of the last
@@ -461,6 +480,7 @@ class Scheduler:
         self._picture(-1, "q", t.name, t.guaranteed_gpus, t.borrow_limit_gpus)
         t.guaranteed_gpus = guaranteed_gpus
         self.version += 1
+        self.cluster_version += 1
         if borrow_limit_gpus is not None:
             t.borrow_limit_gpus = borrow_limit_gpus
         self._picture(+1, "q", t.name, t.guaranteed_gpus, t.borrow_limit_gpus)
@@ -654,6 +674,7 @@ class Scheduler:
         self.jobs[spec.id] = rec
         rec.state = state
         self.version += 1
+        self.cluster_version += state in HOLDING_STATES
         if state == S.QUEUED:
             self._unsettled.append(rec)
             return
@@ -938,6 +959,8 @@ class Scheduler:
             # memos and fixed point has not changed. (A search that found victims is not a
             # fixed point anyway; one that found none finds none with a newer checkpoint.)
             self.version += 1
+            if frm in HOLDING_STATES or to in HOLDING_STATES:
+                self.cluster_version += 1
         if frm is None:
             if to != S.SUBMITTED:
                 raise ValueError(f"job {job_id}: the first transition must be to SUBMITTED")
@@ -1154,6 +1177,7 @@ class Scheduler:
         else:
             self.unhealthy.add(name)
         self.version += 1
+        self.cluster_version += 1
 
     def _drop_claims_on(self, name: str) -> None:
         head = self.claimed_nodes.get(name)
@@ -1304,3 +1328,8 @@ class Scheduler:
         for node, used in per_node.items():
             st = self.cap.nodes[node]
             assert used == st.gpus - st.free, (node, used, st.free)
+        on_node: dict[str, set[str]] = {}
+        for _end, job_id, alloc in self.releases.items():
+            for node in alloc:
+                on_node.setdefault(node, set()).add(job_id)
+        assert self.releases.on_node == {n: frozenset(j) for n, j in on_node.items()}

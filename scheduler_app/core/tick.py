@@ -79,7 +79,10 @@ Bounds (the tick never scans all jobs or all nodes):
   reason and are looked at once the ones ahead start. A heap whose tenant has no quota
   left, or any heap once the cluster has no free GPU, is looked at only up to its head
   (the head still gets its reservation or preemption search).
-- At most ``config.max_preemption_searches_per_tick`` preemption searches per tick.
+- At most ``config.max_preemption_searches_per_tick`` preemption searches per tick. A head
+  that ``preemption.cannot_make_room`` shows no search could help (a bound on the tick's
+  pool of possible victims, O(teams + their nodes)) takes none of them, and a head whose
+  search found nothing is not searched again until the cluster or the claims change.
 
 Policies: ``full`` (everything above); ``priority-kill`` (the same, but the victims are
 chosen most-recently-started first and killed at once, and the head starts in the same
@@ -106,7 +109,15 @@ from typing import TYPE_CHECKING, Any
 
 from .capacity import lowest_bits, mask_of
 from .placement import find_placement
-from .preemption import Candidate, TenantLoad, may_preempt, select_victims
+from .preemption import (
+    Candidate,
+    TenantLoad,
+    VictimPool,
+    cannot_make_room,
+    may_preempt,
+    select_victims,
+    victim_pool,
+)
 from .queues import EntryKey, QueueKey
 from .records import JobRecord, ReclaimClaim, StartEstimate, TickResult
 from .reservation import Release, Reservation, plan_reservation
@@ -199,14 +210,23 @@ class _Line:
     the cluster: each planned job holds its GPUs from now and gives them back at its
     declared end, so the jobs behind it plan around it."""
 
-    def __init__(self, releases: list[Release], cap: Any) -> None:
+    def __init__(self, releases: list[Release], cap: Any,
+                 on_node: dict[str, frozenset[str]] | None = None) -> None:
+        """``on_node``: the releases' nodes as ``ReleaseIndex.on_node`` has them for
+        ``releases`` (copied; built from ``releases`` when not given)."""
         self.releases = releases
         self.cap = cap
         self.by_id = {r.job_id: r for r in releases}
-        self.on_node: dict[str, set[str]] = {}  # node -> the releases giving GPUs back there
-        for r in releases:
-            for n in r.alloc:
-                self.on_node.setdefault(n, set()).add(r.job_id)
+        #: node -> the releases giving GPUs back there (sets replaced, never changed)
+        self.on_node: dict[str, frozenset[str]]
+        if on_node is not None:
+            self.on_node = dict(on_node)
+        else:
+            building: dict[str, set[str]] = {}
+            for r in releases:
+                for n in r.alloc:
+                    building.setdefault(n, set()).add(r.job_id)
+            self.on_node = {n: frozenset(ids) for n, ids in building.items()}
 
     def hold(self, job_id: str, alloc: Allocation, end: int | None) -> None:
         """Hold one plan: its GPUs free now are taken from the copy; those a running job
@@ -230,7 +250,7 @@ class _Line:
         if later:  # only the releases on those nodes, found by node: O(them)
             hit: set[str] = set()
             for n in later:
-                hit |= on_node.get(n, set())
+                hit |= on_node.get(n, frozenset())
             gone: set[str] = set()
             old_of = {jid: by_id[jid] for jid in hit}
             for jid in hit:  # each keeps its place in the order: only its GPUs shrink
@@ -245,7 +265,7 @@ class _Line:
                     if left:
                         kept[n] = left
                     else:
-                        on_node[n].discard(jid)
+                        on_node[n] = on_node[n] - {jid}
                 if kept:
                     by_id[jid] = replace(r, alloc=kept)
                 else:
@@ -268,7 +288,7 @@ class _Line:
             bisect.insort(releases, r, key=_release_key)
             by_id[job_id] = r
             for n in r.alloc:
-                on_node.setdefault(n, set()).add(job_id)
+                on_node[n] = on_node.get(n, frozenset()) | {job_id}
 
     def occupy(self, job_id: str, alloc: Allocation, end: int | None) -> None:
         """A job started now on ``alloc``: the GPUs the picture shows free are held until
@@ -383,6 +403,7 @@ class Tick:
         self._loads_memo: tuple[int, dict[str, TenantLoad]] = (-1, {})
         self._may_memo: dict[tuple[Any, ...], bool] = {}
         self._diagnose_memo: dict[tuple[Any, ...], PendingReason] = {}
+        self._pool: tuple[list[Candidate], VictimPool] | None = None  # for self._candidates
 
     # ------------------------------------------------------------------ the loop
     def run(self) -> TickResult:
@@ -438,12 +459,23 @@ class Tick:
         guarantee before those of teams at or above it (as Kueue orders its heads: a
         borrower placed first would only be preempted by the entitled job behind it in
         the same tick), then the team's fair share, then the job's own rank. The first
-        key is the team's, not the job's, so a team's own jobs keep their order."""
-        nxt = next(it, None)
-        if nxt is None:
+        key is the team's, not the job's, so a team's own jobs keep their order.
+
+        The jobs the walk would only step over when it reached them (examined already in
+        this pass, and not waiting for reclaimed GPUs) are stepped over here: a pass that
+        resumes walks every heap again from its head, and on a backlog most of what it
+        meets first was seen by the ticks before. The order of the others is the same
+        (their keys do not change during the walk), and so is what the walk decides."""
+        s = self.s
+        jobs, seen, claims = s.jobs, s.pass_seen, s.claims
+        for nxt in it:
+            job_id = nxt[1]
+            if jobs[job_id].state == S.QUEUED and (job_id not in seen or job_id in claims):
+                break
+        else:
             return
         team = key[0]
-        share = self.s.share_keys.get(team, _ZERO_SHARE)
+        share = s.share_keys.get(team, _ZERO_SHARE)
         heapq.heappush(self.order, ((self._borrows.get(team, False), share, nxt[0]), nxt[1],
                                     key, it))
 
@@ -768,15 +800,15 @@ class Tick:
         found nothing (remembered until the state changes). ``avoid``: nodes the head must
         not be placed on (reserved for a higher-ranked job)."""
         s = self.s
-        if not self._may_search(rec, held):
+        if not self._may_search(rec, held, avoid):
             return None
         self.searches += 1
-        version = s.version
+        read = (s.cluster_version, s.claims_version, avoid)
         if self._reclaim(rec, held, avoid):
             return "started" if rec.state == S.PLACING else "waiting"
         if len(s.vain_searches) > 4096:  # forget old ones; a stale entry never matches
             s.vain_searches.clear()
-        s.vain_searches[rec.spec.id] = version
+        s.vain_searches[rec.spec.id] = read
         return None
 
     def _start(self, rec: JobRecord, alloc: Allocation, reason: Reason,
@@ -804,13 +836,23 @@ class Tick:
         s = self.s
         return s.running[team] - s.leaving[team] + s.claimed_gpus(team, besides=besides)
 
-    def _searched_in_vain(self, job_id: str) -> bool:
-        """A search for this head found nothing and no state has changed since: the same
-        search would find nothing again (searches are the costliest part of a tick). Only
-        the passing of time is ignored: a job whose daily cap expires becomes a candidate
-        at the next change of any job. (A memo, not a decision: a leader rebuilt from the
-        log, which has no memo, searches and finds the same nothing.)"""
-        return self.s.vain_searches.get(job_id) == self.s.version
+    def _searched_in_vain(self, job_id: str, avoid: frozenset[str]) -> bool:
+        """A search for this head found nothing, and nothing it reads has changed since: the
+        same search would find nothing again (searches are the costliest part of a tick).
+
+        A search reads the jobs holding GPUs (who may give, what they free), the nodes'
+        health, the teams' quotas and the claims, never the queue
+        (``Scheduler.cluster_version``): jobs arriving behind a vain head do not make it
+        search again. Fewer nodes to use never helps, so a search that avoided no more
+        nodes than this one (``avoid``: other jobs' reservations) answers for it. Time
+        alone changes no candidate's eligibility (a job at its daily cap stays protected
+        until it completes), only the victims' costs and so the order the bounded walks
+        take them in; that is ignored until the next change of the cluster. (A memo, not
+        a decision: a leader rebuilt from the log, which has no memo, searches again.)"""
+        s = self.s
+        found = s.vain_searches.get(job_id)
+        return (found is not None and found[0] == s.cluster_version
+                and found[1] == s.claims_version and found[2] <= avoid)
 
     def _need(self, spec: JobSpec) -> int:
         return spec.min_gpus if spec.elastic and spec.min_gpus else spec.gpus
@@ -862,7 +904,8 @@ class Tick:
         the free GPUs and the running jobs' releases now, each reservation holding its
         GPUs from now to its declared end."""
         if self.line is None:
-            self.line = _Line(list(self.release_list()), self.s.cap.clone())
+            index = self.s.releases
+            self.line = _Line(list(index.releases()), self.s.cap.clone(), index.on_node)
             self._line_masks = {}
             self.line_version += 1
             for b in self.reserved:
@@ -1170,12 +1213,14 @@ class Tick:
         return res
 
     # -- preemption
-    def _may_search(self, rec: JobRecord, held: int) -> bool:
+    def _may_search(self, rec: JobRecord, held: int,
+                    avoid: frozenset[str] = frozenset()) -> bool:
         """May this head start a preemption search now? The rule (preemption.may_preempt:
         some team above its guarantee has a share above this team's once the head runs),
         a search left in this tick's budget, and no vain search since the last change."""
         spec = rec.spec
-        if self.policy == "fifo" or spec.interactive or self._searched_in_vain(spec.id):
+        if (self.policy == "fifo" or spec.interactive
+                or self._searched_in_vain(spec.id, avoid)):
             return False
         capped = self.searches >= self.cfg.max_preemption_searches_per_tick
         if capped and self.search_denied:
@@ -1188,11 +1233,30 @@ class Tick:
             if len(self._may_memo) > 4096:
                 self._may_memo.clear()
             self._may_memo[key] = allowed
+        if allowed and self._cannot_make_room(rec, held, avoid):
+            # no search could help, and the bound costs a fraction of one: it takes no
+            # search from the tick's budget (the next head may have the search)
+            s = self.s
+            s.vain_searches[spec.id] = (s.cluster_version, s.claims_version, avoid)
+            return False
         if capped:
             # the next tick searches for this head: this tick is no fixed point
             self.search_denied = self.search_denied or allowed
             return False
         return allowed
+
+    def _cannot_make_room(self, rec: JobRecord, held: int, avoid: frozenset[str]) -> bool:
+        """preemption.cannot_make_room for this head on the tick's candidates."""
+        s = self.s
+        spec = rec.spec
+        cands = self.candidates()
+        pool = self._pool
+        if pool is None or pool[0] is not cands:
+            pool = self._pool = (cands, victim_pool(cands, self.cfg, self.policy))
+        loads = dict(self._loads())
+        loads[spec.tenant] = TenantLoad(spec.tenant, s.tenants[spec.tenant].guaranteed_gpus,
+                                        held)
+        return cannot_make_room(s.cap, spec, loads, pool[1], self._excluded(spec.id) | avoid)
 
     def _loads(self) -> dict[str, TenantLoad]:
         """Every team's load now (the same dict while the state holds: do not modify)."""

@@ -3,6 +3,7 @@ the one sort key, the set search."""
 
 from __future__ import annotations
 
+import itertools
 import math
 from dataclasses import dataclass, field
 from typing import Any
@@ -17,6 +18,7 @@ from scheduler_app.core.preemption import (
     Candidate,
     TenantLoad,
     _allowed,
+    cannot_make_room,
     held_share,
     may_give,
     may_preempt,
@@ -24,6 +26,7 @@ from scheduler_app.core.preemption import (
     share_after,
     share_order,
     victim_cost,
+    victim_pool,
     victim_sort_key,
 )
 from scheduler_app.core.types import SchedulerConfig
@@ -507,3 +510,75 @@ def test_a_preemption_never_leaves_a_victims_team_below_the_beneficiarys(scene):
                 assert plan.est_gpu_s_lost <= victim_cost(c, NOW).est_gpu_s_lost
     again = select_victims(cap, head, cands, loads, NOW, config=CFG, policy=policy)
     assert again == plan  # deterministic
+
+
+@settings(max_examples=300, deadline=None)
+@given(contested())
+def test_the_bound_that_skips_a_search_never_skips_one_that_finds_victims(scene):
+    """cannot_make_room lets the tick skip a search without spending its budget: it must
+    hold only when no search could succeed. Whatever the cluster, when it says so the
+    search finds no victims, and no set of victims the rule allows (every subset of the
+    allowed jobs, tried one by one) gives the head a placement."""
+    cap, cands, loads, head, policy = scene
+    pool = victim_pool(cands, CFG, policy)
+    if not cannot_make_room(cap, head, loads, pool):
+        return
+    plan = select_victims(cap, head, cands, loads, NOW, config=CFG, policy=policy)
+    assert plan is None or not plan.victims
+    after = share_after(loads["team-a"], head.gpus)
+    if after == math.inf:
+        return
+    eligible = [c for c in cands if _eligible(c, loads, after, policy)][:10]
+    for k in range(1, len(eligible) + 1):
+        for victims in itertools.combinations(eligible, k):
+            assert not (_allowed(list(victims), loads, after) and _fits(cap, head, victims))
+
+
+@pytest.mark.parametrize(("name", "head_kw", "head_guarantee", "b_guarantee", "b_ckpt",
+                          "want"), [
+    ("the head's team has no guarantee", {"gpus": 8, "gpus_per_node": 8}, 0, 0, True, True),
+    ("team-b's one job would free the node", {"gpus": 8, "gpus_per_node": 8}, 8, 0, True,
+     False),
+    ("team-b's job cannot checkpoint", {"gpus": 8, "gpus_per_node": 8}, 8, 0, False, True),
+    ("team-b is not above the head's share", {"gpus": 8, "gpus_per_node": 8}, 4, 4, True,
+     True),
+    ("16 GPUs: 4 free and 4 to free fall short", {"gpus": 16, "gpus_per_node": 8}, 16, 0,
+     True, True),
+    ("any shape: 4 free + 4 freed make 8", {"gpus": 8}, 8, 0, True, False),
+])
+def test_cannot_make_room_table(name, head_kw, head_guarantee, b_guarantee, b_ckpt, want):
+    # Two nodes of 8 GPUs: n0 holds team-b's 4-GPU job (4 free), n1 team-c's 8-GPU job
+    # that cannot checkpoint. The head (team-a, holding nothing) needs what head_kw says.
+    cap = cluster({"pod-a": 2})
+    n0, n1 = sorted(cap.nodes)
+    cands = [candidate(cap, "b", {n0: 4}, tenant="team-b", checkpointable=b_ckpt),
+             candidate(cap, "c", {n1: 8}, tenant="team-c", checkpointable=False)]
+    loads = {"team-a": load("team-a", head_guarantee, 0),
+             "team-b": load("team-b", b_guarantee, 4), "team-c": load("team-c", 0, 8)}
+    head = job("head", tenant="team-a", **head_kw)
+    pool = victim_pool(cands, CFG, "full")
+    assert cannot_make_room(cap, head, loads, pool) is want, name
+    if want:
+        plan = select_victims(cap, head, cands, loads, NOW, config=CFG)
+        assert plan is None or not plan.victims
+
+
+def test_cannot_make_room_counts_whole_nodes_for_a_gang_of_whole_nodes():
+    # 16 GPUs in whole nodes of 8. n0: team-b's checkpointable 4 + 4 free; n1: team-c's 4
+    # that cannot checkpoint + 4 free; n2: team-c's checkpointable 4 + its 4 that cannot.
+    # Free plus freeable GPUs make 16, but only n0 could be emptied: no search can help.
+    # The same GPUs in any shape are enough.
+    cap = cluster({"pod-a": 3})
+    n0, n1, n2 = sorted(cap.nodes)
+    cands = [candidate(cap, "b", {n0: 4}, tenant="team-b", checkpointable=True),
+             candidate(cap, "d", {n1: 4}, tenant="team-c", checkpointable=False),
+             candidate(cap, "c", {n2: 4}, tenant="team-c", checkpointable=True),
+             candidate(cap, "e", {n2: 4}, tenant="team-c", checkpointable=False)]
+    loads = {"team-a": load("team-a", 16, 0), "team-b": load("team-b", 0, 4),
+             "team-c": load("team-c", 0, 12)}
+    pool = victim_pool(cands, CFG, "full")
+    whole = job("head", 16, tenant="team-a", gpus_per_node=8)
+    assert cannot_make_room(cap, whole, loads, pool)
+    plan = select_victims(cap, whole, cands, loads, NOW, config=CFG)
+    assert plan is None or not plan.victims
+    assert not cannot_make_room(cap, job("any", 16, tenant="team-a"), loads, pool)

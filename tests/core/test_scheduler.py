@@ -531,6 +531,37 @@ def test_the_tick_stops_at_its_work_budget_and_resumes_next_tick() -> None:
     assert len(sched.tick(2).decisions) == 2
 
 
+def test_a_resumed_pass_examines_what_the_earlier_ticks_did_not_and_a_newcomer_first(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    # One node, held by a job; eight queued 8-GPU jobs cannot start. A budget of 3
+    # examinations a tick: the pass examines j0-j2, then resumes. Before the second tick
+    # a higher-priority job arrives: it is examined first, then the pass goes on where it
+    # stopped (j3, j4), stepping over the jobs it examined already.
+    from scheduler_app.core import tick as tick_module
+
+    examined: list[str] = []
+    real = tick_module.Tick.examine
+
+    def spy(self: Any, rec: Any) -> str:
+        examined.append(rec.spec.id)
+        return real(self, rec)
+
+    monkeypatch.setattr(tick_module.Tick, "examine", spy)
+    sched = Scheduler(nodes({"pod-a": 1}), [tenant("a", 80)], cfg(tick_work_budget=3))
+    sched.submit(JobSpec(id="run", seq=0, tenant="a", gpus=8, submit_s=0), 0)
+    sched.tick(0)
+    sched.confirm_start("run", 0)
+    for i in range(8):
+        sched.submit(JobSpec(id=f"j{i}", seq=i + 1, tenant="a", gpus=8, submit_s=1), 1)
+    examined.clear()
+    assert sched.tick(1).stats["budget_exhausted"]
+    assert examined == ["j0", "j1", "j2"]
+    sched.submit(JobSpec(id="hi", seq=20, tenant="a", gpus=8, submit_s=2, priority=5), 2)
+    examined.clear()
+    sched.tick(2)
+    assert examined == ["hi", "j3", "j4"]
+
+
 def test_a_tick_with_a_clock_stops_at_its_wall_time_budget() -> None:
     sched = Scheduler(nodes({"pod-a": 4}), [tenant("a", 32)], cfg(tick_budget_s=2.0))
     for i in range(30):

@@ -302,37 +302,73 @@ def test_one_preemption_search_per_tick_by_default() -> None:
     assert sorted(n for n in per_tick if n) == [1, 1]  # two ticks, one victim each
 
 
-def test_a_head_left_without_a_search_by_the_ticks_budget_searches_at_the_next_tick() -> None:
-    # One preemption search per tick. head-a (ranked first) may preempt, but its only way
-    # in is c1, which cannot checkpoint: its search is vain. head-b could take c2's node.
-    # The tick that spent its search on head-a decided nothing, yet it is no fixed point:
-    # the next tick searches for head-b (before, it waited for the next change of state).
+def _heads_on_borrowed_nodes(borrowers: list[tuple[str, str, int, bool]],
+                             guarantees: dict[str, int], node_count: int,
+                             heads: list[tuple[str, str, int, int]]) -> Any:
+    """Borrowers (id, team, GPUs, checkpointable) fill pod-a's ``node_count`` nodes, then
+    the heads (id, team, GPUs, priority) arrive; one preemption search per tick."""
     from scheduler_app.core.scheduler import Scheduler
     from scheduler_app.core.types import JobSpec
 
-    sched = Scheduler(nodes({"pod-a": 2}), [tenant("team-a", 8, 8), tenant("team-b", 8),
-                                            tenant("team-c", 0, 16)],
+    teams = sorted({t for _j, t, _g, _c in borrowers} | {t for _j, t, _g, _p in heads})
+    sched = Scheduler(nodes({"pod-a": node_count}),
+                      [tenant(t, guarantees.get(t, 0), 16) for t in teams],
                       SchedulerConfig(max_preemption_searches_per_tick=1), now=0)
+    seq = iter(range(1, 100))
 
-    def spec(job_id: str, team: str, gpus: int, seq: int, **kw: Any) -> JobSpec:
-        return JobSpec(id=job_id, tenant=team, gpus=gpus, gpus_per_node=8, seq=seq,
-                       submit_s=0, max_runtime_s=100_000, **kw)
+    def spec(job_id: str, team: str, gpus: int, **kw: Any) -> JobSpec:
+        return JobSpec(id=job_id, tenant=team, gpus=gpus, gpus_per_node=min(gpus, 8),
+                       seq=next(seq), submit_s=0, max_runtime_s=100_000, **kw)
 
-    for job_id, seq, ckpt in (("c1", 1, False), ("c2", 2, True)):
-        sched.submit(spec(job_id, "team-c", 8, seq, checkpointable=ckpt,
+    for job_id, team, gpus, ckpt in borrowers:
+        sched.submit(spec(job_id, team, gpus, checkpointable=ckpt,
                           checkpoint_interval_s=600 if ckpt else None), 0)
     for d in sched.tick(0).decisions:
         if d.to_state == S.PLACING:
             sched.confirm_start(d.job_id, 1)
-    sched.submit(spec("head-a", "team-a", 16, 3, priority=10), 10)
-    sched.submit(spec("head-b", "team-b", 8, 4), 10)
+    for job_id, team, gpus, priority in heads:
+        sched.submit(spec(job_id, team, gpus, priority=priority), 10)
+    return sched
+
+
+def test_a_head_left_without_a_search_by_the_ticks_budget_searches_at_the_next_tick() -> None:
+    # One preemption search per tick. Three nodes, each filled by two 4-GPU jobs of one
+    # borrowing team (guaranteed 2, holding 8: share 4). head-a (16 GPUs in whole nodes,
+    # ranked first, team guaranteed 16: share 1 once it runs) may preempt, but each team
+    # may give only one of its jobs (without both its share would fall below 1), so no
+    # node can be emptied: the search is vain, and the bound before a search does not see
+    # it (three teams may give 4 each on three nodes). head-b (4 GPUs) could take one job.
+    # The tick that spent its search on head-a decided nothing, yet it is no fixed point:
+    # the next tick searches for head-b (before, it waited for the next change of state).
+    borrowers = [(f"{t}{i}", f"team-{t}", 4, True) for t in "cde" for i in (1, 2)]
+    sched = _heads_on_borrowed_nodes(
+        borrowers, {"team-a": 16, "team-b": 8, "team-c": 2, "team-d": 2, "team-e": 2}, 3,
+        [("head-a", "team-a", 16, 10), ("head-b", "team-b", 4, 0)])
     first = sched.tick(10)
     assert [d for d in first.decisions if d.to_state == S.PREEMPT_REQUESTED] == []
     assert first.stats["preemption_searches"] == 1 and first.stats["search_denied"]
     second = sched.tick(15)
     asked = [(d.job_id, d.detail.get("for")) for d in second.decisions
              if d.to_state == S.PREEMPT_REQUESTED]
+    assert len(asked) == 1 and asked[0][1] == "head-b"
+
+
+def test_a_head_no_search_can_help_leaves_the_ticks_search_to_the_next_head() -> None:
+    # head-a's only way in is c1, which cannot checkpoint: with every job that could ever
+    # be a victim gone, one node would still be short (preemption.cannot_make_room). That
+    # bound takes no search from the tick's budget, so head-b's victim is asked in the
+    # same tick, and head-a is not searched at the next tick either.
+    sched = _heads_on_borrowed_nodes(
+        [("c1", "team-c", 8, False), ("c2", "team-c", 8, True)],
+        {"team-a": 8, "team-b": 8}, 2, [("head-a", "team-a", 16, 10), ("head-b", "team-b", 8, 0)])
+    first = sched.tick(10)
+    asked = [(d.job_id, d.detail.get("for")) for d in first.decisions
+             if d.to_state == S.PREEMPT_REQUESTED]
     assert asked == [("c2", "head-b")]
+    assert first.stats["preemption_searches"] == 1 and not first.stats["search_denied"]
+    second = sched.tick(11)  # c2 is leaving for head-b; head-a still cannot get in
+    assert second.stats["preemption_searches"] == 0
+    assert "head-a" in sched.vain_searches
 
 
 @pytest.mark.parametrize(("first_on_node_b", "preempts"), [
