@@ -178,17 +178,35 @@ class JobQueues:
         live = self._live.get(job_id)
         return None if live is None else live[1]
 
-    def iter_heap(self, key: QueueKey) -> Iterator[tuple[EntryKey, str]]:
+    def iter_heap(self, key: QueueKey, after: EntryKey | None = None
+                  ) -> Iterator[tuple[EntryKey, str]]:
         """Live entries of one heap in order, without mutating it. O(k log k) for k items.
 
         Walks the heap's implicit binary tree with a frontier heap of indices: a parent is
         never greater than its children, so the frontier's minimum is the next in order.
+        ``after``: only the entries whose key is greater. The entries at or before it form
+        a subtree at the top of the heap, stepped through without ordering them (a pass
+        that resumes starts where it stopped, O(that subtree) instead of O(k log k)).
         """
         heap = self._heaps.get(key)
         if not heap:
             return
-        frontier: list[tuple[EntryKey, int, int]] = [(heap[0][0], heap[0][1], 0)]
         n = len(heap)
+        frontier: list[tuple[EntryKey, int, int]]
+        if after is None:
+            frontier = [(heap[0][0], heap[0][1], 0)]
+        else:
+            frontier, stack = [], [0]
+            while stack:
+                i = stack.pop()
+                e = heap[i]
+                if e[0] > after:
+                    frontier.append((e[0], e[1], i))
+                    continue
+                for child in (2 * i + 1, 2 * i + 2):
+                    if child < n:
+                        stack.append(child)
+            heapq.heapify(frontier)
         while frontier:
             _ek, _ver, i = heapq.heappop(frontier)
             entry = heap[i]

@@ -333,6 +333,9 @@ class Scheduler:
         # a tick pass cut short by its budget resumes here (see tick.Tick.pop_heads)
         self.pass_seen: set[str] = set()
         self.pass_blocked: dict[tuple[str, int], int] = {}
+        #: per heap, the last job the pass examined there and the heap's last push
+        #: then: a resumed tick walks on from there (Tick.order_heaps)
+        self.pass_cursor: dict[tuple[str, int], tuple[Any, int]] = {}
         # bumped by every change a plan depends on; the estimates phase skips when unchanged
         self.version = 0
         self.estimates_version = -1

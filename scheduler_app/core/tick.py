@@ -449,10 +449,19 @@ class Tick:
         # tick keeps its place, so its own jobs keep their order
         self._borrows = {} if self.policy == "fifo" else {
             n: self._held(n) >= s.tenants[n].guaranteed_gpus for n in s.tenant_names}
-        for key in s.queues.heap_keys():
-            s.queues.prune(key)  # the heads that left since the last tick, once
-            it = s.queues.iter_heap(key)
-            self._advance(key, it)
+        q = s.queues
+        cursor = s.pass_cursor if s.pass_seen else {}
+        claimed = {q.key_of(s.jobs[j].spec) for j in s.claims} if cursor else set()
+        for key in q.heap_keys():
+            q.prune(key)  # the heads that left since the last tick, once
+            at = cursor.get(key)
+            # A resumed pass walks on from the last job it examined in the heap when
+            # every job ahead of it was examined in this pass: nothing was pushed since,
+            # and no job there waits for reclaimed GPUs (one such is examined again).
+            # The walk would step over each of them (see _advance).
+            after = (at[0] if at is not None and at[1] == q.last_push(key)
+                     and key not in claimed else None)
+            self._advance(key, q.iter_heap(key, after))
 
     def _advance(self, key: QueueKey, it: Iterator[tuple[EntryKey, str]]) -> None:
         """Put the heap's next job in the walk's order: the jobs of teams below their
@@ -503,6 +512,7 @@ class Tick:
         if resuming and self.policy != "fifo":
             self._restore_pass()
         blocked = s.pass_blocked if resuming else {}
+        cursor = s.pass_cursor if resuming else {}
         seen = s.pass_seen
         with s.queues.hold():  # heaps are being walked: pushes wait until the end
             self.hand_over()
@@ -510,13 +520,16 @@ class Tick:
                 if self.out_of_budget():
                     self.budget_hit = True
                     break
-                _okey, job_id, key, it = heapq.heappop(self.order)
+                okey, job_id, key, it = heapq.heappop(self.order)
                 rec = s.jobs[job_id]
                 if rec.state != S.QUEUED or (job_id in seen and job_id not in s.claims):
                     self._advance(key, it)  # handed over already, or seen in this pass
                     continue
                 self.examined += 1
                 seen.add(job_id)
+                at = cursor.get(key)
+                cursor[key] = (okey[2] if at is None or at[0] < okey[2] else at[0],
+                               s.queues.last_push(key))
                 if self.policy == "fifo":
                     if not self.examine_fifo(rec):
                         self._behind(key, job_id, it)
@@ -532,9 +545,11 @@ class Tick:
                 self._advance(key, it)
         if self.budget_hit:
             s.pass_blocked = blocked
+            s.pass_cursor = cursor
         else:
             s.pass_seen = set()
             s.pass_blocked = {}
+            s.pass_cursor = {}
 
     def _keep_reservations(self) -> None:
         """Last tick's reservations that still hold are booked first, oldest first, before

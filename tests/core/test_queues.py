@@ -188,3 +188,24 @@ def test_walk_equals_sorted_live_jobs(ops: list[tuple[int, int, bool]]) -> None:
     want = [s.id for s in sorted(live.values(), key=entry_key)]
     assert _order(q, ("team-a", 0)) == want
     assert len(q) == len(live)
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 3), st.integers(0, 9), st.booleans()), min_size=1,
+                max_size=60), st.integers(0, 59))
+def test_a_walk_after_an_entry_yields_the_live_jobs_past_it_in_order(ops, cut) -> None:
+    """What a resumed pass walks (iter_heap's ``after``): exactly the live entries whose
+    key is past the given one, in order, whatever the pushes and removals (stale entries
+    before and after it included)."""
+    q = JobQueues()
+    specs = []
+    for i, (prio, submit, drop) in enumerate(ops):
+        spec = job(f"j{i}", 1, seq=i, priority=prio, submit_s=submit)
+        q.push(spec)
+        specs.append(spec)
+        if drop:
+            q.remove(specs[i // 2].id)
+    key = ("team-a", 0)
+    after = entry_key(specs[cut % len(specs)])
+    full = list(q.iter_heap(key))
+    assert list(q.iter_heap(key, after)) == [e for e in full if e[0] > after]

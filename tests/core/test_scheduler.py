@@ -562,6 +562,50 @@ def test_a_resumed_pass_examines_what_the_earlier_ticks_did_not_and_a_newcomer_f
     assert examined == ["hi", "j3", "j4"]
 
 
+def test_a_resumed_pass_walks_on_in_each_heap_from_where_it_stopped(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    # Half of the one node is held; teams a, b and d queue 8-GPU jobs (a first, then b,
+    # then d): none can start. A budget of 17 examinations a tick. The pass leaves a
+    # heap after BLOCKED_PER_HEAP (16) blocked jobs. A resumed tick walks each heap on
+    # from the last job the pass examined there (Tick.order_heaps starts the heap's walk
+    # there when nothing was pushed since), so a heap it left is looked at one job
+    # further; a job pushed ahead of that point is examined first, and the walk leaves
+    # the heap again.
+    from scheduler_app.core import tick as tick_module
+
+    assert tick_module.BLOCKED_PER_HEAP == 16
+    examined: list[str] = []
+    real = tick_module.Tick.examine
+
+    def spy(self: Any, rec: Any) -> str:
+        examined.append(rec.spec.id)
+        return real(self, rec)
+
+    monkeypatch.setattr(tick_module.Tick, "examine", spy)
+    teams = [tenant("a", 80), tenant("b", 80), tenant("d", 80), tenant("c", 8)]
+    sched = Scheduler(nodes({"pod-a": 1}), teams, cfg(tick_work_budget=17))
+    sched.submit(JobSpec(id="run", seq=0, tenant="c", gpus=4, submit_s=0), 0)
+    sched.tick(0)
+    sched.confirm_start("run", 0)
+    seq = itertools.count(1)
+    for team, count, at in (("a", 18, 1), ("b", 40, 2), ("d", 40, 3)):
+        for i in range(count):
+            sched.submit(JobSpec(id=f"{team}{i}", seq=next(seq), tenant=team, gpus=8,
+                                 submit_s=at), at)
+    examined.clear()
+    assert sched.tick(3).stats["budget_exhausted"]
+    assert examined == [f"a{i}" for i in range(16)] + ["b0"]
+    sched.submit(JobSpec(id="hi", seq=next(seq), tenant="a", gpus=8, submit_s=4, priority=5),
+                 4)
+    examined.clear()
+    assert sched.tick(4).stats["budget_exhausted"]
+    assert examined == ["hi"] + [f"b{i}" for i in range(1, 16)] + ["d0"]
+    examined.clear()
+    assert not sched.tick(5).stats["budget_exhausted"]  # the pass is complete
+    assert examined == ["a16", "b16"] + [f"d{i}" for i in range(1, 16)]
+    assert sched.pass_cursor == {}
+
+
 def test_a_tick_with_a_clock_stops_at_its_wall_time_budget() -> None:
     sched = Scheduler(nodes({"pod-a": 4}), [tenant("a", 32)], cfg(tick_budget_s=2.0))
     for i in range(30):
