@@ -531,22 +531,28 @@ def test_the_tick_stops_at_its_work_budget_and_resumes_next_tick() -> None:
     assert len(sched.tick(2).decisions) == 2
 
 
+@pytest.fixture
+def examined(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The ids of the jobs the walk examines, in order (Tick.examine spied on)."""
+    from scheduler_app.core import tick as tick_module
+
+    seen: list[str] = []
+    real = tick_module.Tick.examine
+
+    def spy(self: Any, rec: Any) -> str:
+        seen.append(rec.spec.id)
+        return real(self, rec)
+
+    monkeypatch.setattr(tick_module.Tick, "examine", spy)
+    return seen
+
+
 def test_a_resumed_pass_examines_what_the_earlier_ticks_did_not_and_a_newcomer_first(
-        monkeypatch: pytest.MonkeyPatch) -> None:
+        examined: list[str]) -> None:
     # One node, held by a job; eight queued 8-GPU jobs cannot start. A budget of 3
     # examinations a tick: the pass examines j0-j2, then resumes. Before the second tick
     # a higher-priority job arrives: it is examined first, then the pass goes on where it
     # stopped (j3, j4), stepping over the jobs it examined already.
-    from scheduler_app.core import tick as tick_module
-
-    examined: list[str] = []
-    real = tick_module.Tick.examine
-
-    def spy(self: Any, rec: Any) -> str:
-        examined.append(rec.spec.id)
-        return real(self, rec)
-
-    monkeypatch.setattr(tick_module.Tick, "examine", spy)
     sched = Scheduler(nodes({"pod-a": 1}), [tenant("a", 80)], cfg(tick_work_budget=3))
     sched.submit(JobSpec(id="run", seq=0, tenant="a", gpus=8, submit_s=0), 0)
     sched.tick(0)
@@ -563,7 +569,7 @@ def test_a_resumed_pass_examines_what_the_earlier_ticks_did_not_and_a_newcomer_f
 
 
 def test_a_resumed_pass_walks_on_in_each_heap_from_where_it_stopped(
-        monkeypatch: pytest.MonkeyPatch) -> None:
+        examined: list[str]) -> None:
     # Half of the one node is held; teams a, b and d queue 8-GPU jobs (a first, then b,
     # then d): none can start. A budget of 17 examinations a tick. The pass leaves a
     # heap after BLOCKED_PER_HEAP (16) blocked jobs. A resumed tick walks each heap on
@@ -574,14 +580,6 @@ def test_a_resumed_pass_walks_on_in_each_heap_from_where_it_stopped(
     from scheduler_app.core import tick as tick_module
 
     assert tick_module.BLOCKED_PER_HEAP == 16
-    examined: list[str] = []
-    real = tick_module.Tick.examine
-
-    def spy(self: Any, rec: Any) -> str:
-        examined.append(rec.spec.id)
-        return real(self, rec)
-
-    monkeypatch.setattr(tick_module.Tick, "examine", spy)
     teams = [tenant("a", 80), tenant("b", 80), tenant("d", 80), tenant("c", 8)]
     sched = Scheduler(nodes({"pod-a": 1}), teams, cfg(tick_work_budget=17))
     sched.submit(JobSpec(id="run", seq=0, tenant="c", gpus=4, submit_s=0), 0)
