@@ -211,22 +211,14 @@ class _Line:
     declared end, so the jobs behind it plan around it."""
 
     def __init__(self, releases: list[Release], cap: Any,
-                 on_node: dict[str, frozenset[str]] | None = None) -> None:
-        """``on_node``: the releases' nodes as ``ReleaseIndex.on_node`` has them for
-        ``releases`` (copied; built from ``releases`` when not given)."""
+                 on_node: dict[str, frozenset[str]]) -> None:
+        """``on_node``: ``ReleaseIndex.on_node`` when ``releases`` were taken from it
+        (copied: its sets are replaced, never changed, so the copy keeps this instant)."""
         self.releases = releases
         self.cap = cap
         self.by_id = {r.job_id: r for r in releases}
         #: node -> the releases giving GPUs back there (sets replaced, never changed)
-        self.on_node: dict[str, frozenset[str]]
-        if on_node is not None:
-            self.on_node = dict(on_node)
-        else:
-            building: dict[str, set[str]] = {}
-            for r in releases:
-                for n in r.alloc:
-                    building.setdefault(n, set()).add(r.job_id)
-            self.on_node = {n: frozenset(ids) for n, ids in building.items()}
+        self.on_node: dict[str, frozenset[str]] = dict(on_node)
 
     def hold(self, job_id: str, alloc: Allocation, end: int | None) -> None:
         """Hold one plan: its GPUs free now are taken from the copy; those a running job
@@ -812,19 +804,27 @@ class Tick:
                      avoid: frozenset[str] = frozenset()) -> str | None:
         """A preemption search, when the rule and the tick's budget allow one: "started"
         or "waiting" when victims were asked to stop, None when there was no search or it
-        found nothing (remembered until the state changes). ``avoid``: nodes the head must
-        not be placed on (reserved for a higher-ranked job)."""
+        found nothing (remembered until the cluster or the claims change). ``avoid``:
+        nodes the head must not be placed on (reserved for a higher-ranked job)."""
         s = self.s
         if not self._may_search(rec, held, avoid):
             return None
         self.searches += 1
-        read = (s.cluster_version, s.claims_version, avoid)
+        read = (s.cluster_version, s.claims_version)
         if self._reclaim(rec, held, avoid):
             return "started" if rec.state == S.PLACING else "waiting"
+        self._note_vain(rec.spec.id, avoid, read)
+        return None
+
+    def _note_vain(self, job_id: str, avoid: frozenset[str],
+                   read: tuple[int, int] | None = None) -> None:
+        """Remember that no search can place this head on what the search read (``read``:
+        the cluster and claims versions it began on; now if not given)."""
+        s = self.s
         if len(s.vain_searches) > 4096:  # forget old ones; a stale entry never matches
             s.vain_searches.clear()
-        s.vain_searches[rec.spec.id] = read
-        return None
+        cluster, claims = read or (s.cluster_version, s.claims_version)
+        s.vain_searches[job_id] = (cluster, claims, avoid)
 
     def _start(self, rec: JobRecord, alloc: Allocation, reason: Reason,
                detail: dict[str, Any]) -> None:
@@ -919,8 +919,8 @@ class Tick:
         the free GPUs and the running jobs' releases now, each reservation holding its
         GPUs from now to its declared end."""
         if self.line is None:
-            index = self.s.releases
-            self.line = _Line(list(index.releases()), self.s.cap.clone(), index.on_node)
+            self.line = _Line(list(self.release_list()), self.s.cap.clone(),
+                              self.s.releases.on_node)
             self._line_masks = {}
             self.line_version += 1
             for b in self.reserved:
@@ -1251,8 +1251,7 @@ class Tick:
         if allowed and self._cannot_make_room(rec, held, avoid):
             # no search could help, and the bound costs a fraction of one: it takes no
             # search from the tick's budget (the next head may have the search)
-            s = self.s
-            s.vain_searches[spec.id] = (s.cluster_version, s.claims_version, avoid)
+            self._note_vain(spec.id, avoid)
             return False
         if capped:
             # the next tick searches for this head: this tick is no fixed point
@@ -1262,16 +1261,21 @@ class Tick:
 
     def _cannot_make_room(self, rec: JobRecord, held: int, avoid: frozenset[str]) -> bool:
         """preemption.cannot_make_room for this head on the tick's candidates."""
-        s = self.s
-        spec = rec.spec
         cands = self.candidates()
         pool = self._pool
         if pool is None or pool[0] is not cands:
             pool = self._pool = (cands, victim_pool(cands, self.cfg, self.policy))
+        loads, exclude = self._as_head_sees(rec.spec, held, avoid)
+        return cannot_make_room(self.s.cap, rec.spec, loads, pool[1], exclude)
+
+    def _as_head_sees(self, spec: JobSpec, held: int, avoid: frozenset[str]
+                      ) -> tuple[dict[str, TenantLoad], frozenset[str]]:
+        """What a preemption search for this head reads: every team's load, its own team's
+        counting ``held``, and the nodes it may not use."""
         loads = dict(self._loads())
-        loads[spec.tenant] = TenantLoad(spec.tenant, s.tenants[spec.tenant].guaranteed_gpus,
-                                        held)
-        return cannot_make_room(s.cap, spec, loads, pool[1], self._excluded(spec.id) | avoid)
+        loads[spec.tenant] = TenantLoad(spec.tenant,
+                                        self.s.tenants[spec.tenant].guaranteed_gpus, held)
+        return loads, self._excluded(spec.id) | avoid
 
     def _loads(self) -> dict[str, TenantLoad]:
         """Every team's load now (the same dict while the state holds: do not modify)."""
@@ -1292,13 +1296,10 @@ class Tick:
         to stop."""
         s = self.s
         spec = rec.spec
-        exclude = self._excluded(spec.id) | avoid
         cands = self.candidates()
         if not cands:
             return False
-        loads = dict(self._loads())
-        loads[spec.tenant] = TenantLoad(spec.tenant, s.tenants[spec.tenant].guaranteed_gpus,
-                                        held)
+        loads, exclude = self._as_head_sees(spec, held, avoid)
         plan = select_victims(
             s.cap, spec, cands, loads, self.now, config=self.cfg,
             policy=self.policy, exclude=exclude, costs=self._victim_costs,
@@ -1492,7 +1493,7 @@ class Tick:
     def _plan_in_line(self, rnd: EstimateRound) -> None:
         s = self.s
         if rnd.plan is None:  # the round's first tick: its picture of the cluster
-            rnd.plan = _Line(list(self.release_list()), s.cap.clone())
+            rnd.plan = _Line(list(self.release_list()), s.cap.clone(), s.releases.on_node)
             for b in self.reserved:
                 rnd.plan.hold(b.res.job_id, dict(b.res.alloc), self._res_end(b.res))
                 rnd.team_plans.setdefault(b.tenant, []).append(
