@@ -257,21 +257,41 @@ def share_order(
 # ---- the bound: when no search can help ----------------------------------------------------
 
 
-@dataclass(frozen=True, slots=True)
 class VictimPool:
     """Per team, the running jobs that could ever be a victim, whatever the head: not in the
     interactive slice and, under policy ``full``, checkpointable (or preemptible) and below
     the daily cap. What :func:`select_victims` may take for any head is a subset of the
-    giving teams' part of it, so the pool bounds every search (:func:`cannot_make_room`)."""
+    giving teams' part of it, so the pool bounds every search (:func:`cannot_make_room`).
 
-    gpus: dict[str, int]  # team -> GPUs of those jobs
-    masks: dict[str, dict[str, int]]  # team -> node -> bitmask of those jobs' GPUs there
+    A team's node masks are built when the bound first reads them: most heads are ruled
+    in or out by the GPU totals alone, and a tick's pool holds thousands of jobs."""
+
+    __slots__ = ("gpus", "_jobs", "_masks")
+
+    def __init__(self, jobs: dict[str, list[Candidate]]) -> None:
+        self._jobs = jobs  # team -> its jobs in the pool
+        self.gpus = {t: sum(c.gpus for c in cs) for t, cs in jobs.items()}  # team -> GPUs
+        self._masks: dict[str, dict[str, int]] = {}
+
+    def masks(self, team: str) -> dict[str, int]:
+        """node -> bitmask of the GPUs the team's pool jobs hold there."""
+        on = self._masks.get(team)
+        if on is None:
+            on = self._masks[team] = {}
+            for c in self._jobs.get(team, ()):
+                for n, ix in c.alloc.items():
+                    on[n] = on.get(n, 0) | mask_of(ix)
+        return on
+
+    def without(self, job_ids: Container[str]) -> VictimPool:
+        """The pool once ``job_ids`` are no longer running (victims just asked to stop)."""
+        return VictimPool({t: [c for c in cs if c.spec.id not in job_ids]
+                           for t, cs in self._jobs.items()})
 
 
 def victim_pool(candidates: Iterable[Candidate], config: SchedulerConfig,
                 policy: str = "full") -> VictimPool:
-    gpus: dict[str, int] = {}
-    masks: dict[str, dict[str, int]] = {}
+    jobs: dict[str, list[Candidate]] = {}
     cap_n = config.max_preemptions_per_job_per_day
     for c in candidates:
         if c.in_slice:
@@ -279,12 +299,8 @@ def victim_pool(candidates: Iterable[Candidate], config: SchedulerConfig,
         if policy == "full" and (not (c.spec.checkpointable or c.spec.preemptible)
                                  or c.preemptions_last_day >= cap_n):
             continue
-        team = c.spec.tenant
-        gpus[team] = gpus.get(team, 0) + c.gpus
-        on = masks.setdefault(team, {})
-        for n, ix in c.alloc.items():
-            on[n] = on.get(n, 0) | mask_of(ix)
-    return VictimPool(gpus, masks)
+        jobs.setdefault(c.spec.tenant, []).append(c)
+    return VictimPool(jobs)
 
 
 def most_given(load: TenantLoad, head_share_after: float) -> int:
@@ -333,7 +349,7 @@ def cannot_make_room(cap: Capacity, head: JobSpec, tenants: Mapping[str, TenantL
         return False
     back: dict[str, int] = {}
     for t in give:
-        for n, m in pool.masks[t].items():
+        for n, m in pool.masks(t).items():
             back[n] = back.get(n, 0) | m
     lacks = []  # per node that could complete a slice: the GPUs it lacks now
     for n, m in back.items():
@@ -428,21 +444,26 @@ def select_victims(
     if after == math.inf:
         return None  # a team with no guarantee never preempts
 
-    if costs is None:
-        costs = {}
-    for c in candidates:
-        if c.spec.id not in costs:
-            costs[c.spec.id] = victim_cost(c, now)
     eligible: list[Candidate] = []
     refused: dict[str, str] = {}
+    team_why: dict[str, str | None] = {}  # what protects every job of a team, if anything
     for c in sorted(candidates, key=lambda c: c.spec.seq):
-        why_not = _protected(c, head, tenants, after, config, policy, cap, exclude)
+        team = c.spec.tenant
+        if team not in team_why:
+            team_why[team] = _team_protected(team, head, tenants, after)
+        why_not = team_why[team] or _protected(c, head, tenants, after, config, policy, cap,
+                                               exclude)
         if why_not is None:
             eligible.append(c)
         else:
             refused[c.spec.id] = why_not
     if not eligible:
         return None
+    if costs is None:
+        costs = {}
+    for c in eligible:  # only these are weighed: a protected job's cost is never read
+        if c.spec.id not in costs:
+            costs[c.spec.id] = victim_cost(c, now)
     # No set can make room if every GPU free now plus every eligible victim's falls short
     # of the head (a third of the vain searches on a loaded window end here, before a
     # single trial placement).
@@ -648,6 +669,23 @@ def _pod_free(cap: Capacity, pod: str, gpu_type: str | None) -> int:
 # ---- eligibility -----------------------------------------------------------------------
 
 
+def _team_protected(team: str, head: JobSpec, tenants: Mapping[str, TenantLoad],
+                    after: float) -> str | None:
+    """Why no job of ``team`` may be a victim for ``head`` (a sentence), or None."""
+    if team == head.tenant:
+        return "protected: same team as the job it would make room for"
+    load = tenants.get(team)
+    held = 0 if load is None else load.held_gpus
+    guaranteed = 0 if load is None else load.guaranteed_gpus
+    if held <= guaranteed:
+        return f"protected: team {team} is within its guarantee ({held} of {guaranteed} GPUs)"
+    if held_share(held, guaranteed) <= after:
+        return (f"protected: team {team}'s share ({share_words(held_share(held, guaranteed))})"
+                f" is not above team {head.tenant}'s once the job starts "
+                f"({share_words(after)})")
+    return None
+
+
 def _protected(
     c: Candidate,
     head: JobSpec,
@@ -658,18 +696,12 @@ def _protected(
     cap: Capacity,
     exclude: Container[str],
 ) -> str | None:
-    """Why ``c`` may not be a victim (a sentence), or None if it may."""
+    """Why ``c`` may not be a victim (a sentence), or None if it may, its team not being
+    protected as a whole (:func:`_team_protected` returned None for it)."""
     load = tenants.get(c.spec.tenant)
-    if c.spec.id == head.id or c.spec.tenant == head.tenant:
-        return "protected: same team as the job it would make room for"
     held = 0 if load is None else load.held_gpus
     guaranteed = 0 if load is None else load.guaranteed_gpus
     team = f"team {c.spec.tenant}"
-    if held <= guaranteed:
-        return f"protected: {team} is within its guarantee ({held} of {guaranteed} GPUs)"
-    if held_share(held, guaranteed) <= after:
-        return (f"protected: {team}'s share ({share_words(held_share(held, guaranteed))}) is "
-                f"not above team {head.tenant}'s once the job starts ({share_words(after)})")
     if held_share(held - c.gpus, guaranteed) < after:
         return (f"protected: without it {team}'s share "
                 f"({share_words(held_share(held - c.gpus, guaranteed))}) would fall below "

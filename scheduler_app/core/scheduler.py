@@ -283,6 +283,9 @@ class Scheduler:
         #: still held, already on their way out; a team's share leaves them out
         self.leaving: dict[str, int] = {}
         self.holders: dict[str, set[str]] = {}  # holding job ids per tenant
+        #: a tenant's holders in submission order, while its holders stay the same (the
+        #: preemption candidates are built from it at every tick that searches)
+        self.holders_by_seq: dict[str, list[str]] = {}
         #: GPUs held per (tenant, owner), for jobs with an owner: the per-user cap reads
         #: this counter (updated as GPUs are taken and given back), never the queue
         self.user_held: dict[tuple[str, str], int] = {}
@@ -1096,6 +1099,7 @@ class Scheduler:
             key = (tenant, rec.spec.owner)
             self.user_held[key] = self.user_held.get(key, 0) + alloc_gpus(alloc)
         self.holders[tenant].add(rec.spec.id)
+        self.holders_by_seq.pop(tenant, None)
         for n in alloc:
             self.node_jobs[n].add(rec.spec.id)
         rec.alloc = alloc
@@ -1115,6 +1119,7 @@ class Scheduler:
             else:  # an owner holding nothing takes no room (owners come and go)
                 del self.user_held[key]
         self.holders[tenant].discard(rec.spec.id)
+        self.holders_by_seq.pop(tenant, None)
         for n in alloc:
             self.node_jobs[n].discard(rec.spec.id)
         self.releases.discard(rec.spec.id)
@@ -1322,6 +1327,9 @@ class Scheduler:
                 assert rec.spec.id not in self.queues, rec.spec.id
         assert queued == len(self.queues)
         assert running == self.running, (running, self.running)
+        for tenant, by_seq in self.holders_by_seq.items():
+            assert by_seq == sorted(self.holders[tenant],
+                                    key=lambda j: self.jobs[j].spec.seq), tenant
         assert user_held == self.user_held, (user_held, self.user_held)
         claimed: dict[str, int] = {}
         for c in self.claims.values():

@@ -395,7 +395,8 @@ class Tick:
         self._loads_memo: tuple[int, dict[str, TenantLoad]] = (-1, {})
         self._may_memo: dict[tuple[Any, ...], bool] = {}
         self._diagnose_memo: dict[tuple[Any, ...], PendingReason] = {}
-        self._pool: tuple[list[Candidate], VictimPool] | None = None  # for self._candidates
+        self._pool: VictimPool | None = None  # of self.candidates(), built when first read
+        self._pool_gone: set[str] = set()  # victims chosen since self._pool was built
 
     # ------------------------------------------------------------------ the loop
     def run(self) -> TickResult:
@@ -1261,12 +1262,15 @@ class Tick:
 
     def _cannot_make_room(self, rec: JobRecord, held: int, avoid: frozenset[str]) -> bool:
         """preemption.cannot_make_room for this head on the tick's candidates."""
-        cands = self.candidates()
         pool = self._pool
-        if pool is None or pool[0] is not cands:
-            pool = self._pool = (cands, victim_pool(cands, self.cfg, self.policy))
+        if pool is None:
+            pool = self._pool = victim_pool(self.candidates(), self.cfg, self.policy)
+            self._pool_gone = set()  # the candidates have left them out already
+        elif self._pool_gone:  # victims asked to stop since it was built
+            pool = self._pool = pool.without(self._pool_gone)
+            self._pool_gone = set()
         loads, exclude = self._as_head_sees(rec.spec, held, avoid)
-        return cannot_make_room(self.s.cap, rec.spec, loads, pool[1], exclude)
+        return cannot_make_room(self.s.cap, rec.spec, loads, pool, exclude)
 
     def _as_head_sees(self, spec: JobSpec, held: int, avoid: frozenset[str]
                       ) -> tuple[dict[str, TenantLoad], frozenset[str]]:
@@ -1308,6 +1312,7 @@ class Tick:
             return False
         chosen = {v.job_id for v in plan.victims}
         self._candidates = [c for c in cands if c.spec.id not in chosen]
+        self._pool_gone |= chosen
         for v in plan.victims:
             victim = s.jobs[v.job_id]
             detail = {
@@ -1346,7 +1351,11 @@ class Tick:
             for name in s.tenant_names:
                 if s.running[name] - s.leaving[name] <= s.tenants[name].guaranteed_gpus:
                     continue
-                for job_id in sorted(s.holders[name], key=lambda j: s.jobs[j].spec.seq):
+                by_seq = s.holders_by_seq.get(name)
+                if by_seq is None:
+                    by_seq = s.holders_by_seq[name] = sorted(
+                        s.holders[name], key=lambda j: s.jobs[j].spec.seq)
+                for job_id in by_seq:
                     r = s.jobs[job_id]
                     if r.state != S.RUNNING or not r.alloc:
                         continue

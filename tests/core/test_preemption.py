@@ -393,6 +393,31 @@ def test_protected_jobs_say_why_in_the_weighed_list():
         words["capped"])
 
 
+def test_a_team_that_may_not_give_says_why_for_each_of_its_jobs():
+    # Four full nodes. team-a (8 of 8 held, by "mine") wants 8 more: its share once the head
+    # runs is 2. team-b (no guarantee, 24 held) may give; team-c is within its guarantee; team-d
+    # is over its guarantee but not above team-a's share. Only team-b's job is weighed.
+    cap = cluster({"pod-a": 4})
+    cands = [
+        candidate(cap, "ok", {nd(0): 8}, ckpt_ago_s=5),
+        candidate(cap, "c1", {nd(1): 8}, tenant="team-c", ckpt_ago_s=5),
+        candidate(cap, "d1", {nd(2): 8}, tenant="team-d", ckpt_ago_s=5),
+        candidate(cap, "mine", {nd(3): 8}, tenant="team-a", ckpt_ago_s=5),
+    ]
+    loads = {"team-a": load("team-a", 8, 8), "team-b": load("team-b", 0, 24),
+             "team-c": load("team-c", 16, 8), "team-d": load("team-d", 8, 12)}
+    costs: dict = {}
+    plan = select_victims(cap, job("h", 8, tenant="team-a"), cands, loads, NOW, config=CFG,
+                          costs=costs)
+    assert plan is not None and [v.job_id for v in plan.victims] == ["ok"]
+    words = {w.job_id: w.words for w in plan.weighed}
+    assert "team team-c is within its guarantee (8 of 16 GPUs)" in words["c1"]
+    assert "is not above team team-a's once the job starts" in words["d1"]
+    assert "same team as the job it would make room for" in words["mine"]
+    assert "3 running jobs protected" in plan.why
+    assert set(costs) == {"ok"}  # a protected job is never weighed
+
+
 # ---- properties -------------------------------------------------------------------------
 
 
@@ -532,6 +557,23 @@ def test_the_bound_that_skips_a_search_never_skips_one_that_finds_victims(scene)
     for k in range(1, len(eligible) + 1):
         for victims in itertools.combinations(eligible, k):
             assert not (_allowed(list(victims), loads, after) and _fits(cap, head, victims))
+
+
+@settings(max_examples=200, deadline=None)
+@given(contested(), st.data())
+def test_a_pool_without_some_jobs_is_the_pool_of_the_rest(scene, data):
+    """The tick keeps its pool across the searches of a tick, dropping each search's
+    victims (VictimPool.without) instead of rebuilding it: both must give the same GPUs,
+    the same node masks and the same bound."""
+    cap, cands, loads, head, policy = scene
+    gone = {c.spec.id for c in cands if data.draw(st.booleans())}
+    kept = victim_pool(cands, CFG, policy).without(gone)
+    rebuilt = victim_pool([c for c in cands if c.spec.id not in gone], CFG, policy)
+    teams = {c.spec.tenant for c in cands}
+    assert {t: g for t, g in kept.gpus.items() if g} == rebuilt.gpus
+    assert all(kept.masks(t) == rebuilt.masks(t) for t in teams)
+    assert cannot_make_room(cap, head, loads, kept) == cannot_make_room(cap, head, loads,
+                                                                        rebuilt)
 
 
 @pytest.mark.parametrize(("name", "head_kw", "head_guarantee", "b_guarantee", "b_ckpt",
