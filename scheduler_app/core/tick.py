@@ -702,7 +702,7 @@ class Tick:
         user_room = s.user_room(spec)
         if user_room is not None and user_room < need:
             return self._user_limited(rec)
-        size = min(spec.gpus, room if user_room is None else min(room, user_room))
+        size = min(spec.gpus, room if user_room is None else min(room, user_room))  # _may_hold
         end = None if spec.max_runtime_s is None else self.now + spec.max_runtime_s
         hold = self.quota_holds.get(team)
         in_quota = None if hold is None else self._quota_allows(hold, team, size, end)
@@ -869,6 +869,15 @@ class Tick:
         found = s.vain_searches.get(job_id)
         return (found is not None and found[0] == s.cluster_version
                 and found[1] == s.claims_version and found[2] <= avoid)
+
+    def _may_hold(self, spec: JobSpec) -> int:
+        """The most GPUs the job may start on now: its request, its team's room under the
+        borrow limit and its owner's room under the per-user cap (as examine sizes it)."""
+        s = self.s
+        team = spec.tenant
+        room = s.limit_of(team) - s.running[team] - s.claimed_gpus(team, besides=spec.id)
+        user_room = s.user_room(spec)
+        return min(spec.gpus, room if user_room is None else min(room, user_room))
 
     def _need(self, spec: JobSpec) -> int:
         return spec.min_gpus if spec.elastic and spec.min_gpus else spec.gpus
@@ -1326,7 +1335,10 @@ class Tick:
                 s.kill_now(victim, self.now, {"killed": True, "for": spec.id})
         self.line = None  # the victims' GPUs come back sooner: the picture is rebuilt
         if self.policy == "priority-kill":
-            alloc = self._place(spec, alloc_gpus(plan.placement), exclude)
+            # no more than the job may hold (its team's room, its owner's cap): the plan
+            # made room for an elastic job's whole request
+            alloc = self._place(spec, min(alloc_gpus(plan.placement), self._may_hold(spec)),
+                                exclude)
             if alloc is not None:
                 self._start(rec, alloc, Reason.PLACED, {"reclaimed_from": sorted(chosen)})
                 return True

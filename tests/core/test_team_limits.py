@@ -74,6 +74,27 @@ def test_other_owners_go_ahead_and_the_owners_next_job_keeps_its_place() -> None
     assert P.USER_LIMIT in waited
 
 
+@pytest.mark.parametrize("policy", ["priority-kill", "full"])
+def test_an_elastic_job_that_reclaims_gpus_starts_on_no_more_than_its_owners_cap(
+        policy: str) -> None:
+    # One node of 8, all of it held by team-b, which has no guarantee. alice's elastic job
+    # (8 GPUs, at least 1) takes GPUs back for team-a, whose owners may hold 2 each: it
+    # starts on 2, whether the borrower is killed at once (priority-kill, where the
+    # property test below found a start on the plan's whole 8) or checkpoints first.
+    sim = Sim(
+        nodes({"pod-a": 1}),
+        [capped("team-a", 8, max_gpus_per_user=2), tenant("team-b", 0, 8)],
+        [work("b1", 8, 5_000, tenant="team-b", checkpointable=True,
+              checkpoint_interval_s=60, checkpoint_time_s=10),
+         work("a1", 8, 100, at=100, min_gpus=1, owner="alice")],
+        config=cfg(policy=policy),
+    ).run(2_000)
+    assert sim.first("b1", S.PREEMPTED) is not None
+    start = sim.started_at("a1")
+    assert start is not None and start < 1_000
+    assert sim.gpus_at("a1", start) == 2
+
+
 def test_a_job_without_an_owner_is_never_capped() -> None:
     sched = Scheduler(nodes({"pod-a": 2}), [capped("team-a", 16, max_gpus_per_user=4)],
                       cfg(), now=0)
