@@ -199,18 +199,23 @@ class Capacity:
             sorted({n.gpu_type for n in self.nodes.values()}, key=lambda t: (t is not None, t))
         )
         self._journal: list[tuple[str, str, object]] | None = None
+        #: the nodes whose NodeState no clone shares (None: all of them); see clone()
+        self._owned: set[str] | None = None
 
     def clone(self) -> Capacity:
         """An independent copy of the free GPUs and their index, for planning against a
         frozen picture of the cluster over several ticks (the look-ahead round). O(nodes)
-        with small constants; the per-pod filter cache is shared (names never change)."""
+        with small constants; the per-pod filter cache is shared (names never change).
+
+        Copy on write: the two share every NodeState until one of them changes a node
+        (``_own`` copies it first), so a clone that changes a few nodes, as each tick's
+        picture does, copies only those (copying 2,048 node objects was 3 ms a tick)."""
         if self._journal is not None:
             raise RuntimeError("clone() inside a trial: the copy would keep its changes")
         c = Capacity.__new__(Capacity)
-        c.nodes = {
-            name: NodeState(n.name, n.pod, n.gpus, n.gpu_type, n.rail, n.health, n.free_mask)
-            for name, n in self.nodes.items()
-        }
+        c.nodes = dict(self.nodes)
+        c._owned = set()
+        self._owned = set()  # every node object is now shared with the clone
         c.pods = {p: pod.clone() for p, pod in self.pods.items()}
         c.pod_list = list(c.pods.values())
         c.key_pods = dict(self.key_pods)
@@ -315,6 +320,7 @@ class Capacity:
         old = node.health
         if old == health:
             return
+        node = self._own(name)
         if old == NodeHealth.HEALTHY:
             self._leave(node)
         node.health = health
@@ -421,6 +427,16 @@ class Capacity:
 
     # ---- internals ---------------------------------------------------------------------
 
+    def _own(self, name: str) -> NodeState:
+        """The node's state, to be changed: copied first if a clone may share it."""
+        node = self.nodes[name]
+        owned = self._owned
+        if owned is not None and name not in owned:
+            node = self.nodes[name] = NodeState(node.name, node.pod, node.gpus, node.gpu_type,
+                                                node.rail, node.health, node.free_mask)
+            owned.add(name)
+        return node
+
     def _node(self, name: str) -> NodeState:
         try:
             return self.nodes[name]
@@ -461,7 +477,7 @@ class Capacity:
 
     def _apply(self, name: str, signed_mask: int) -> None:
         """Free (positive mask) or use (negative mask) GPUs, keeping the index in step."""
-        node = self.nodes[name]
+        node = self._own(name)
         old_mask = node.free_mask
         new_mask = old_mask | signed_mask if signed_mask > 0 else old_mask & ~(-signed_mask)
         node.free_mask = new_mask

@@ -189,6 +189,42 @@ def test_any_sequence_keeps_aggregates_equal_to_a_recount_and_trials_restore(ops
     cap.check_invariants()
 
 
+# ---- property: a clone and its original never see each other's changes ----------------
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.lists(op, max_size=20),
+       st.lists(st.one_of(st.tuples(st.integers(0, 2), op),
+                          st.tuples(st.just("clone"), st.integers(0, 2), st.integers(0, 2))),
+                max_size=40))
+def test_clones_and_their_originals_change_independently(first, then):
+    """clone() shares the node objects until one side changes a node (copy on write): any
+    mix of changes to an original, its clones and a clone of a clone, with clones taken
+    at any point, leaves each exactly as if its own history had been replayed on a
+    Capacity of its own."""
+    caps = [Capacity(_NODES)]
+    for kind, name, arg in first:
+        _apply(caps[0], kind, name, arg)
+    caps += [caps[0].clone(), None]
+    caps[2] = caps[1].clone()
+    history = [list(first) for _ in caps]
+    for step in then:
+        if step[0] == "clone":
+            _, dst, src = step
+            caps[dst] = caps[src].clone()
+            history[dst] = list(history[src])
+            continue
+        who, (kind, name, arg) = step
+        _apply(caps[who], kind, name, arg)
+        history[who].append((kind, name, arg))
+    for cap, ops in zip(caps, history, strict=True):
+        replay = Capacity(_NODES)
+        for kind, name, arg in ops:
+            _apply(replay, kind, name, arg)
+        assert _index_state(cap) == _index_state(replay)
+        cap.check_invariants()
+
+
 # ---- batched give-back (the reservation planner's fast path) ---------------------------
 
 
