@@ -283,11 +283,6 @@ class VictimPool:
                     on[n] = on.get(n, 0) | mask_of(ix)
         return on
 
-    def without(self, job_ids: Container[str]) -> VictimPool:
-        """The pool once ``job_ids`` are no longer running (victims just asked to stop)."""
-        return VictimPool({t: [c for c in cs if c.spec.id not in job_ids]
-                           for t, cs in self._jobs.items()})
-
 
 def victim_pool(candidates: Iterable[Candidate], config: SchedulerConfig,
                 policy: str = "full") -> VictimPool:

@@ -205,6 +205,12 @@ class EstimateRound:
     masks: dict[int, Any] = field(default_factory=dict)
 
 
+def _size(spec: JobSpec, room: int, user_room: int | None) -> int:
+    """The most GPUs a job starts on: its request, within its team's room and its owner's
+    room under the per-user cap (None: no cap). An elastic job takes what they leave."""
+    return min(spec.gpus, room if user_room is None else min(room, user_room))
+
+
 class _Line:
     """The running jobs' releases as a look-ahead round plans, on the round's own copy of
     the cluster: each planned job holds its GPUs from now and gives them back at its
@@ -395,8 +401,8 @@ class Tick:
         self._loads_memo: tuple[int, dict[str, TenantLoad]] = (-1, {})
         self._may_memo: dict[tuple[Any, ...], bool] = {}
         self._diagnose_memo: dict[tuple[Any, ...], PendingReason] = {}
-        self._pool: VictimPool | None = None  # of self.candidates(), built when first read
-        self._pool_gone: set[str] = set()  # victims chosen since self._pool was built
+        #: of self.candidates(), built when first read (again after a search takes victims)
+        self._pool: VictimPool | None = None
 
     # ------------------------------------------------------------------ the loop
     def run(self) -> TickResult:
@@ -690,7 +696,7 @@ class Tick:
         claim = s.claims.get(job_id)
         held = self._held(team, besides=job_id)
         need = self._need(spec)
-        room = s.limit_of(team) - s.running[team] - s.claimed_gpus(team, besides=job_id)
+        room = self._team_room(spec)
         if room < need:
             # It waits for its own team's quota: no reservation on the cluster's GPUs
             # (another team may use them, and the rule lets this team reclaim them), but
@@ -702,7 +708,7 @@ class Tick:
         user_room = s.user_room(spec)
         if user_room is not None and user_room < need:
             return self._user_limited(rec)
-        size = min(spec.gpus, room if user_room is None else min(room, user_room))  # _may_hold
+        size = _size(spec, room, user_room)
         end = None if spec.max_runtime_s is None else self.now + spec.max_runtime_s
         hold = self.quota_holds.get(team)
         in_quota = None if hold is None else self._quota_allows(hold, team, size, end)
@@ -870,14 +876,16 @@ class Tick:
         return (found is not None and found[0] == s.cluster_version
                 and found[1] == s.claims_version and found[2] <= avoid)
 
-    def _may_hold(self, spec: JobSpec) -> int:
-        """The most GPUs the job may start on now: its request, its team's room under the
-        borrow limit and its owner's room under the per-user cap (as examine sizes it)."""
+    def _team_room(self, spec: JobSpec) -> int:
+        """GPUs the job's team may still take under its borrow limit, besides what is
+        being reclaimed for its other jobs."""
         s = self.s
         team = spec.tenant
-        room = s.limit_of(team) - s.running[team] - s.claimed_gpus(team, besides=spec.id)
-        user_room = s.user_room(spec)
-        return min(spec.gpus, room if user_room is None else min(room, user_room))
+        return s.limit_of(team) - s.running[team] - s.claimed_gpus(team, besides=spec.id)
+
+    def _may_hold(self, spec: JobSpec) -> int:
+        """The most GPUs the job may start on now (:func:`_size`)."""
+        return _size(spec, self._team_room(spec), self.s.user_room(spec))
 
     def _need(self, spec: JobSpec) -> int:
         return spec.min_gpus if spec.elastic and spec.min_gpus else spec.gpus
@@ -1274,10 +1282,6 @@ class Tick:
         pool = self._pool
         if pool is None:
             pool = self._pool = victim_pool(self.candidates(), self.cfg, self.policy)
-            self._pool_gone = set()  # the candidates have left them out already
-        elif self._pool_gone:  # victims asked to stop since it was built
-            pool = self._pool = pool.without(self._pool_gone)
-            self._pool_gone = set()
         loads, exclude = self._as_head_sees(rec.spec, held, avoid)
         return cannot_make_room(self.s.cap, rec.spec, loads, pool, exclude)
 
@@ -1321,7 +1325,7 @@ class Tick:
             return False
         chosen = {v.job_id for v in plan.victims}
         self._candidates = [c for c in cands if c.spec.id not in chosen]
-        self._pool_gone |= chosen
+        self._pool = None  # its node masks are built when read: a rebuild costs a filter
         for v in plan.victims:
             victim = s.jobs[v.job_id]
             detail = {

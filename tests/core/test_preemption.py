@@ -559,23 +559,6 @@ def test_the_bound_that_skips_a_search_never_skips_one_that_finds_victims(scene)
             assert not (_allowed(list(victims), loads, after) and _fits(cap, head, victims))
 
 
-@settings(max_examples=200, deadline=None)
-@given(contested(), st.data())
-def test_a_pool_without_some_jobs_is_the_pool_of_the_rest(scene, data):
-    """The tick keeps its pool across the searches of a tick, dropping each search's
-    victims (VictimPool.without) instead of rebuilding it: both must give the same GPUs,
-    the same node masks and the same bound."""
-    cap, cands, loads, head, policy = scene
-    gone = {c.spec.id for c in cands if data.draw(st.booleans())}
-    kept = victim_pool(cands, CFG, policy).without(gone)
-    rebuilt = victim_pool([c for c in cands if c.spec.id not in gone], CFG, policy)
-    teams = {c.spec.tenant for c in cands}
-    assert {t: g for t, g in kept.gpus.items() if g} == rebuilt.gpus
-    assert all(kept.masks(t) == rebuilt.masks(t) for t in teams)
-    assert cannot_make_room(cap, head, loads, kept) == cannot_make_room(cap, head, loads,
-                                                                        rebuilt)
-
-
 @pytest.mark.parametrize(("name", "head_kw", "head_guarantee", "b_guarantee", "b_ckpt",
                           "want"), [
     ("the head's team has no guarantee", {"gpus": 8, "gpus_per_node": 8}, 0, 0, True, True),
