@@ -74,6 +74,8 @@ __all__ = ["JobRecord", "ReclaimClaim", "Scheduler", "StartEstimate", "TickResul
 
 S = JobState
 LEAVING_STATES = frozenset({S.PREEMPT_REQUESTED, S.CHECKPOINTING})
+#: one job's timers due at one instant fire in this order (the order they are armed in)
+_TIMER_RANK = {"placing": 0, "limit": 1, "grace": 2}
 POLICIES = ("full", "fifo", "priority-kill")
 
 
@@ -370,8 +372,8 @@ class Scheduler:
         self._share_memo: tuple[int, int, dict[str, ShareKey]] | None = None
         self._changed_at = now
         self.now = now
-        self._timers: list[tuple[int, int, str, str, int]] = []  # (at, seq, kind, job, token)
-        self._timer_seq = 0
+        #: (at, (job seq, kind rank), kind, job, token): see _arm
+        self._timers: list[tuple[int, tuple[int, int], str, str, int]] = []
         self._out: list[Decision] = []
         self.tick_count = 0
 
@@ -1253,10 +1255,13 @@ class Scheduler:
 
     # ---------------------------------------------------------------- timers
     def _arm(self, at: int, kind: str, job_id: str, token: int) -> None:
-        self._timer_seq += 1
-        heapq.heappush(self._timers, (at, self._timer_seq, kind, job_id, token))
+        # Timers due at one instant fire in the order of their jobs' seq (then placing,
+        # limit, grace for one job), not in the order they were armed: a leader rebuilt
+        # from the log arms them in its restore order, and must decide the same.
+        order = (self.jobs[job_id].spec.seq, _TIMER_RANK[kind])
+        heapq.heappush(self._timers, (at, order, kind, job_id, token))
 
-    def _timer_live(self, entry: tuple[int, int, str, str, int]) -> bool:
+    def _timer_live(self, entry: tuple[int, tuple[int, int], str, str, int]) -> bool:
         _at, _seq, kind, job_id, token = entry
         rec = self.jobs[job_id]
         if kind == "grace":
