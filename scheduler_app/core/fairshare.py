@@ -53,7 +53,8 @@ def share_key(usage_gpu_s: float, guaranteed_gpus: int) -> ShareKey:
 
 def heap_order_key(share: ShareKey, head: EntryKey) -> tuple[ShareKey, EntryKey]:
     """Order of the (tenant, size class) heaps in a tick: lower share first, then the
-    head's priority (desc), age (older first) and seq. seq is unique, so the order is total.
+    head's priority (desc), deadline (earlier first, see queues.py) and seq. seq is
+    unique, so the order is total.
     """
     return (share, head)
 

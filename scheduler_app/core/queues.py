@@ -1,7 +1,11 @@
 """Queued jobs, indexed by (tenant, size class).
 
 Each (tenant, size class) key owns one binary heap ordered by priority (higher first), then
-submit time (older first), then seq (the total-order tie-break). Updates are incremental:
+the job's *deadline* (earlier first), then seq (the total-order tie-break). The deadline is
+the submit time plus ``queue_stretch`` times the declared limit (see :func:`entry_key`):
+an earliest-deadline-first order for a target slowdown, so that among jobs of one team and
+priority a short job does not wait behind a two-day one submitted a minute before it,
+while every job still reaches the head (its deadline is fixed). Updates are incremental:
 a job is pushed when it enters QUEUED and lazily deleted when it leaves (its entry stays in
 the array, marked stale by a version number, and is skipped; a heap whose stale entries
 outnumber its live ones is rebuilt). The tick therefore never scans all queued jobs: it
@@ -41,9 +45,30 @@ FIFO_KEY: QueueKey = ("*", 0)
 _Entry = tuple[EntryKey, int, str]
 
 
-def entry_key(spec: JobSpec) -> EntryKey:
-    """Priority desc, then submit time, then seq: the order inside a (tenant, class) heap."""
-    return (-spec.priority, spec.submit_s, spec.seq)
+#: A job's deadline is never more than this past its submit time: a job that declares no
+#: limit is ordered as if it declared this one (declaring none gains nothing), and a typo of
+#: a year does not park a job behind a year of its team's work.
+MAX_DEADLINE_OFFSET_S = 7 * 86400
+
+
+def deadline_of(submit_s: int, max_runtime_s: int | None, stretch: float) -> int:
+    """Submit time + ``stretch`` x the declared limit (the limit capped, see above). The
+    database's queue positions (``selectors.jobs``) compute it from the same columns."""
+    if stretch <= 0:
+        return submit_s
+    limit = MAX_DEADLINE_OFFSET_S if max_runtime_s is None else min(max_runtime_s,
+                                                                     MAX_DEADLINE_OFFSET_S)
+    return submit_s + min(int(stretch * limit), MAX_DEADLINE_OFFSET_S)
+
+
+def deadline_s(spec: JobSpec, stretch: float) -> int:
+    return deadline_of(spec.submit_s, spec.max_runtime_s, stretch)
+
+
+def entry_key(spec: JobSpec, stretch: float = 0.0) -> EntryKey:
+    """Priority desc, then the deadline (the submit time when ``stretch`` is 0), then seq:
+    the order inside a (tenant, class) heap."""
+    return (-spec.priority, deadline_s(spec, stretch), spec.seq)
 
 
 def fifo_entry_key(spec: JobSpec) -> EntryKey:
@@ -57,8 +82,9 @@ class JobQueues:
     #: rebuild a heap once it holds more stale entries than this and than live ones
     COMPACT_MIN_STALE = 64
 
-    def __init__(self, *, fifo: bool = False) -> None:
+    def __init__(self, *, fifo: bool = False, stretch: float = 0.0) -> None:
         self.fifo = fifo
+        self.stretch = stretch
         self._heaps: dict[QueueKey, list[_Entry]] = {}
         # job id -> (heap key, entry key, version, tenant)
         self._live: dict[str, tuple[QueueKey, EntryKey, int, str]] = {}
@@ -89,7 +115,7 @@ class JobQueues:
             self._deferred.append(spec)
             return
         key = self.key_of(spec)
-        ek = fifo_entry_key(spec) if self.fifo else entry_key(spec)
+        ek = fifo_entry_key(spec) if self.fifo else entry_key(spec, self.stretch)
         self._version += 1
         heapq.heappush(self._heaps.setdefault(key, []), (ek, self._version, spec.id))
         self._last_push[key] = self._version

@@ -305,7 +305,8 @@ class Scheduler:
             # usage is as of usage_at_s; the first advance decays it to now
             self.fair.add_tenant(t.name, t.usage_gpu_s, min(t.usage_at_s, now))
         self.tenant_names = sorted(self.tenants)
-        self.queues = JobQueues(fifo=self.config.policy == "fifo")
+        self.queues = JobQueues(fifo=self.config.policy == "fifo",
+                                stretch=self.config.queue_stretch)
         self.gates = Gates()
         #: pending reasons set outside a tick (a job parked by a gate, or let through
         #: one): the next tick publishes them with its own

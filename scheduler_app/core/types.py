@@ -177,6 +177,9 @@ class SchedulerConfig:
     placing_timeout_s: int = 300  # PLACING -> QUEUED if the agent never confirms
     interactive_reserved_gpus: int = 0  # slice kept for interactive jobs
     max_preemption_searches_per_tick: int = 1
+    #: a queued job's place among its team's jobs of the same priority: its submit time
+    #: plus this many times its declared limit (earliest deadline first; 0: submit order)
+    queue_stretch: float = 1.0
     #: the highest-ranked jobs that wait for GPUs, each given a reservation that every
     #: job behind them must respect (Slurm's backfill plans many, ``bf_max_job_test``)
     reservation_depth: int = 16
@@ -233,4 +236,9 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("placing_timeout_s", 1,
             "a placed job whose agent never confirms the start goes back to the queue"),
     Setting("max_preemption_searches_per_tick", 0, "preemption searches per tick"),
+    Setting("queue_stretch", 0,
+            "a queued job's place among its team's jobs of the same priority is its submit "
+            "time plus this many times its declared limit (capped at 7 days; no limit "
+            "counts as 7 days): shorter jobs first, every job still reaches the head; 0: "
+            "submit order", is_float=True),
 )

@@ -2,20 +2,24 @@
 
 Queue positions are computed on read (never stored: they change with every submit and
 start), with the core's definitions (``core.queues``): inside a tenant, priority (higher
-first), then submit time, then seq (the primary key); across the cluster, tenants in the
-order of the last tick's fair-share key (``Tenant.share_rank``, written by the leader):
-every queued job of a tenant ranked before counts whole, a tenant of equal rank (the
-job's own included) counts only its jobs that order before this one.
+first), then the deadline (submit second + ``queue_stretch`` x the declared limit,
+``core.queues.deadline_of``), then seq (the primary key); across the cluster, tenants in
+the order of the last tick's fair-share key (``Tenant.share_rank``, written by the
+leader): every queued job of a tenant ranked before counts whole, a tenant of equal rank
+(the job's own included) counts only its jobs that order before this one.
 """
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Any
 
 from django.db.models import Q, QuerySet
 
+from scheduler_app.core.queues import EntryKey, deadline_of
 from scheduler_app.core.states import JobState
 from scheduler_app.models import Job, Membership, Tenant, Transition
+from scheduler_app.scheduler_config import scheduler_config
 
 from .redaction import Sees
 
@@ -25,23 +29,36 @@ def job_history(*, job: Job) -> QuerySet[Transition]:
     return Transition.objects.filter(job=job).order_by("id")
 
 
-def _ahead_of(job: Job) -> Q:
-    """Queued jobs that order before ``job`` inside one heap (priority, age, seq)."""
-    return (
-        Q(priority__gt=job.priority)
-        | Q(priority=job.priority, submitted_at__lt=job.submitted_at)
-        | Q(priority=job.priority, submitted_at=job.submitted_at, pk__lt=job.pk)
-    )
+#: what a queued job's place is computed from, in ``_order_key``'s argument order
+_ORDER_COLUMNS = ("priority", "submitted_at", "max_runtime_s", "pk")
+
+
+def _order_key(priority: int, submitted_at: datetime, max_runtime_s: int | None, pk: int,
+               stretch: float) -> EntryKey:
+    """The core's ``entry_key`` from a Job's columns (the core's submit time is the whole
+    second, ``services.leader.epoch``; its seq is the primary key)."""
+    return (-priority, deadline_of(int(submitted_at.timestamp()), max_runtime_s, stretch), pk)
+
+
+def _count_ahead(jobs: QuerySet[Job], key: EntryKey, stretch: float) -> int:
+    """How many of ``jobs`` order before ``key`` (one query: those of its priority or
+    higher, read; the deadline depends on the setting, so it is computed here)."""
+    rows = jobs.filter(priority__gte=-key[0]).values_list(*_ORDER_COLUMNS)
+    return sum(1 for row in rows if _order_key(*row, stretch) < key)
 
 
 def job_queue_position(*, job: Job) -> tuple[int | None, int | None]:
     """(position in its tenant's queue, rank across the cluster), 1 = next; (None, None)
-    unless the job is QUEUED. Cost: three COUNTs over the queued jobs."""
+    unless the job is QUEUED. Cost: three queries: a COUNT of the tenants ranked before,
+    and the queued jobs of its priority or higher in its own tenant and in the tenants of
+    equal rank, read (as the core's ``position_in_tenant`` counts: O(what the tenant has
+    queued))."""
     if job.state != JobState.QUEUED:
         return None, None
+    stretch = scheduler_config().queue_stretch
+    key = _order_key(job.priority, job.submitted_at, job.max_runtime_s, job.pk, stretch)
     queued = Job.objects.filter(state=JobState.QUEUED)
-    ahead = _ahead_of(job)
-    in_tenant = 1 + queued.filter(ahead, tenant_id=job.tenant_id).count()
+    in_tenant = 1 + _count_ahead(queued.filter(tenant_id=job.tenant_id), key, stretch)
     mine = Tenant.objects.filter(pk=job.tenant_id).values_list("share_rank", flat=True).first()
     if mine is None:
         # not ranked yet: every ranked tenant comes first, the unranked ones tie
@@ -50,7 +67,7 @@ def job_queue_position(*, job: Job) -> tuple[int | None, int | None]:
     else:
         before = Q(tenant__share_rank__lt=mine)
         equal = Q(tenant__share_rank=mine)
-    rank = 1 + queued.filter(before).count() + queued.filter(equal).filter(ahead).count()
+    rank = 1 + queued.filter(before).count() + _count_ahead(queued.filter(equal), key, stretch)
     return in_tenant, rank
 
 
@@ -58,19 +75,18 @@ def queue_order() -> list[tuple[int, int]]:
     """(job id, tenant id) of every QUEUED job in the cluster's order (two queries): the
     order ``job_queue_position`` counts in, for a whole page or list at once."""
     ranks = dict(Tenant.objects.values_list("pk", "share_rank"))
+    stretch = scheduler_config().queue_stretch
     queued = sorted(
         (
             (0, ranks[tenant_id]) if ranks.get(tenant_id) is not None else (1, 0),
-            -priority,
-            submitted_at,
-            pk,
+            _order_key(priority, submitted_at, max_runtime_s, pk, stretch),
             tenant_id,
         )
-        for pk, tenant_id, priority, submitted_at in Job.objects.filter(
+        for tenant_id, priority, submitted_at, max_runtime_s, pk in Job.objects.filter(
             state=JobState.QUEUED
-        ).values_list("pk", "tenant_id", "priority", "submitted_at")
+        ).values_list("tenant_id", *_ORDER_COLUMNS)
     )
-    return [(pk, tenant_id) for _tier, _prio, _at, pk, tenant_id in queued]
+    return [(key[2], tenant_id) for _tier, key, tenant_id in queued]
 
 
 def job_visibility(user: Any) -> Sees:

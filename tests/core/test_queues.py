@@ -51,6 +51,85 @@ def test_heap_orders_by_priority_then_age_then_seq(rule: str, jobs: list, want: 
     assert _order(q, ("team-a", 1)) == want, rule
 
 
+DAY = 86400
+
+
+@pytest.mark.parametrize(
+    ("rule", "stretch", "jobs", "want"),
+    [
+        (
+            "a short job passes a long one submitted a minute before it",
+            1.0,
+            [("long", dict(submit_s=0, max_runtime_s=2 * DAY)),
+             ("short", dict(submit_s=60, max_runtime_s=600))],
+            ["short", "long"],
+        ),
+        (
+            "but not one submitted longer ago than the difference of their deadlines",
+            1.0,
+            [("long", dict(submit_s=0, max_runtime_s=3600)),
+             ("short", dict(submit_s=4000, max_runtime_s=60))],
+            ["long", "short"],
+        ),
+        (
+            "the stretch scales the limit: at 0.01 two days weigh 1,728 s",
+            0.01,
+            [("long", dict(submit_s=0, max_runtime_s=2 * DAY)),
+             ("short", dict(submit_s=2000, max_runtime_s=600))],
+            ["long", "short"],
+        ),
+        (
+            "stretch 0 is submit order",
+            0.0,
+            [("long", dict(submit_s=0, max_runtime_s=2 * DAY)),
+             ("short", dict(submit_s=60, max_runtime_s=60))],
+            ["long", "short"],
+        ),
+        (
+            "no declared limit counts as the 7-day cap: declaring none gains nothing",
+            1.0,
+            [("none", dict(submit_s=0)),
+             ("six-days", dict(submit_s=60, max_runtime_s=6 * DAY))],
+            ["six-days", "none"],
+        ),
+        (
+            "a limit of a year counts as 7 days: a typo does not park a job for a year",
+            1.0,
+            [("year", dict(submit_s=0, max_runtime_s=365 * DAY)),
+             ("week", dict(submit_s=60, max_runtime_s=7 * DAY))],
+            ["year", "week"],
+        ),
+        (
+            "the offset is capped at 7 days whatever the stretch",
+            100.0,
+            [("two-hours", dict(submit_s=0, max_runtime_s=7200)),  # 720,000 s uncapped
+             ("a-second-a-week-later", dict(submit_s=7 * DAY + 5600, max_runtime_s=1))],
+            ["two-hours", "a-second-a-week-later"],
+        ),
+        (
+            "priority still comes first",
+            1.0,
+            [("short", dict(submit_s=0, max_runtime_s=60)),
+             ("urgent-long", dict(submit_s=60, max_runtime_s=2 * DAY, priority=1))],
+            ["urgent-long", "short"],
+        ),
+    ],
+)
+def test_heap_orders_by_deadline_within_a_priority(rule: str, stretch: float, jobs: list,
+                                                   want: list) -> None:
+    q = JobQueues(stretch=stretch)
+    for name, kw in jobs:
+        q.push(job(name, 4, **kw))
+    assert _order(q, ("team-a", 1)) == want, rule
+
+
+def test_fifo_ignores_the_stretch() -> None:
+    q = JobQueues(fifo=True, stretch=1.0)
+    q.push(job("long", 4, submit_s=0, max_runtime_s=2 * DAY))
+    q.push(job("short", 4, submit_s=60, max_runtime_s=60))
+    assert _order(q, FIFO_KEY) == ["long", "short"]
+
+
 def test_jobs_are_keyed_by_tenant_and_size_class() -> None:
     q = JobQueues()
     for name, gpus, tenant in [("a1", 1, "a"), ("a8", 8, "a"), ("a64", 64, "a"),

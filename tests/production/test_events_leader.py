@@ -308,17 +308,26 @@ def test_a_borrower_without_a_guarantee_has_an_infinite_share(cluster):
 
 
 # --------------------------------------------------------------------------- reads
-def test_queue_positions_computed_on_read_match_the_core(cluster):
+@pytest.mark.parametrize("stretch", [1.0, 0.0])
+def test_queue_positions_computed_on_read_match_the_core(cluster, settings, stretch):
+    settings.SCHEDULER_CONFIG = {**settings.SCHEDULER_CONFIG, "queue_stretch": stretch}
     loop = leader()
     vision, nlp = cluster["vision"], cluster["nlp"]
     everything = [submit(vision, gpus=8, at_s=0) for _ in range(4)]  # the whole cluster
     ok_step(loop, 5)
+    assert loop.scheduler.config.queue_stretch == stretch
     for running in everything:
         confirm(running, 6)
+    # the limits make the deadline order differ from the submit order: with stretch 1
+    # the later 2-GPU job (deadline 37) passes the 1-GPU one (66), the 16-GPU job with no
+    # limit (7 days) falls behind the later 1-GPU one of its priority
     waiting = [
-        submit(vision, gpus=8, at_s=6), submit(vision, gpus=1, at_s=6, priority=5),
-        submit(vision, gpus=2, at_s=7, priority=5), submit(nlp, gpus=4, at_s=7, priority=1),
-        submit(nlp, gpus=16, at_s=6), submit(nlp, gpus=1, at_s=8, priority=1),
+        submit(vision, gpus=8, at_s=6, max_runtime_s=7200),
+        submit(vision, gpus=1, at_s=6, priority=5, max_runtime_s=60),
+        submit(vision, gpus=2, at_s=7, priority=5, max_runtime_s=30),
+        submit(nlp, gpus=4, at_s=7, priority=1, max_runtime_s=600),
+        submit(nlp, gpus=16, at_s=6),
+        submit(nlp, gpus=1, at_s=8, max_runtime_s=60),
     ]
     ok_step(loop, 600)
     seen = set()
@@ -328,6 +337,9 @@ def test_queue_positions_computed_on_read_match_the_core(cluster):
         assert job_queue_position(job=job) == (view.queue_position, view.cluster_rank)
         seen.add(view.cluster_rank)
     assert seen == set(range(1, 7))
+    in_vision = {job.max_runtime_s: loop.scheduler.job(str(job.pk)).queue_position
+                 for job in waiting[:3]}
+    assert in_vision == ({30: 1, 60: 2, 7200: 3} if stretch else {60: 1, 30: 2, 7200: 3})
     everything[0].refresh_from_db()
     assert job_queue_position(job=everything[0]) == (None, None)
 

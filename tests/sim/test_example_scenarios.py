@@ -170,3 +170,24 @@ def test_array_max_running() -> None:
     assert moves(r, "sweep_4")[-1] == (100, "CANCELLED", "Cancelled")
     assert jobs["report"]["first_start_s"] == 900
     assert jobs["other"]["first_start_s"] == 5
+
+
+@pytest.mark.parametrize(("stretch", "starts", "slowdown"), [
+    (1.0, {"short-1": 1000, "short-2": 1000, "long": 1300}, 2.69),
+    (0.0, {"long": 1000, "short-1": 1000, "short-2": 1300}, 2.92),
+])
+def test_short_jobs_first(stretch: float, starts: dict[str, int], slowdown: float) -> None:
+    r = result("short-jobs-first", queue_stretch=stretch)
+    jobs = r["jobs"]
+    assert {j: jobs[j]["first_start_s"] for j in starts} == starts
+    for name in starts:  # every limit is exact: the last estimate published is the start
+        published = [e["start_s"] for e in jobs[name]["start_estimates"]]
+        assert published[-1] == starts[name], name
+    if stretch:
+        for name in ("short-1", "short-2"):
+            assert {e["start_s"] for e in jobs[name]["start_estimates"]} == {1000}
+        # long's first estimate (a quota estimate, not a bound) moves once, by the tick
+        # after the two shorter jobs arrive
+        assert [(e["at_s"], e["start_s"]) for e in jobs["long"]["start_estimates"]] == [
+            (10, 1000), (35, 1300)]
+    assert round(r["metrics"]["mean_bounded_slowdown"], 2) == slowdown
