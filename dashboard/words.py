@@ -322,8 +322,11 @@ def glossary() -> list[tuple[str, str, str]]:
          "Where each team stood at the scheduler's last pass (every few seconds): 1 is "
          "served first. It follows usage per guaranteed GPU."),
         ("queue-position", "Queue position",
-         "A waiting job's place in its team's queue (priority, then submit time), and across "
-         "the cluster, where the teams take turns in fair-share order."),
+         "A waiting job's place in its team's queue (priority, then its deadline: the "
+         "submit time plus its declared time limit, times the cluster's queue_stretch, 1 by "
+         "default: a short job does not wait behind a two-day one sent just before it), and "
+         "across the cluster, where the teams take "
+         "turns in fair-share order."),
         ("pending-reason", "Why it waits",
          "The one thing that keeps a waiting job from starting now, as the scheduler found it "
          "at its last pass, with the numbers behind it and what you can do."),
