@@ -123,6 +123,32 @@ def test_heap_orders_by_deadline_within_a_priority(rule: str, stretch: float, jo
     assert _order(q, ("team-a", 1)) == want, rule
 
 
+@settings(max_examples=100, deadline=None)
+@given(st.floats(0.0, 50.0), st.lists(st.tuples(
+    st.integers(0, 30 * DAY),  # submit time
+    st.one_of(st.none(), st.integers(1, 400 * DAY)),  # declared limit, absurd ones included
+), min_size=1, max_size=40))
+def test_a_job_is_passed_only_by_jobs_submitted_before_its_deadline(
+        stretch: float, jobs: list[tuple[int, int | None]]) -> None:
+    """Every job reaches its team's head: whatever arrives later with an earlier deadline
+    was submitted at most 7 days after it, so the later arrivals that pass it are bounded
+    (at one priority: a higher priority goes first by design)."""
+    from scheduler_app.core.queues import MAX_DEADLINE_OFFSET_S, deadline_s
+
+    q = JobQueues(stretch=stretch)
+    specs = [job(f"j{i}", 4, submit_s=at, max_runtime_s=limit)
+             for i, (at, limit) in enumerate(jobs)]
+    for spec in specs:
+        q.push(spec)
+    order = _order(q, ("team-a", 1))
+    by_id = {spec.id: spec for spec in specs}
+    for place, job_id in enumerate(order):
+        me = by_id[job_id]
+        assert me.submit_s <= deadline_s(me, stretch) <= me.submit_s + MAX_DEADLINE_OFFSET_S
+        for ahead in order[:place]:
+            assert by_id[ahead].submit_s <= deadline_s(me, stretch), (ahead, job_id)
+
+
 def test_fifo_ignores_the_stretch() -> None:
     q = JobQueues(fifo=True, stretch=1.0)
     q.push(job("long", 4, submit_s=0, max_runtime_s=2 * DAY))
