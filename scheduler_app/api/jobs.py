@@ -32,7 +32,7 @@ from scheduler_app.core.types import (
     size_class,
 )
 from scheduler_app.models import Allocation, Job, Membership, Tenant, Transition
-from scheduler_app.selectors.jobs import job_history, job_queue_position
+from scheduler_app.selectors.jobs import job_history, job_queue_position, queue_deadline
 from scheduler_app.selectors.redaction import OtherJobs
 from scheduler_app.selectors.why import why_pending
 from scheduler_app.services import array_cancel, array_submit, job_cancel, job_submit
@@ -210,6 +210,11 @@ class QueuePositionOut(serializers.Serializer):
         allow_null=True, help_text="1-based position in the team's queue.")
     cluster = serializers.IntegerField(
         allow_null=True, help_text="1-based rank across the cluster, in the tick's order.")
+    deadline_at = serializers.DateTimeField(
+        allow_null=True,
+        help_text="Where it orders in its team's queue among jobs of its priority (earlier "
+                  "first): its submit time plus the scheduler's queue_stretch times its "
+                  "declared limit (the offset at most 7 days; no limit counts as 7 days).")
 
 
 class EstimateOut(serializers.Serializer):
@@ -370,11 +375,12 @@ class JobDetailOut(JobOut):
         return PENDING_SENTENCES.get(PendingReason(job.pending_reason), "")
 
     @extend_schema_field(QueuePositionOut)
-    def get_queue_position(self, job: Job) -> dict[str, int | None]:
+    def get_queue_position(self, job: Job) -> dict[str, Any]:
         if job.state != JobState.QUEUED:
-            return {"tenant": None, "cluster": None}
+            return {"tenant": None, "cluster": None, "deadline_at": None}
         in_tenant, in_cluster = job_queue_position(job=job)
-        return {"tenant": in_tenant, "cluster": in_cluster}
+        deadline = serializers.DateTimeField().to_representation(queue_deadline(job=job))
+        return {"tenant": in_tenant, "cluster": in_cluster, "deadline_at": deadline}
 
     @extend_schema_field(EstimateOut(allow_null=True))
     def get_estimate(self, job: Job) -> dict[str, Any] | None:

@@ -11,7 +11,7 @@ leader): every queued job of a tenant ranked before counts whole, a tenant of eq
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
 from django.db.models import Q, QuerySet
@@ -38,6 +38,14 @@ def _order_key(priority: int, submitted_at: datetime, max_runtime_s: int | None,
     """The core's ``entry_key`` from a Job's columns (the core's submit time is the whole
     second, ``services.leader.epoch``; its seq is the primary key)."""
     return (-priority, deadline_of(int(submitted_at.timestamp()), max_runtime_s, stretch), pk)
+
+
+def queue_deadline(*, job: Job) -> datetime:
+    """When ``job`` orders in its team's queue among the jobs of its priority (earlier
+    first): its submit second + ``queue_stretch`` x its declared limit (core.queues)."""
+    at = deadline_of(int(job.submitted_at.timestamp()), job.max_runtime_s,
+                     scheduler_config().queue_stretch)
+    return datetime.fromtimestamp(at, tz=UTC)
 
 
 def _count_ahead(jobs: QuerySet[Job], key: EntryKey, stretch: float) -> int:
@@ -112,4 +120,4 @@ def array_tasks(*, array_id: int) -> QuerySet[Job]:
 
 
 __all__ = ["array_tasks", "job_history", "job_queue_position", "job_visibility",
-           "queue_order"]
+           "queue_deadline", "queue_order"]

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
+
 import pytest
 
 from scheduler_app.core.states import PENDING_SENTENCES, JobState, PendingReason, Reason
@@ -30,10 +32,13 @@ def test_a_submitted_job_is_queued_with_its_history_and_owner(world):
     job = world.client("researcher").get(response["Location"]).json()
     assert [(h["from_state"], h["to_state"]) for h in job["history"]] == [
         (None, "SUBMITTED"), ("SUBMITTED", "QUEUED")]
-    assert job["queue_position"] == {"tenant": 1, "cluster": 1}
+    row = Job.objects.get(pk=job["id"])
+    # where it orders in its team: the submit second + queue_stretch (1) x its 3,600 s limit
+    deadline = datetime.fromtimestamp(int(row.submitted_at.timestamp()) + 3600, tz=UTC)
+    assert job["queue_position"] == {"tenant": 1, "cluster": 1,
+                                     "deadline_at": deadline.isoformat().replace("+00:00", "Z")}
     assert job["pending_sentence"] == PENDING_SENTENCES[PendingReason.NONE]
     assert job["allocation"] == {}
-    row = Job.objects.get(pk=job["id"])
     assert row.owner.username == "vision-r1" and row.max_runtime_s == 3600
 
 
@@ -329,10 +334,20 @@ def test_the_detail_shows_the_pending_reason_estimate_and_queue_positions(world)
     assert detail["pending_reason"] == "Resources"
     assert detail["pending_sentence"] == PENDING_SENTENCES[PendingReason.RESOURCES]
     # higher priority goes first inside the tenant
-    assert detail["queue_position"] == {"tenant": 2, "cluster": 2}
+    assert (detail["queue_position"]["tenant"], detail["queue_position"]["cluster"]) == (2, 2)
     assert world.client("researcher").get(
         f"/api/v1/jobs/{second['id']}/").json()["queue_position"]["tenant"] == 1
     assert detail["estimate"] == {"start_at": None, "basis": "", "kind": "", "upper_bound": False}
+
+
+def test_a_shorter_job_sent_later_is_ahead_in_its_team_and_the_detail_says_by_when(world):
+    long = submit(world, gpus=8, max_runtime_s=2 * 86400)
+    short = submit(world, gpus=8, max_runtime_s=600)
+    client = world.client("researcher")
+    positions = {name: client.get(f"/api/v1/jobs/{job['id']}/").json()["queue_position"]
+                 for name, job in (("long", long), ("short", short))}
+    assert (positions["short"]["tenant"], positions["long"]["tenant"]) == (1, 2)
+    assert positions["short"]["deadline_at"] < positions["long"]["deadline_at"]
 
 
 def test_the_detail_of_a_placed_job_shows_its_allocation_and_no_queue_position(world):
@@ -342,7 +357,7 @@ def test_the_detail_of_a_placed_job_shows_its_allocation_and_no_queue_position(w
     detail = world.client("researcher").get(f"/api/v1/jobs/{job['id']}/").json()
     assert detail["state"] == "PLACING"
     assert detail["allocation"] == {"n1": [0, 1, 2, 3]}
-    assert detail["queue_position"] == {"tenant": None, "cluster": None}
+    assert detail["queue_position"] == {"tenant": None, "cluster": None, "deadline_at": None}
     assert detail["estimate"] is None
     assert detail["history"][-1]["detail"]["alloc"] == {"n1": [0, 1, 2, 3]}
 
