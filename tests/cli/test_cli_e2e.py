@@ -82,6 +82,8 @@ def test_why_explains_a_job_waiting_behind_a_running_one(running: Live) -> None:
     assert f"is waiting: {detail.pending_reason}." in text
     assert " ".join(detail.pending_sentence.split()) in text
     assert "Position: 1st in the cluster's order, 1st in team vision's queue." in text
+    deadline = detail.queue_position["deadline_at"]
+    assert deadline and "Its deadline in the team's order: 20" in text
     if detail.estimate and detail.estimate.get("start_at"):
         bound = "at the latest " if detail.estimate["upper_bound"] else ""
         assert f"Estimated start: {bound}20" in text

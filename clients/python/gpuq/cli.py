@@ -621,6 +621,10 @@ def why_lines(data: dict[str, Any], job: dict[str, Any], width: int) -> list[str
         lines += wrap(f"Position: {ordinal(pos.get('cluster'))} in the cluster's order, "
                       f"{ordinal(pos.get('tenant'))} in team {data.get('tenant')}'s queue.",
                       width, "")
+        if pos.get("deadline_at"):
+            lines += wrap(f"Its deadline in the team's order: {when(pos['deadline_at'])} "
+                          "(submit time + queue_stretch x its time limit: a job of its "
+                          "priority sent later goes ahead only with an earlier one).", width)
         estimate = data.get("estimate") or {}
         start = estimate.get("start_at")
         lead = "at the latest " if estimate.get("upper_bound") else ""
