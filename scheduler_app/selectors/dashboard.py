@@ -128,7 +128,7 @@ def queue_positions(jobs: Iterable[Job]) -> dict[int, tuple[int, int]]:
     ones among ``jobs``, in two queries whatever their number.
 
     The same definition as ``selectors.jobs.job_queue_position`` (which costs three
-    COUNTs and reads per job; a test compares the two on every queued job): inside a
+    queries per job; a test compares the two on every queued job): inside a
     tenant, priority (higher first), deadline (submit time + ``queue_stretch`` x the
     declared limit), id; across the cluster, tenants in the order of the last tick's
     ``share_rank`` (unranked tenants after every ranked one), and jobs of tenants of equal

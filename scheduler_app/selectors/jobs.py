@@ -37,14 +37,17 @@ def _order_key(priority: int, submitted_at: datetime, max_runtime_s: int | None,
                stretch: float) -> EntryKey:
     """The core's ``entry_key`` from a Job's columns (the core's submit time is the whole
     second, ``services.leader.epoch``; its seq is the primary key)."""
-    return (-priority, deadline_of(int(submitted_at.timestamp()), max_runtime_s, stretch), pk)
+    return (-priority, _deadline(submitted_at, max_runtime_s, stretch), pk)
+
+
+def _deadline(submitted_at: datetime, max_runtime_s: int | None, stretch: float) -> int:
+    return deadline_of(int(submitted_at.timestamp()), max_runtime_s, stretch)
 
 
 def queue_deadline(*, job: Job) -> datetime:
     """When ``job`` orders in its team's queue among the jobs of its priority (earlier
     first): its submit second + ``queue_stretch`` x its declared limit (core.queues)."""
-    at = deadline_of(int(job.submitted_at.timestamp()), job.max_runtime_s,
-                     scheduler_config().queue_stretch)
+    at = _deadline(job.submitted_at, job.max_runtime_s, scheduler_config().queue_stretch)
     return datetime.fromtimestamp(at, tz=UTC)
 
 
