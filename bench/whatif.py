@@ -1,6 +1,6 @@
 """``manage.py whatif`` on a live state of 100,000 jobs on PostgreSQL, 24 h horizon.
 
-    python -m bench.whatif [--jobs 100000] [--transitions 800000] [--hours 24]
+    python -m bench.whatif [--jobs 100000] [--transitions 800000] [--hours 24] [--workers 1|2]
                            [--pg-url postgres://postgres@127.0.0.1:5432/postgres]
                            [--keep] [--reuse DATABASE] [--no-doc]
 
@@ -45,7 +45,7 @@ DEFAULT_PG = "postgres://postgres@127.0.0.1:5432/postgres"
 CHANGES = ("--set-quota", "team00=550:600", "--drain", "n0000")
 
 
-def measure(hours: float) -> dict[str, Any]:
+def measure(hours: float, workers: int | None = None) -> dict[str, Any]:
     from django.core.management import call_command
     from django.db import connection
     from django.db.models import Count
@@ -59,13 +59,15 @@ def measure(hours: float) -> dict[str, Any]:
         out = Path(tmp) / "whatif.json"
         stdout = io.StringIO()
         started = time.perf_counter()
-        call_command("whatif", *CHANGES, "--hours", str(hours), "--json", str(out),
+        more = () if workers is None else ("--workers", str(workers))
+        call_command("whatif", *CHANGES, *more, "--hours", str(hours), "--json", str(out),
                      "--quiet", stdout=stdout)
         wall = time.perf_counter() - started
         answer = json.loads(out.read_text())
     moved = sum(1 for j in answer["jobs"] if j["moved_s"])
     return {"wall_s": round(wall, 2), "parts_s": answer["timings_s"], "states": states,
             "queued_jobs_compared": len(answer["jobs"]), "jobs_moved": moved,
+            "workers": answer.get("workers", 1),
             "table_lines": stdout.getvalue().count("\n")}
 
 
@@ -119,6 +121,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--reuse", metavar="DATABASE")
     parser.add_argument("--no-doc", action="store_true")
     parser.add_argument("--name", default=NAME)
+    parser.add_argument("--workers", type=int, choices=(1, 2), default=None,
+                        help="the command's --workers (default: its own, 2 on 2 cores)")
     args = parser.parse_args(argv)
 
     settle()
@@ -152,7 +156,7 @@ def main(argv: list[str] | None = None) -> None:
         load_s = time.perf_counter() - t0
         log(f"{NAME}: loaded {data} in {load_s:.0f} s")
         settle()
-        measured = measure(args.hours)
+        measured = measure(args.hours, args.workers)
         with connection.cursor() as cursor:
             cursor.execute("SHOW server_version")
             postgres = cursor.fetchone()[0].split()[0]

@@ -35,8 +35,8 @@ import yaml
 from scheduler_app.core.types import SETTINGS, SchedulerConfig
 from scheduler_app.scheduler_config import parse as parse_setting
 
-from .engine import Simulation
-from .result import build_result, percentile
+from .parallel import MAX_WORKERS, default_workers, run_scenarios
+from .result import percentile
 from .scenario import MAX_GPUS, Scenario, ScenarioError, validate_scenario
 
 DEFAULT_HOURS = 24.0
@@ -367,28 +367,38 @@ class WhatIf:
     jobs: list[dict[str, Any]]
     series: dict[str, Any]
     timings_s: dict[str, float] = field(default_factory=dict)
+    #: processes the two runs took (1: one after the other)
+    workers: int = 1
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
 
 
 def run_whatif(snap: Snapshot, changes: Changes, *, hours: float = DEFAULT_HOURS,
-               progress: ProgressFn | None = None) -> tuple[WhatIf, dict[str, Any]]:
+               progress: ProgressFn | None = None, workers: int | None = None
+               ) -> tuple[WhatIf, dict[str, Any]]:
     """Both runs. Returns the comparison and the baseline scenario data (what
-    ``--export-scenario`` writes). Raises WhatIfError for a bad flag."""
+    ``--export-scenario`` writes). Raises WhatIfError for a bad flag.
+
+    ``workers``: 2 runs the baseline and the changed run side by side in two processes
+    (``sim.parallel``), 1 one after the other here; None: 2 where two cores are usable.
+    The answer is the same either way."""
     import time
 
     if not 0 < hours <= MAX_HOURS:
         raise WhatIfError(f"--hours {hours:g}: must be more than 0 and at most {MAX_HOURS:g}")
+    if workers is None:
+        workers = default_workers()
+    if not 1 <= workers <= MAX_WORKERS:
+        raise WhatIfError(f"--workers {workers}: must be 1 or {MAX_WORKERS}")
     started = time.perf_counter()
     base_data = snapshot_scenario(snap, hours)
     what_data = apply_changes(base_data, changes)
     base = _validated(base_data, "the snapshot")
     what = _validated(what_data, "the changes")
     built = time.perf_counter()
-    results = []
-    for i, (label, scenario) in enumerate((("baseline", base), ("what if", what))):
-        results.append(_simulate(scenario, label, i, progress))
+    results = run_scenarios((base, what), (base_data, what_data),
+                            _run_progress(progress, workers), workers=workers)
     ran = time.perf_counter()
     cancelled = set(changes.cancel)
     out = compare(base, results[0], results[1], excluded=cancelled)
@@ -396,6 +406,7 @@ def run_whatif(snap: Snapshot, changes: Changes, *, hours: float = DEFAULT_HOURS
     out.changes = changes.words()
     out.timings_s = {"snapshot": round(snap.read_s, 3), "build": round(built - started, 3),
                      "runs": round(ran - built, 3)}
+    out.workers = workers
     if progress is not None:
         progress(1.0, "done")
     return out, base_data
@@ -408,19 +419,25 @@ def _validated(data: Mapping[str, Any], what: str) -> Scenario:
         raise WhatIfError(f"{what}: {exc}") from exc
 
 
-def _simulate(scenario: Scenario, label: str, index: int,
-              progress: ProgressFn | None) -> dict[str, Any]:
-    until = scenario.until_s
+def _run_progress(progress: ProgressFn | None, workers: int) -> list[Callable[[float], None]]:
+    """Each run's progress callback (its fraction done) as the caller's one bar: one run
+    after the other fills the first half then the second; side by side, the bar is their
+    mean ("both runs")."""
+    done = [0.0, 0.0]
+    labels = ("baseline", "what if")
 
-    def tick(now: int) -> None:
-        if progress is not None:
-            progress((index + min(now, until) / until) / 2 * 0.98, label)
+    def one(index: int) -> Callable[[float], None]:
+        def report(fraction: float) -> None:
+            if progress is None:
+                return
+            done[index] = fraction
+            if workers > 1:
+                progress(sum(done) / 2 * 0.98, "both runs")
+            else:
+                progress((index + fraction) / 2 * 0.98, labels[index])
+        return report
 
-    if progress is not None:
-        progress(index / 2 * 0.98, label)
-    # views off: pending reasons and estimates are not compared, and cost on a big queue
-    outcome = Simulation(scenario, progress=tick, views=False).run()
-    return build_result(outcome)
+    return [one(0), one(1)]
 
 
 def team_stats(result: Mapping[str, Any], scenario: Scenario, *,

@@ -170,6 +170,8 @@ def test_the_horizon_bounds_the_starts(live):
     (("--setting", "tick_intervals=5"), "--setting tick_intervals=5: unknown setting"),
     (("--setting", "tick_interval_s=0"), "--setting tick_interval_s: must be a whole number, 1"),
     (("--hours", "0"), "--hours 0: must be more than 0"),
+    (("--workers", "3"), "--workers 3: must be 1 or 2"),
+    (("--workers", "0"), "--workers 0: must be 1 or 2"),
 ])
 def test_a_bad_flag_exits_2_with_one_line_naming_it(live, flags, named):
     done = manage("whatif", "--quiet", *flags, database_url=live["url"], tmpdir=live["tmp"])

@@ -45,6 +45,9 @@ class Command(BaseCommand):
         add("--export-scenario", metavar="FILE",
             help="write the snapshot as a scenario file (YAML; JSON by a .json suffix) "
                  "that `manage.py simulate` runs")
+        add("--workers", type=int, default=None, metavar="N",
+            help="1: the two runs one after the other; 2: side by side in two processes "
+                 "(default: 2 when two cores are usable)")
         add("--quiet", action="store_true", help="no progress on stderr")
 
     def handle(self, *args: Any, **options: Any) -> None:
@@ -58,7 +61,7 @@ class Command(BaseCommand):
         snap = live_snapshot()
         try:
             result, scenario = run_whatif(snap, changes, hours=options["hours"],
-                                          progress=progress)
+                                          progress=progress, workers=options["workers"])
         except WhatIfError as exc:
             self._bad(str(exc))
         if not options["quiet"]:
@@ -72,7 +75,8 @@ class Command(BaseCommand):
         if not options["quiet"]:
             t = result.timings_s
             self.stderr.write(f"snapshot {t['snapshot']:.2f} s, scenarios {t['build']:.2f} s, "
-                              f"two runs {t['runs']:.2f} s")
+                              f"two runs {t['runs']:.2f} s "
+                              f"({'side by side' if result.workers > 1 else 'one process'})")
 
     def _bad(self, message: str) -> None:
         self.stderr.write(f"whatif: error: {message}")
