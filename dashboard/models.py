@@ -30,7 +30,7 @@ class WhatIfRun(models.Model):
     changes = models.JSONField(default=dict)
     hours = models.FloatField(default=24.0)
     status = models.CharField(max_length=8, choices=Status.choices, default=Status.QUEUED)
-    #: 0..1, and what it is doing ("snapshot", "baseline", "what if", "done")
+    #: 0..1, and what it is doing ("snapshot", "runs", "baseline", "what if", "both runs", "done")
     progress = models.FloatField(default=0.0)
     stage = models.CharField(max_length=32, blank=True, default="")
     result = models.JSONField(null=True, blank=True)

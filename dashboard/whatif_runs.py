@@ -71,7 +71,7 @@ def execute(run_id: Any) -> None:
     changes = Changes(*(tuple(run.changes.get(f, [])) for f in FLAGS))
     try:
         snap = live_snapshot()
-        _update(run, progress=0.05, stage="baseline")
+        _update(run, progress=0.05, stage="runs")
         answer, _scenario = run_whatif(snap, changes, hours=run.hours, progress=progress)
     except WhatIfError as exc:
         _update(run, status=WhatIfRun.Status.FAILED, error=str(exc),

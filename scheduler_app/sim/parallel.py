@@ -32,6 +32,10 @@ MAX_WORKERS = 2
 Progress = Callable[[float], None]  # fraction of one run done, 0..1
 
 
+class RunFailed(RuntimeError):
+    """A run in a child process failed or died; the message names the run (1 or 2)."""
+
+
 def usable_cores() -> int:
     try:
         return len(os.sched_getaffinity(0))
@@ -83,12 +87,12 @@ def _collect(children: list[tuple[Any, Connection]], progresses: Sequence[Progre
             try:
                 kind, value = conn.recv()  # type: ignore[union-attr]
             except EOFError:
-                raise RuntimeError(f"what-if run {i + 1} stopped without an answer "
+                raise RunFailed(f"what-if run {i + 1} stopped without an answer "
                                    f"(exit code {children[i][0].exitcode})") from None
             if kind == "progress":
                 progresses[i](value)
             elif kind == "error":
-                raise RuntimeError(f"what-if run {i + 1} failed: {value}")
+                raise RunFailed(f"what-if run {i + 1} failed: {value}")
             else:
                 results[i] = value
                 open_conns.remove(conn)  # type: ignore[arg-type]

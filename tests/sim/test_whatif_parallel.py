@@ -53,7 +53,7 @@ def test_a_failing_child_is_raised_with_its_run_number():
     scenarios, datas = two_scenarios()
     broken = copy.deepcopy(datas[1])
     broken["tenants"][0]["guaranteed_gpus"] = -1  # the child validates its data again
-    with pytest.raises(RuntimeError, match=r"what-if run 2 failed: ScenarioError"):
+    with pytest.raises(parallel.RunFailed, match=r"what-if run 2 failed: ScenarioError"):
         parallel.run_scenarios(scenarios, [datas[0], broken], [lambda f: None] * 2,
                                workers=2)
 

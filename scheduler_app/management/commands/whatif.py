@@ -15,6 +15,7 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandParser
 
 from scheduler_app.selectors.whatif import live_snapshot
+from scheduler_app.sim.parallel import RunFailed
 from scheduler_app.sim.whatif import (
     DEFAULT_HOURS,
     WhatIfError,
@@ -64,6 +65,9 @@ class Command(BaseCommand):
                                           progress=progress, workers=options["workers"])
         except WhatIfError as exc:
             self._bad(str(exc))
+        except RunFailed as exc:  # a run's process failed: say which, no traceback
+            self.stderr.write(f"whatif: error: {exc}")
+            sys.exit(1)
         if not options["quiet"]:
             self.stderr.write("")
         self.stdout.write(render_table(result), ending="")
