@@ -181,9 +181,13 @@ class ReleaseIndex:
         self.discard(job_id)
         if end_s is None or not alloc:
             return
-        bisect.insort(self._keys, (end_s, job_id))
-        self._by_job[job_id] = Release(end_s=end_s, job_id=job_id, alloc=alloc)
-        self._list = None
+        key = (end_s, job_id)
+        i = bisect.bisect_left(self._keys, key)
+        self._keys.insert(i, key)
+        release = self._by_job[job_id] = Release(end_s=end_s, job_id=job_id, alloc=alloc)
+        if self._list is not None:  # a new list object: holders of the old one keep it
+            self._list = self._list.copy()
+            self._list.insert(i, release)
         on_node = self.on_node
         for n in alloc:
             on_node[n] = on_node.get(n, frozenset()) | {job_id}
@@ -195,7 +199,9 @@ class ReleaseIndex:
             i = bisect.bisect_left(self._keys, (old.end_s, job_id))
             del self._keys[i]
             self.masks.pop(id(old), None)
-            self._list = None
+            if self._list is not None:  # the same index: the list follows the keys
+                self._list = self._list.copy()
+                del self._list[i]
             on_node = self.on_node
             for n in old.alloc:
                 left = on_node.get(n, frozenset()) - {job_id}
@@ -218,7 +224,9 @@ class ReleaseIndex:
 
     def releases(self) -> list[Release]:
         """The releases in (end_s, job_id) order: the same list object until one changes
-        (callers must not modify it; copy it to)."""
+        (callers must not modify it; copy it to). Kept in step with the keys once read: a
+        change makes a new list (a C-level copy and one insert or delete) rather than
+        rebuilding it from the index at the next read."""
         if self._list is None:
             by_job = self._by_job
             self._list = [by_job[j] for _e, j in self._keys]
