@@ -323,8 +323,9 @@ def glossary() -> list[tuple[str, str, str]]:
          "served first. It follows usage per guaranteed GPU."),
         ("queue-position", "Queue position",
          "A waiting job's place in its team's queue (priority, then its deadline: the "
-         "submit time plus its declared time limit, times the cluster's queue_stretch, 1 by "
-         "default: a short job does not wait behind a two-day one sent just before it), and "
+         "submit time plus its declared time limit times its GPUs, times the cluster's "
+         "queue_stretch, 1 by default: a small, short job does not wait behind a two-day "
+         "or a 64-GPU one sent just before it), and "
          "across the cluster, where the teams take "
          "turns in fair-share order."),
         ("pending-reason", "Why it waits",

@@ -214,7 +214,8 @@ class QueuePositionOut(serializers.Serializer):
         allow_null=True,
         help_text="Where it orders in its team's queue among jobs of its priority (earlier "
                   "first): its submit time plus the scheduler's queue_stretch times its "
-                  "declared limit (the offset at most 7 days; no limit counts as 7 days).")
+                  "declared limit times its GPUs (the offset at most 7 days; no limit counts "
+                  "as 7 days).")
 
 
 class EstimateOut(serializers.Serializer):

@@ -2,10 +2,12 @@
 
 Each (tenant, size class) key owns one binary heap ordered by priority (higher first), then
 the job's *deadline* (earlier first), then seq (the total-order tie-break). The deadline is
-the submit time plus ``queue_stretch`` times the declared limit (see :func:`entry_key`):
-an earliest-deadline-first order for a target slowdown, so that among jobs of one team and
-priority a short job does not wait behind a two-day one submitted a minute before it,
-while every job still reaches the head (its deadline is fixed). Updates are incremental:
+the submit time plus ``queue_stretch`` times the declared GPU-seconds, the declared limit
+times the GPUs asked (see :func:`deadline_of`): an earliest-deadline-first order for a
+target slowdown, weighted by what a job occupies, so that among jobs of one team and
+priority a small, short job does not wait behind a two-day one or a 64-GPU one submitted
+a minute before it, while every job still reaches the head (its deadline is fixed and at
+most 7 days past its submit time). Updates are incremental:
 a job is pushed when it enters QUEUED and lazily deleted when it leaves (its entry stays in
 the array, marked stale by a version number, and is skipped; a heap whose stale entries
 outnumber its live ones is rebuilt). The tick therefore never scans all queued jobs: it
@@ -51,18 +53,26 @@ _Entry = tuple[EntryKey, int, str]
 MAX_DEADLINE_OFFSET_S = 7 * 86400
 
 
-def deadline_of(submit_s: int, max_runtime_s: int | None, stretch: float) -> int:
-    """Submit time + ``stretch`` x the declared limit (the limit capped, see above). The
-    database's queue positions (``selectors.jobs``) compute it from the same columns."""
+def deadline_of(submit_s: int, max_runtime_s: int | None, gpus: int, stretch: float) -> int:
+    """Submit time + ``stretch`` x the declared GPU-seconds (the limit, capped as above,
+    times the GPUs asked: for an elastic job its full request, so asking for fewer GPUs
+    to go first also runs on fewer), the offset capped at ``MAX_DEADLINE_OFFSET_S``.
+
+    GPU-seconds, not seconds alone, because a queue served in this order is a shortest
+    area first one (the order that lowers the mean wait on a cluster of many GPUs, as
+    the Helios paper's qssf does with a predicted area): a 1-GPU job of ten hours no
+    longer waits behind 8-GPU jobs of two, and a 1-GPU job's deadline is what it was when
+    the offset was its limit alone. The database's queue positions (``selectors.jobs``)
+    compute it from the same columns."""
     if stretch <= 0:
         return submit_s
     limit = MAX_DEADLINE_OFFSET_S if max_runtime_s is None else min(max_runtime_s,
                                                                      MAX_DEADLINE_OFFSET_S)
-    return submit_s + min(int(stretch * limit), MAX_DEADLINE_OFFSET_S)
+    return submit_s + min(int(stretch * limit * max(gpus, 1)), MAX_DEADLINE_OFFSET_S)
 
 
 def deadline_s(spec: JobSpec, stretch: float) -> int:
-    return deadline_of(spec.submit_s, spec.max_runtime_s, stretch)
+    return deadline_of(spec.submit_s, spec.max_runtime_s, spec.gpus, stretch)
 
 
 def entry_key(spec: JobSpec, stretch: float = 0.0) -> EntryKey:

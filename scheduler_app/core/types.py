@@ -178,7 +178,8 @@ class SchedulerConfig:
     interactive_reserved_gpus: int = 0  # slice kept for interactive jobs
     max_preemption_searches_per_tick: int = 1
     #: a queued job's place among its team's jobs of the same priority: its submit time
-    #: plus this many times its declared limit (earliest deadline first; 0: submit order)
+    #: plus this many times its declared GPU-seconds, limit x GPUs (earliest deadline
+    #: first; 0: submit order)
     queue_stretch: float = 1.0
     #: the highest-ranked jobs that wait for GPUs, each given a reservation that every
     #: job behind them must respect (Slurm's backfill plans many, ``bf_max_job_test``)
@@ -238,7 +239,7 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("max_preemption_searches_per_tick", 0, "preemption searches per tick"),
     Setting("queue_stretch", 0,
             "a queued job's place among its team's jobs of the same priority is its submit "
-            "time plus this many times its declared limit (capped at 7 days; no limit "
-            "counts as 7 days): shorter jobs first, every job still reaches the head; 0: "
-            "submit order", is_float=True),
+            "time plus this many times its declared GPU-seconds, its limit times its GPUs "
+            "(capped at 7 days; no limit counts as 7 days): smaller, shorter jobs first, "
+            "every job still reaches the head; 0: submit order", is_float=True),
 )

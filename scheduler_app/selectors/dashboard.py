@@ -130,7 +130,7 @@ def queue_positions(jobs: Iterable[Job]) -> dict[int, tuple[int, int]]:
     The same definition as ``selectors.jobs.job_queue_position`` (which costs three
     queries per job; a test compares the two on every queued job): inside a
     tenant, priority (higher first), deadline (submit time + ``queue_stretch`` x the
-    declared limit), id; across the cluster, tenants in the order of the last tick's
+    declared limit x the GPUs), id; across the cluster, tenants in the order of the last tick's
     ``share_rank`` (unranked tenants after every ranked one), and jobs of tenants of equal
     rank interleaved by the same (priority, deadline, id) order.
     """

@@ -2,8 +2,8 @@
 
 Queue positions are computed on read (never stored: they change with every submit and
 start), with the core's definitions (``core.queues``): inside a tenant, priority (higher
-first), then the deadline (submit second + ``queue_stretch`` x the declared limit,
-``core.queues.deadline_of``), then seq (the primary key); across the cluster, tenants in
+first), then the deadline (submit second + ``queue_stretch`` x the declared limit x the
+GPUs asked, ``core.queues.deadline_of``), then seq (the primary key); across the cluster, tenants in
 the order of the last tick's fair-share key (``Tenant.share_rank``, written by the
 leader): every queued job of a tenant ranked before counts whole, a tenant of equal rank
 (the job's own included) counts only its jobs that order before this one.
@@ -30,24 +30,27 @@ def job_history(*, job: Job) -> QuerySet[Transition]:
 
 
 #: what a queued job's place is computed from, in ``_order_key``'s argument order
-_ORDER_COLUMNS = ("priority", "submitted_at", "max_runtime_s", "pk")
+_ORDER_COLUMNS = ("priority", "submitted_at", "max_runtime_s", "gpus", "pk")
 
 
-def _order_key(priority: int, submitted_at: datetime, max_runtime_s: int | None, pk: int,
-               stretch: float) -> EntryKey:
+def _order_key(priority: int, submitted_at: datetime, max_runtime_s: int | None, gpus: int,
+               pk: int, stretch: float) -> EntryKey:
     """The core's ``entry_key`` from a Job's columns (the core's submit time is the whole
     second, ``services.leader.epoch``; its seq is the primary key)."""
-    return (-priority, _deadline(submitted_at, max_runtime_s, stretch), pk)
+    return (-priority, _deadline(submitted_at, max_runtime_s, gpus, stretch), pk)
 
 
-def _deadline(submitted_at: datetime, max_runtime_s: int | None, stretch: float) -> int:
-    return deadline_of(int(submitted_at.timestamp()), max_runtime_s, stretch)
+def _deadline(submitted_at: datetime, max_runtime_s: int | None, gpus: int,
+              stretch: float) -> int:
+    return deadline_of(int(submitted_at.timestamp()), max_runtime_s, gpus, stretch)
 
 
 def queue_deadline(*, job: Job) -> datetime:
     """When ``job`` orders in its team's queue among the jobs of its priority (earlier
-    first): its submit second + ``queue_stretch`` x its declared limit (core.queues)."""
-    at = _deadline(job.submitted_at, job.max_runtime_s, scheduler_config().queue_stretch)
+    first): its submit second + ``queue_stretch`` x its declared limit x its GPUs
+    (core.queues)."""
+    at = _deadline(job.submitted_at, job.max_runtime_s, job.gpus,
+                   scheduler_config().queue_stretch)
     return datetime.fromtimestamp(at, tz=UTC)
 
 
@@ -67,7 +70,8 @@ def job_queue_position(*, job: Job) -> tuple[int | None, int | None]:
     if job.state != JobState.QUEUED:
         return None, None
     stretch = scheduler_config().queue_stretch
-    key = _order_key(job.priority, job.submitted_at, job.max_runtime_s, job.pk, stretch)
+    key = _order_key(job.priority, job.submitted_at, job.max_runtime_s, job.gpus, job.pk,
+                     stretch)
     queued = Job.objects.filter(state=JobState.QUEUED)
     in_tenant = 1 + _count_ahead(queued.filter(tenant_id=job.tenant_id), key, stretch)
     mine = Tenant.objects.filter(pk=job.tenant_id).values_list("share_rank", flat=True).first()
@@ -90,10 +94,10 @@ def queue_order() -> list[tuple[int, int]]:
     queued = sorted(
         (
             (0, ranks[tenant_id]) if ranks.get(tenant_id) is not None else (1, 0),
-            _order_key(priority, submitted_at, max_runtime_s, pk, stretch),
+            _order_key(priority, submitted_at, max_runtime_s, gpus, pk, stretch),
             tenant_id,
         )
-        for tenant_id, priority, submitted_at, max_runtime_s, pk in Job.objects.filter(
+        for tenant_id, priority, submitted_at, max_runtime_s, gpus, pk in Job.objects.filter(
             state=JobState.QUEUED
         ).values_list("tenant_id", *_ORDER_COLUMNS)
     )

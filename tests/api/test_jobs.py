@@ -33,8 +33,9 @@ def test_a_submitted_job_is_queued_with_its_history_and_owner(world):
     assert [(h["from_state"], h["to_state"]) for h in job["history"]] == [
         (None, "SUBMITTED"), ("SUBMITTED", "QUEUED")]
     row = Job.objects.get(pk=job["id"])
-    # where it orders in its team: the submit second + queue_stretch (1) x its 3,600 s limit
-    deadline = datetime.fromtimestamp(int(row.submitted_at.timestamp()) + 3600, tz=UTC)
+    # where it orders in its team: the submit second + queue_stretch (1) x its 3,600 s
+    # limit x its 8 GPUs
+    deadline = datetime.fromtimestamp(int(row.submitted_at.timestamp()) + 3600 * 8, tz=UTC)
     assert job["queue_position"] == {"tenant": 1, "cluster": 1,
                                      "deadline_at": deadline.isoformat().replace("+00:00", "Z")}
     assert job["pending_sentence"] == PENDING_SENTENCES[PendingReason.NONE]

@@ -113,31 +113,68 @@ DAY = 86400
              ("urgent-long", dict(submit_s=60, max_runtime_s=2 * DAY, priority=1))],
             ["urgent-long", "short"],
         ),
+        (
+            "the limit counts times the GPUs: 2 GPUs for ten hours (20 GPU-hours) pass 8 "
+            "GPUs for three (24) sent a minute before",
+            1.0,
+            [("eight-for-three-hours", dict(gpus=8, submit_s=0, max_runtime_s=3 * 3600)),
+             ("two-for-ten-hours", dict(gpus=2, submit_s=60, max_runtime_s=10 * 3600))],
+            ["two-for-ten-hours", "eight-for-three-hours"],
+        ),
+        (
+            "at equal GPU-seconds the earlier submit goes first",
+            1.0,
+            [("eight-for-one-hour", dict(gpus=8, submit_s=0, max_runtime_s=3600)),
+             ("two-for-four-hours", dict(gpus=2, submit_s=1, max_runtime_s=4 * 3600))],
+            ["eight-for-one-hour", "two-for-four-hours"],
+        ),
+        (
+            "a gang's offset is capped at 7 days too: 8 GPUs for two days (16 days "
+            "uncapped) go before 2 GPUs for 3.4 days sent 6 hours later (7.05 days)",
+            1.0,
+            [("gang", dict(gpus=8, submit_s=0, max_runtime_s=2 * DAY)),
+             ("later", dict(gpus=2, submit_s=DAY // 4, max_runtime_s=int(3.4 * DAY)))],
+            ["gang", "later"],
+        ),
+        (
+            "stretch 0 is submit order whatever the GPUs",
+            0.0,
+            [("gang", dict(gpus=8, submit_s=0, max_runtime_s=2 * DAY)),
+             ("small", dict(gpus=2, submit_s=60, max_runtime_s=60))],
+            ["gang", "small"],
+        ),
     ],
 )
 def test_heap_orders_by_deadline_within_a_priority(rule: str, stretch: float, jobs: list,
                                                    want: list) -> None:
+    """The rows without ``gpus`` are 1-GPU jobs, whose offset is their limit alone."""
     q = JobQueues(stretch=stretch)
+    keys = set()
     for name, kw in jobs:
-        q.push(job(name, 4, **kw))
-    assert _order(q, ("team-a", 1)) == want, rule
+        kw = dict(kw)
+        spec = job(name, kw.pop("gpus", 1), **kw)
+        keys.add(q.key_of(spec))
+        q.push(spec)
+    assert len(keys) == 1, "a row's jobs share one heap"
+    assert _order(q, keys.pop()) == want, rule
 
 
 @settings(max_examples=100, deadline=None)
 @given(st.floats(0.0, 50.0), st.lists(st.tuples(
     st.integers(0, 30 * DAY),  # submit time
     st.one_of(st.none(), st.integers(1, 400 * DAY)),  # declared limit, absurd ones included
+    st.integers(2, 8),  # GPUs (one heap: the 2-8 class)
 ), min_size=1, max_size=40))
 def test_a_job_is_passed_only_by_jobs_submitted_before_its_deadline(
-        stretch: float, jobs: list[tuple[int, int | None]]) -> None:
+        stretch: float, jobs: list[tuple[int, int | None, int]]) -> None:
     """Every job reaches its team's head: whatever arrives later with an earlier deadline
     was submitted at most 7 days after it, so the later arrivals that pass it are bounded
     (at one priority: a higher priority goes first by design)."""
     from scheduler_app.core.queues import MAX_DEADLINE_OFFSET_S, deadline_s
 
     q = JobQueues(stretch=stretch)
-    specs = [job(f"j{i}", 4, submit_s=at, max_runtime_s=limit)
-             for i, (at, limit) in enumerate(jobs)]
+    specs = [job(f"j{i}", gpus, submit_s=at, max_runtime_s=limit)
+             for i, (at, limit, gpus) in enumerate(jobs)]
     for spec in specs:
         q.push(spec)
     order = _order(q, ("team-a", 1))

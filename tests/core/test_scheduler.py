@@ -649,9 +649,11 @@ def test_reads_show_position_rank_reason_estimate_and_reservation() -> None:
     s.tick(0)  # j1 ranks first (priority 5) and takes the whole cluster
     s.confirm_start("j1", 0)
     views = {j: s.job(j) for j in ("j0", "j2", "j3")}
-    assert [views[j].queue_position for j in ("j0", "j2", "j3")] == [1, 2, 1]
+    # at one priority and limit, the 8-GPU j2 (8,000 GPU-seconds) orders before the
+    # 24-GPU j0 (24,000) though submitted after it: the deadline counts GPU-seconds
+    assert [views[j].queue_position for j in ("j0", "j2", "j3")] == [2, 1, 1]
     assert sorted(v.cluster_rank for v in views.values()) == [1, 2, 3]
-    head = views["j0"]
+    head = views["j2"]
     assert head.pending_reason in (P.RESOURCES, P.QUOTA_LIMIT) and head.pending_sentence
     assert head.start_estimate_s == 1000 and "j1" in head.estimate_basis
     res = s.reservations()

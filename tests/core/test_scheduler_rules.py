@@ -132,7 +132,8 @@ def _look_ahead_sim(plans_per_tick: int) -> Sim:
         [work("big-a", 8, 1000, max_runtime_s=1000),
          work("big-b", 8, 1500, tenant="team-b", max_runtime_s=1500)]
         + [work(f"a{i}", 8, 100, at=10, max_runtime_s=100 + i) for i in range(4)]
-        + [work(f"b{i}", 4, 100, at=10, tenant="team-b", max_runtime_s=200) for i in range(4)],
+        # (b's limits put its deadlines, 10 + 4 x 250, after all of a's, 10 + 8 x 10x)
+        + [work(f"b{i}", 4, 100, at=10, tenant="team-b", max_runtime_s=250) for i in range(4)],
         # one reservation: the rest of the look-ahead is the round's (not reserved)
         config=cfg(estimate_lookahead=4, estimate_plans_per_tick=plans_per_tick,
                    reservation_depth=1),

@@ -319,12 +319,13 @@ def test_queue_positions_computed_on_read_match_the_core(cluster, settings, stre
     for running in everything:
         confirm(running, 6)
     # the limits make the deadline order differ from the submit order: with stretch 1
-    # the later 2-GPU job (deadline 37) passes the 1-GPU one (66), the 16-GPU job with no
-    # limit (7 days) falls behind the later 1-GPU one of its priority
+    # the later 2-GPU job (deadline 7 + 2 x 20 = 47) passes the 1-GPU one (6 + 60 = 66),
+    # the 16-GPU job with no limit (7 days) falls behind the later 1-GPU one of its
+    # priority
     waiting = [
         submit(vision, gpus=8, at_s=6, max_runtime_s=7200),
         submit(vision, gpus=1, at_s=6, priority=5, max_runtime_s=60),
-        submit(vision, gpus=2, at_s=7, priority=5, max_runtime_s=30),
+        submit(vision, gpus=2, at_s=7, priority=5, max_runtime_s=20),
         submit(nlp, gpus=4, at_s=7, priority=1, max_runtime_s=600),
         submit(nlp, gpus=16, at_s=6),
         submit(nlp, gpus=1, at_s=8, max_runtime_s=60),
@@ -339,7 +340,7 @@ def test_queue_positions_computed_on_read_match_the_core(cluster, settings, stre
     assert seen == set(range(1, 7))
     in_vision = {job.max_runtime_s: loop.scheduler.job(str(job.pk)).queue_position
                  for job in waiting[:3]}
-    assert in_vision == ({30: 1, 60: 2, 7200: 3} if stretch else {60: 1, 30: 2, 7200: 3})
+    assert in_vision == ({20: 1, 60: 2, 7200: 3} if stretch else {60: 1, 20: 2, 7200: 3})
     everything[0].refresh_from_db()
     assert job_queue_position(job=everything[0]) == (None, None)
 

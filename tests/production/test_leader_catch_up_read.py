@@ -62,9 +62,9 @@ def play(cluster, step: Callable[[int], StepReport]) -> dict[str, Job]:
                        preemptible=True, max_runtime_s=3600),
         "elastic": submit(vision, gpus=8, at_s=2, min_gpus=2, priority=-3),
         "never": submit(nlp, gpus=1000, at_s=2),
-        # its limit puts its deadline after gang's, so it is placed after gang, beside it,
-        # and one node stays spare for the drain below
-        "small": submit(nlp, gpus=1, at_s=2, interactive=True, max_runtime_s=7200),
+        # its GPU-seconds (1 x 36,000) put its deadline after gang's (8 x 3,600), so it is
+        # placed after gang, beside it, and one node stays spare for the drain below
+        "small": submit(nlp, gpus=1, at_s=2, interactive=True, max_runtime_s=36_000),
     }
     step(5)  # follows the submits, places
     for name in ("ckpt", "gang", "elastic"):

@@ -191,3 +191,23 @@ def test_short_jobs_first(stretch: float, starts: dict[str, int], slowdown: floa
         assert [(e["at_s"], e["start_s"]) for e in jobs["long"]["start_estimates"]] == [
             (10, 1000), (35, 1300)]
     assert round(r["metrics"]["mean_bounded_slowdown"], 2) == slowdown
+
+
+@pytest.mark.parametrize(("stretch", "starts", "mean_wait", "slowdown"), [
+    (1.0, {"narrow-1": 1000, "narrow-2": 1000, "narrow-3": 1000, "narrow-4": 1000,
+           "wide": 2500}, 1068, 1.85),
+    (0.0, {"wide": 1000, "narrow-1": 2000, "narrow-2": 2000, "narrow-3": 2000,
+           "narrow-4": 2000}, 1485, 2.045),
+])
+def test_small_jobs_first(stretch: float, starts: dict[str, int], mean_wait: int,
+                          slowdown: float) -> None:
+    r = result("small-jobs-first", queue_stretch=stretch)
+    jobs = r["jobs"]
+    assert {j: jobs[j]["first_start_s"] for j in starts} == starts
+    if stretch:  # every limit is exact: each estimate a narrow job is given is its start
+        for name in ("narrow-1", "narrow-2", "narrow-3", "narrow-4"):  # (None: not yet
+            # planned, the look-ahead plans two jobs a tick)
+            told = [e["start_s"] for e in jobs[name]["start_estimates"]]
+            assert set(told) - {None} == {1000} and told[-1] == 1000, name
+    assert round(r["metrics"]["mean_wait_s"]) == mean_wait
+    assert r["metrics"]["mean_bounded_slowdown"] == pytest.approx(slowdown, abs=0.005)

@@ -623,7 +623,7 @@ def why_lines(data: dict[str, Any], job: dict[str, Any], width: int) -> list[str
                       width, "")
         if pos.get("deadline_at"):
             lines += wrap(f"Its deadline in the team's order: {when(pos['deadline_at'])} "
-                          "(submit time + queue_stretch x its time limit: a job of its "
+                          "(submit time + queue_stretch x its time limit x its GPUs: a job of its "
                           "priority sent later goes ahead only with an earlier one).", width)
         estimate = data.get("estimate") or {}
         start = estimate.get("start_at")
