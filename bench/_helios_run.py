@@ -40,13 +40,23 @@ class RunReport:
 def helios_scenario(from_day: int, days: int, *, trace: str | None = None,
                     quota: str | None = None, scale: float = 1.0, compress: float = 1.0,
                     cluster_nodes: int | None = None, pod_nodes: int | None = None,
-                    max_job_gpus: int | None = None) -> tuple[Scenario, dict[str, Any]]:
+                    max_job_gpus: int | None = None,
+                    one_team: bool = False) -> tuple[Scenario, dict[str, Any]]:
+    """The window as a scenario, and what describes it. ``one_team``: every job in one team
+    guaranteed the whole cluster, no quota changes (a diagnostic, not a workload: what the
+    order, placement and backfill do where no guarantee binds, as the Helios artifact's
+    one pool without quotas)."""
     params = HeliosParams(from_day=from_day, days=days, capacity_scale=scale,
                           arrival_compression=compress, cluster_nodes=cluster_nodes,
                           max_job_gpus=max_job_gpus,
                           **({"nodes_per_pod": pod_nodes} if pod_nodes else {}))
     raw = import_helios(params, trace=trace, quota=quota)
     gpus = sum(p["nodes"] * p["gpus_per_node"] for p in raw["cluster"]["pods"])
+    if one_team:
+        raw["tenants"] = [{"name": "all", "guaranteed_gpus": gpus, "borrow_limit_gpus": 0}]
+        raw["events"] = []
+        for job in raw["jobs"]:
+            job["tenant"] = "all"
     submits = [j["submit_at_s"] for j in raw["jobs"]]
     span = max(submits) - min(submits) if submits else 0
     work = sum(j["gpus"] * j["runtime_s"] for j in raw["jobs"])
@@ -61,6 +71,8 @@ def helios_scenario(from_day: int, days: int, *, trace: str | None = None,
                        ("max_job_gpus", max_job_gpus)):
         if value is not None:
             info[key] = value
+    if one_team:
+        info["one_team"] = True
     return validate_scenario(raw), info
 
 

@@ -93,6 +93,25 @@ def test_sim_speed_and_policies_plumbing(out: dict[str, str], tiny_trace) -> Non
     assert Path(out["img"]).exists()
 
 
+def test_policies_one_team_puts_every_job_in_one_team(out: dict[str, str],
+                                                     tiny_trace) -> None:
+    from bench._helios_run import helios_scenario
+
+    scenario, info = helios_scenario(0, 1, trace=tiny_trace["trace"],
+                                     quota=tiny_trace["quota"], one_team=True)
+    assert [(t.name, t.guaranteed_gpus) for t in scenario.tenant_specs()] == [
+        ("all", info["gpus"])]
+    assert {j.spec.tenant for j in scenario.jobs} == {"all"} and not scenario.events
+    policies.main(["--trace", tiny_trace["trace"], "--quota", tiny_trace["quota"], "--days",
+                   "1", "--one-team", "--policies", "full", "--img", out["img"],
+                   *_common(out)])
+    data = _json(out, "policies_1team")
+    assert data["window"]["one_team"] and data["runs"][0]["complete"]
+    text = Path(out["doc"]).read_text()
+    assert "one team guaranteed the whole cluster" in text and "--one-team" in text
+    assert "do not apply" in text and "Issue 15's targets" not in text
+
+
 def test_doc_sections_are_replaced_not_duplicated(tmp_path: Path) -> None:
     doc = tmp_path / "P.md"
     update_doc_section("a", "first", doc)
