@@ -119,7 +119,9 @@ def machine_line(m: dict[str, Any] | None = None) -> str:
     m = m or machine()
     load = m.get("load_average_1_5_15")
     shared = f", load average {load[0]} / {load[1]} / {load[2]} (1/5/15 min)" if load else ""
-    return (f"{m['cpu_model']}, nproc {m['nproc']} (one core used), "
+    cores = m.get("cores_used", 1)  # a benchmark that runs side by side says how many
+    used = "one core used" if cores == 1 else f"{cores} cores used, one a process"
+    return (f"{m['cpu_model']}, nproc {m['nproc']} ({used}), "
             f"{m['memory_gib']} GiB RAM, Python {m['python']}{shared}")
 
 

@@ -384,6 +384,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     m = machine()
     if not a.no_pin and a.jobs <= 1:
         pin_one_core()
+    if a.jobs > 1:
+        m["cores_used"] = min(a.jobs, len(a.policies.split(",")))
     results_dir = Path(a.results_dir) if a.results_dir else RESULTS_DIR
     policies = [p.strip() for p in a.policies.split(",") if p.strip()]
     for p in policies:

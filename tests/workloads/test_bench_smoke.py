@@ -112,6 +112,15 @@ def test_policies_one_team_puts_every_job_in_one_team(out: dict[str, str],
     assert "do not apply" in text and "Issue 15's targets" not in text
 
 
+def test_the_machine_line_says_how_many_cores_the_run_used() -> None:
+    from bench._common import machine, machine_line
+
+    m = machine()
+    assert "(one core used)" in machine_line(m)
+    m["cores_used"] = 2
+    assert "(2 cores used, one a process)" in machine_line(m)
+
+
 def test_doc_sections_are_replaced_not_duplicated(tmp_path: Path) -> None:
     doc = tmp_path / "P.md"
     update_doc_section("a", "first", doc)
