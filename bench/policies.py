@@ -63,11 +63,11 @@ def _reusable_full(window: dict[str, Any], results_dir: Path) -> dict[str, Any] 
         return None
     data = json.loads(path.read_text())
     defaults = {"capacity_scale": 1.0, "compress": 1.0}
-    keys = ("from_day", "days", "jobs", "capacity_scale", "compress", "cluster_nodes")
+    keys = ("from_day", "days", "jobs", "capacity_scale", "compress", "cluster_nodes",
+            "one_team")
     same = all(data.get("window", {}).get(k, defaults.get(k)) == window.get(k, defaults.get(k))
                for k in keys)
-    if same and not window.get("one_team") and data.get("policy") == "full" \
-            and data.get("complete"):
+    if same and data.get("policy") == "full" and data.get("complete"):
         return {k: data[k] for k in ("policy", "complete", "error", "simulated_s", "wall_s",
                                       "sim_s_per_wall_s", "metrics")} | {"reused": str(path)}
     return None
@@ -297,21 +297,21 @@ def section(res: dict[str, Any], m: dict[str, Any], date: str, img: Path | None,
                    "utilization", "wall s"], [list(r) for r in ANCHOR_ROWS]),
         ]
         if ac.get("measured"):
-            if w.get("one_team"):
-                lines += ["", (
-                    "Against qssf with the noisy estimate (a diagnostic: the target keeps "
-                    f"every team's guarantee, the 25-team section of this window): `full` "
-                    f"mean wait "
-                    f"{ac['wait_s']:,.0f} s ({'below' if ac['beats_wait'] else 'not below'} "
-                    f"3,793), mean bounded slowdown {ac['slowdown']:.2f} "
-                    f"({'below' if ac['beats_slowdown'] else 'not below'} 20.1).")]
+            if w.get("one_team"):  # no guarantee binds: a comparison, not the target
+                lead = ("Against qssf with the noisy estimate (a diagnostic: the target keeps "
+                        "every team's guarantee, the 25-team section of this window):")
+
+                def verdict(ok: bool, mark: str) -> str:
+                    return f"{'below' if ok else 'not below'} {mark}"
             else:
-                lines += ["", (
-                    f"Target: beat qssf with the noisy estimate on both. `full`: mean wait "
-                    f"{ac['wait_s']:,.0f} s (< 3,793: "
-                    f"**{'met' if ac['beats_wait'] else 'NOT met'}**), mean bounded slowdown "
-                    f"{ac['slowdown']:.2f} (< 20.1: "
-                    f"**{'met' if ac['beats_slowdown'] else 'NOT met'}**).")]
+                lead = "Target: beat qssf with the noisy estimate on both."
+
+                def verdict(ok: bool, mark: str) -> str:
+                    return f"< {mark}: **{'met' if ok else 'NOT met'}**"
+            lines += ["", (
+                f"{lead} `full`: mean wait {ac['wait_s']:,.0f} s "
+                f"({verdict(ac['beats_wait'], '3,793')}), mean bounded slowdown "
+                f"{ac['slowdown']:.2f} ({verdict(ac['beats_slowdown'], '20.1')}).")]
     if img is not None:
         rel = Path("img") / img.name if img.parent.resolve() == (doc.parent / "img").resolve() \
             else img
@@ -384,10 +384,10 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     m = machine()
     if not a.no_pin and a.jobs <= 1:
         pin_one_core()
-    if a.jobs > 1:
-        m["cores_used"] = min(a.jobs, len(a.policies.split(",")))
     results_dir = Path(a.results_dir) if a.results_dir else RESULTS_DIR
     policies = [p.strip() for p in a.policies.split(",") if p.strip()]
+    if a.jobs > 1:
+        m["cores_used"] = min(a.jobs, len(policies))
     for p in policies:
         if p not in POLICIES:
             ap.error(f"--policies: unknown policy {p!r}")
