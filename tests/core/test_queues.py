@@ -186,6 +186,22 @@ def test_a_job_is_passed_only_by_jobs_submitted_before_its_deadline(
             assert by_id[ahead].submit_s <= deadline_s(me, stretch), (ahead, job_id)
 
 
+@pytest.mark.parametrize(("rule", "limit", "gpus", "stretch", "offset"), [
+    ("a 1-GPU job's offset is its limit", 3600, 1, 1.0, 3600),
+    ("the GPUs multiply it", 3600, 8, 1.0, 8 * 3600),
+    ("the stretch scales it", 3600, 8, 0.5, 4 * 3600),
+    ("a million GPUs and no limit: 7 days", None, 1_000_000, 1.0, 7 * DAY),
+    ("a year's limit on 2,048 GPUs at stretch 50: 7 days", 365 * DAY, 2048, 50.0, 7 * DAY),
+    ("a column that says 0 GPUs counts as 1, never as no offset", 600, 0, 1.0, 600),
+    ("stretch 0: the submit time whatever is declared", 365 * DAY, 2048, 0.0, 0),
+])
+def test_the_deadline_offset_is_gpu_seconds_and_bounded(
+        rule: str, limit: int | None, gpus: int, stretch: float, offset: int) -> None:
+    from scheduler_app.core.queues import deadline_of
+
+    assert deadline_of(1000, limit, gpus, stretch) == 1000 + offset, rule
+
+
 def test_fifo_ignores_the_stretch() -> None:
     q = JobQueues(fifo=True, stretch=1.0)
     q.push(job("long", 4, submit_s=0, max_runtime_s=2 * DAY))
