@@ -11,9 +11,9 @@ limit".
 from __future__ import annotations
 
 from collections.abc import Callable, Container, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
-from .capacity import Capacity
+from .capacity import Capacity, mask_of
 from .placement import find_placement
 from .types import Allocation, JobSpec, NodeHealth, alloc_gpus
 
@@ -34,6 +34,12 @@ class Reservation:
     alloc: Allocation
     basis: str  # the sentence shown to the user
     after_job: str | None  # the release that makes it fit (None: fits now / after preemption)
+    #: node -> the GPUs as a bitmask: a kept reservation is checked and booked at every
+    #: tick, so they are read once, not at each of those
+    masks: dict[str, int] = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "masks", {n: mask_of(ix) for n, ix in self.alloc.items()})
 
     @property
     def gpus(self) -> int:

@@ -333,6 +333,9 @@ class Scheduler:
         #: for GPUs), and when each was last planned afresh (tick.Tick keeps them while
         #: they still hold)
         self.reserved: list[Reservation] = []
+        #: the last tick's picture with those reservations booked (tick.KeptLine), while
+        #: nothing has changed since: the next tick takes it over instead of re-booking
+        self.kept_line: Any = None
         self.planned_at: dict[str, int] = {}
         #: when a kept reservation was last planned afresh and the fresh plan was not
         #: better (it was kept as it was): it is not due for another look until

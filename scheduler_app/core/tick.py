@@ -226,17 +226,17 @@ class _Line:
         #: node -> the releases giving GPUs back there (sets replaced, never changed)
         self.on_node: dict[str, frozenset[str]] = dict(on_node)
 
-    def hold(self, job_id: str, alloc: Allocation, end: int | None) -> None:
+    def hold(self, job_id: str, alloc: Allocation, end: int | None,
+             masks: dict[str, int] | None = None) -> None:
         """Hold one plan: its GPUs free now are taken from the copy; those a running job
         holds now become the plan's from its start, so no other release gives them back
-        (releases stay disjoint). Bitmasks per node keep this O(the plan's nodes)."""
+        (releases stay disjoint). Bitmasks per node keep this O(the plan's nodes).
+        ``masks``: ``alloc`` as bitmasks, when known (Reservation.masks)."""
         nodes = self.cap.nodes
         free_now: dict[str, int] = {}
         later: dict[str, int] = {}  # node -> GPUs a running job holds now
         for n, ix in alloc.items():
-            m = 0
-            for i in ix:
-                m |= 1 << i
+            m = mask_of(ix) if masks is None else masks[n]
             free_mask = nodes[n].free_mask
             if m & free_mask:
                 free_now[n] = m & free_mask
@@ -250,29 +250,37 @@ class _Line:
             for n in later:
                 hit |= on_node.get(n, frozenset())
             gone: set[str] = set()
-            old_of = {jid: by_id[jid] for jid in hit}
+            old_of: dict[str, Release] = {}  # the releases that shrink or go
             for jid in hit:  # each keeps its place in the order: only its GPUs shrink
                 r = by_id[jid]
                 kept: Allocation = {}
+                shrunk = False
                 for n, ix in r.alloc.items():
                     taken = later.get(n)
                     if taken is None:
                         kept[n] = ix
                         continue
                     left = tuple(i for i in ix if not taken >> i & 1)
+                    if len(left) == len(ix):
+                        kept[n] = ix
+                        continue
+                    shrunk = True
                     if left:
                         kept[n] = left
                     else:
                         on_node[n] = on_node[n] - {jid}
+                if not shrunk:
+                    continue  # the same object: the plans' mask caches still know it
+                old_of[jid] = r
                 if kept:
                     by_id[jid] = replace(r, alloc=kept)
                 else:
                     del by_id[jid]
                     gone.add(jid)
-            if len(hit) > 32:  # one pass over the list, not a bisect and a shift for each
+            if len(old_of) > 32:  # one pass over the list, not a bisect and a shift for each
                 releases[:] = [by_id[r.job_id] for r in releases if r.job_id not in gone]
             else:
-                for jid in hit:
+                for jid in old_of:
                     r = old_of[jid]
                     i = bisect.bisect_left(releases, (r.end_s, jid), key=_release_key)
                     if jid in gone:
@@ -307,10 +315,10 @@ class _Line:
         """Each GPU of ``res`` is free in the picture, or given back by its start, on a node
         the job may use: a kept reservation is still a plan the picture allows."""
         cap = self.cap
-        for n, ix in res.alloc.items():
+        for n, mask in res.masks.items():
             if n in exclude or not cap.is_schedulable(n):
                 return False
-            busy = mask_of(ix) & ~cap.nodes[n].free_mask
+            busy = mask & ~cap.nodes[n].free_mask
             if not busy:
                 continue
             for jid in self.on_node.get(n, ()):
@@ -347,6 +355,19 @@ class QuotaHold:
     basis: str
 
 
+@dataclass(frozen=True, slots=True)
+class KeptLine:
+    """A tick's picture with its reservations booked, handed to the next tick when nothing
+    changed in between: the next tick keeps the same reservations, in the same order, on
+    the same state, and would book them into a fresh copy to the same result (re-booking
+    them was most of a quiet tick's time). ``sig``: (Scheduler.version, claims_version)."""
+
+    sig: tuple[int, int]
+    reserved: tuple[Reservation, ...]
+    line: _Line
+    masks: dict[int, Any]
+
+
 class Tick:
     """One run of the loop over a Scheduler's state. Built and run by ``Scheduler.tick``."""
 
@@ -375,6 +396,10 @@ class Tick:
         self.looked: set[str] = set()  # reservations planned, or planned afresh, this tick
         self.line: _Line | None = None
         self.line_version = 0  # bumped at every change of the picture (memo key)
+        self._line_sig: tuple[int, int] | None = None  # (version, claims) the line shows
+        #: reservation -> the (version, claims_version) on which the line, holding the
+        #: reservations booked before it, was seen to allow it (_Line.still_holds)
+        self._holds_on: dict[str, tuple[int, int]] = {}
         self._line_masks: dict[int, Any] = {}
         self.plans_left = self.cfg.reservation_plans_per_tick
         self.quota_holds: dict[str, QuotaHold] = {}
@@ -564,8 +589,8 @@ class Tick:
         # in that order
         held: dict[str, int] = {}  # node -> GPUs the kept reservations hold there
         for res in s.reserved:
-            for n, ix in res.alloc.items():
-                held[n] = held.get(n, 0) | mask_of(ix)
+            for n, m in res.masks.items():
+                held[n] = held.get(n, 0) | m
         # the stalest few are planned afresh in this tick: a plan on 2,000 nodes costs
         # milliseconds, and reservations made in one tick all go stale in the same one.
         # Stale: last looked at (planned, or planned afresh and kept) RESERVATION_REFRESH_S
@@ -581,19 +606,49 @@ class Tick:
                        if now - (at := s.looked_at(r.job_id, now)) >= RESERVATION_REFRESH_S
                        and s.looked_sig.get(r.job_id) != inputs)
         refresh = {jid for _at, _seq, jid in stale[:REFRESHES_PER_TICK]}
-        for res in list(s.reserved):
+        if self.plans_left <= 0:
+            refresh = set()
+        # Nothing changed since the last tick (KeptLine): each reservation that the last
+        # tick's picture was seen to allow is allowed again (the same state, the same ones
+        # booked before it), so only what time alone moves is asked again (the quota's
+        # answer), and the last tick's picture is taken over instead of booking them all
+        # into a fresh copy. A reservation planned afresh needs the picture holding those
+        # before it: that copy is built for it as usual, and dropped after the last one
+        # if the fresh plans kept theirs. At the first difference the rest go the usual
+        # way on a fresh copy holding those booked so far.
+        kept = s.kept_line
+        s.kept_line = None
+        sig = (s.version, s.claims_version)
+        following = (kept is not None and kept.sig == sig
+                     and len(kept.reserved) == len(s.reserved)
+                     and all(a is b for a, b in zip(kept.reserved, s.reserved, strict=True)))
+        last_refresh = max((i for i, r in enumerate(s.reserved) if r.job_id in refresh),
+                           default=-1)
+        for i, res in enumerate(list(s.reserved)):
             if len(self.reserved) >= self.cfg.reservation_depth:
                 break
             job_id = res.job_id
             rec = s.jobs[job_id]
             if rec.state != S.QUEUED or job_id in s.claims or self._over_user_cap(rec.spec):
+                following = False
                 continue  # (a job over its owner's cap holds no reservation)
-            line = self._line()
-            exclude = self._excluded(job_id)
             planned_at = s.planned_at.get(job_id, now)
             checked_at = s.checked_at.get(job_id)
-            keep = line.still_holds(res, exclude) and self._quota_fits(rec.spec, res.start_s)
             looked_sig = s.looked_sig.get(job_id)
+            if following and job_id not in refresh:
+                if self._quota_fits(rec.spec, res.start_s):
+                    if i > last_refresh:
+                        self.line = None  # the last tick's picture is taken over below
+                    self._book(rec, res, planned_at, holds_on=sig)
+                    self._carry_looks(job_id, planned_at, checked_at, looked_sig)
+                else:
+                    following = False
+                continue
+            kept_res = res
+            line = self._line()
+            exclude = self._excluded(job_id)
+            holds = line.still_holds(res, exclude)
+            keep = holds and self._quota_fits(rec.spec, res.start_s)
             if job_id in refresh and self.plans_left > 0:
                 self.plans_left -= 1
                 checked_at, looked_sig = now, None
@@ -605,20 +660,40 @@ class Tick:
                         new.start_s <= res.start_s
                         and not self._takes_others(new, res, held))):
                     res, keep, planned_at = new, True, now
+                    holds = line.still_holds(res, exclude)
             if keep:
-                self._book(rec, res, planned_at)
-                if checked_at is not None and checked_at > planned_at:
-                    self.checked_at[job_id] = checked_at
-                if looked_sig is not None:
-                    self.looked_sig[job_id] = looked_sig
+                self._book(rec, res, planned_at, holds_on=sig if holds else None)
+                self._carry_looks(job_id, planned_at, checked_at, looked_sig)
+            following = following and keep and holds and res is kept_res
+        if following and kept is not None and len(self.reserved) == len(kept.reserved):
+            self.line, self._line_masks, self._line_sig = kept.line, kept.masks, sig
+            self.line_version += 1
+            self.stats["picture_taken_over"] = True
+
+    def _carry_looks(self, job_id: str, planned_at: int, checked_at: int | None,
+                     looked_sig: int | None) -> None:
+        if checked_at is not None and checked_at > planned_at:
+            self.checked_at[job_id] = checked_at
+        if looked_sig is not None:
+            self.looked_sig[job_id] = looked_sig
+
+    def _hand_on_line(self) -> None:
+        """Keep this tick's picture for the next tick (KeptLine) if it shows the state as it
+        is now with exactly this tick's reservations booked, each seen to be allowed by the
+        picture before it: no start, stop or claim since the picture was built."""
+        s = self.s
+        sig = (s.version, s.claims_version)
+        holds_on = self._holds_on
+        if (self.line is not None and self._line_sig == sig
+                and all(holds_on.get(b.res.job_id) == sig for b in self.reserved)):
+            s.kept_line = KeptLine(sig, tuple(b.res for b in self.reserved), self.line,
+                                   self._line_masks)
+        else:
+            s.kept_line = None
 
     @staticmethod
     def _takes_others(new: Reservation, old: Reservation, held: dict[str, int]) -> bool:
-        for n, ix in new.alloc.items():
-            mine = mask_of(old.alloc.get(n, ()))
-            if mask_of(ix) & held.get(n, 0) & ~mine:
-                return True
-        return False
+        return any(m & held.get(n, 0) & ~old.masks.get(n, 0) for n, m in new.masks.items())
 
     def _restore_pass(self) -> None:
         """A resumed pass keeps what its earlier ticks decided for the jobs they examined:
@@ -937,12 +1012,13 @@ class Tick:
         the free GPUs and the running jobs' releases now, each reservation holding its
         GPUs from now to its declared end."""
         if self.line is None:
-            self.line = _Line(list(self.release_list()), self.s.cap.clone(),
-                              self.s.releases.on_node)
+            s = self.s
+            self.line = _Line(list(self.release_list()), s.cap.clone(), s.releases.on_node)
             self._line_masks = {}
+            self._line_sig = (s.version, s.claims_version)
             self.line_version += 1
             for b in self.reserved:
-                self.line.hold(b.res.job_id, dict(b.res.alloc), self._res_end(b.res))
+                self.line.hold(b.res.job_id, b.res.alloc, self._res_end(b.res), b.masks)
         return self.line
 
     def _res_end(self, res: Reservation) -> int | None:
@@ -986,14 +1062,24 @@ class Tick:
         if hold is not None and self._quota_allows(
                 hold, spec.tenant, res.gpus, self._res_end(res)) is None:
             return  # it would take quota a higher job of its team holds its place in
-        self._book(rec, res, planned_at)
+        # seen now so that the next tick, if nothing changes, need not look again
+        holds = line.still_holds(res, self._excluded(spec.id))
+        self._book(rec, res, planned_at,
+                   holds_on=(s.version, s.claims_version) if holds else None)
 
-    def _book(self, rec: JobRecord, res: Reservation, planned_at: int) -> None:
+    def _book(self, rec: JobRecord, res: Reservation, planned_at: int, *,
+              holds_on: tuple[int, int] | None) -> None:
+        """``holds_on``: the (version, claims_version) on which the picture, holding the
+        reservations booked before this one, was seen to allow it (None: not seen)."""
         spec = rec.spec
-        line = self._line()
-        line.hold(spec.id, dict(res.alloc), self._res_end(res))
-        self.line_version += 1
-        masks = {n: mask_of(ix) for n, ix in res.alloc.items()}
+        if self.line is not None:  # else the picture, once built, holds it with the others
+            self.line.hold(spec.id, res.alloc, self._res_end(res), res.masks)
+            self.line_version += 1
+        if holds_on is None:
+            self._holds_on.pop(spec.id, None)
+        else:
+            self._holds_on[spec.id] = holds_on
+        masks = res.masks
         held = self._held(spec.tenant, besides=spec.id)
         borrowing = held + res.gpus > self.s.tenants[spec.tenant].guaranteed_gpus
         booked = Booked(res, spec.tenant, borrowing, masks)
@@ -1445,6 +1531,7 @@ class Tick:
         """
         s = self.s
         s.reserved = [b.res for b in self.reserved]
+        self._hand_on_line()
         s.planned_at = self.planned_at
         s.checked_at = self.checked_at
         # the plans and looks of this tick saw the cluster as it is now: every start of
@@ -1520,7 +1607,7 @@ class Tick:
         if rnd.plan is None:  # the round's first tick: its picture of the cluster
             rnd.plan = _Line(list(self.release_list()), s.cap.clone(), s.releases.on_node)
             for b in self.reserved:
-                rnd.plan.hold(b.res.job_id, dict(b.res.alloc), self._res_end(b.res))
+                rnd.plan.hold(b.res.job_id, b.res.alloc, self._res_end(b.res), b.masks)
                 rnd.team_plans.setdefault(b.tenant, []).append(
                     (b.res.start_s, self._res_end(b.res), b.res.gpus))
             rnd.unhealthy = frozenset(s.unhealthy)

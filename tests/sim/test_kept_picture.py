@@ -1,0 +1,106 @@
+"""A tick hands its picture (the cluster with its reservations booked) to the next tick
+when nothing changed in between (tick.KeptLine): the next tick takes it over instead of
+booking the same reservations into a fresh copy. Its decisions must be those of a core
+that books them afresh at every tick: compared here on the shared scenarios, the worked
+examples, a busy half hour and a loaded Helios day, with a count that proves the picture
+was taken over (the comparison is not vacuous)."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+import pytest
+
+from scheduler_app.core.scheduler import Scheduler
+from scheduler_app.sim.engine import Simulation
+from scheduler_app.sim.result import build_result
+from scheduler_app.sim.scenario import Scenario, load_scenario, validate_scenario
+from scheduler_app.workloads import HeliosParams, import_helios
+from scheduler_app.workloads.helios import TRACE_FILE, default_trace_dir
+from scheduler_app.workloads.synthetic import ADVERSARIAL, generate
+
+from .helpers import EXAMPLE_SCENARIOS, scenario_dir
+
+
+class _FreshPicture(Scheduler):
+    """The core that never hands a picture on: every tick books its reservations afresh."""
+
+    @property
+    def kept_line(self) -> None:
+        return None
+
+    @kept_line.setter
+    def kept_line(self, value: Any) -> None:
+        pass
+
+
+class _Counting(Scheduler):
+    """The core as it is, counting the ticks that took the last tick's picture over."""
+
+    taken_over = 0
+
+    def tick(self, now: int, clock: Any = None) -> Any:
+        result = super().tick(now, clock)
+        type(self).taken_over += bool(result.stats.get("picture_taken_over"))
+        return result
+
+
+def _run(scenario: Scenario, policy: str, factory: type[Scheduler], *,
+         views: bool = True) -> dict[str, Any]:
+    sim = Simulation(scenario, policy=policy, views=views, scheduler_factory=factory)
+    result = build_result(sim.run())
+    for key in ("ticks", "tick_ms_p50", "tick_ms_p99", "tick_ms_max"):
+        result["metrics"].pop(key)
+    return result
+
+
+def _compare(scenario: Scenario, policy: str, *, views: bool = True) -> int:
+    """Asserts the same result both ways; returns the ticks that took a picture over."""
+    _Counting.taken_over = 0
+    kept = _run(scenario, policy, _Counting, views=views)
+    taken_over = _Counting.taken_over
+    fresh = _run(scenario, policy, _FreshPicture, views=views)
+    assert kept["preemptions"] == fresh["preemptions"]
+    for job_id, job in fresh["jobs"].items():
+        assert kept["jobs"][job_id] == job, job_id
+    assert kept == fresh
+    return taken_over
+
+
+SCENARIOS = sorted({*scenario_dir().glob("*.yaml"), *EXAMPLE_SCENARIOS.glob("*.yaml")},
+                   key=lambda p: p.name)
+
+
+@pytest.mark.parametrize("policy", ("full", "priority-kill"))
+@pytest.mark.parametrize("path", SCENARIOS, ids=lambda p: p.stem)
+def test_a_kept_picture_changes_no_decision(path, policy) -> None:
+    _compare(load_scenario(path), policy)
+
+
+def test_the_scenarios_do_take_a_picture_over() -> None:
+    """Over all the scenarios, some ticks took the picture over (the parametrized
+    comparison above is not vacuous on them as a whole)."""
+    assert sum(_compare(load_scenario(p), "full") for p in SCENARIOS) > 0
+
+
+#: a busy half hour: 5,000 jobs of 1 to 2,048 GPUs on 2,048 GPUs, teams over their
+#: guarantees from the start (reservations, quota holds, claims and preemptions)
+_BUSY = dataclasses.replace(ADVERSARIAL, jobs=5000, nodes=256, nodes_per_pod=64)
+
+
+@pytest.mark.parametrize("policy", ("full", "priority-kill"))
+def test_a_kept_picture_changes_no_decision_on_a_busy_half_hour(policy) -> None:
+    scenario = dataclasses.replace(validate_scenario(generate(_BUSY)), until_s=1800)
+    assert _compare(scenario, policy, views=False) > 20
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not (default_trace_dir() / TRACE_FILE).exists(),
+                    reason="Helios trace not present")
+def test_a_kept_picture_changes_no_decision_on_a_loaded_helios_day() -> None:
+    """Venus day 102 at 0.3 of its capacity with arrivals compressed 2.2x: reservations
+    kept over many quiet stretches, refreshed, replaced and started."""
+    scenario = validate_scenario(import_helios(HeliosParams(
+        from_day=102, days=1, arrival_compression=2.2, capacity_scale=0.3, drain_s=3600)))
+    assert _compare(scenario, "full") > 100
