@@ -604,6 +604,13 @@ class Scheduler:
     def _picture(self, sign: int, *parts: object) -> None:
         self.picture = (self.picture + sign * picture_part(*parts)) % PICTURE_MOD
 
+    def picture_sig(self) -> tuple[int, int]:
+        """What a tick's picture of the cluster (tick.KeptLine) and the checks of the
+        reservations booked on it read, but for time and the reserved jobs' own states:
+        the jobs holding GPUs, the nodes' health, the teams' quotas (``cluster_version``)
+        and the claims. A job joining or leaving the queue changes neither."""
+        return (self.cluster_version, self.claims_version)
+
     def plan_inputs(self) -> int:
         """A digest of the cluster a reservation plan reads: the GPUs held and released
         (by job, with their declared ends), the nodes not healthy, the claims and the

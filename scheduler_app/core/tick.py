@@ -360,9 +360,9 @@ class KeptLine:
     """A tick's picture with its reservations booked, handed to the next tick when nothing
     changed in between: the next tick keeps the same reservations, in the same order, on
     the same state, and would book them into a fresh copy to the same result (re-booking
-    them was most of a quiet tick's time). ``sig``: (Scheduler.version, claims_version)."""
+    them was most of a quiet tick's time). Jobs arriving in the queue change no picture."""
 
-    sig: tuple[int, int]
+    sig: tuple[int, int]  # Scheduler.picture_sig() when it was built
     reserved: tuple[Reservation, ...]
     line: _Line
     masks: dict[int, Any]
@@ -396,8 +396,8 @@ class Tick:
         self.looked: set[str] = set()  # reservations planned, or planned afresh, this tick
         self.line: _Line | None = None
         self.line_version = 0  # bumped at every change of the picture (memo key)
-        self._line_sig: tuple[int, int] | None = None  # (version, claims) the line shows
-        #: reservation -> the (version, claims_version) on which the line, holding the
+        self._line_sig: tuple[int, int] | None = None  # the picture_sig() the line shows
+        #: reservation -> the Scheduler.picture_sig() on which the line, holding the
         #: reservations booked before it, was seen to allow it (_Line.still_holds)
         self._holds_on: dict[str, tuple[int, int]] = {}
         self._line_masks: dict[int, Any] = {}
@@ -618,7 +618,7 @@ class Tick:
         # way on a fresh copy holding those booked so far.
         kept = s.kept_line
         s.kept_line = None
-        sig = (s.version, s.claims_version)
+        sig = s.picture_sig()
         following = (kept is not None and kept.sig == sig
                      and len(kept.reserved) == len(s.reserved)
                      and all(a is b for a, b in zip(kept.reserved, s.reserved, strict=True)))
@@ -682,7 +682,7 @@ class Tick:
         is now with exactly this tick's reservations booked, each seen to be allowed by the
         picture before it: no start, stop or claim since the picture was built."""
         s = self.s
-        sig = (s.version, s.claims_version)
+        sig = s.picture_sig()
         holds_on = self._holds_on
         if (self.line is not None and self._line_sig == sig
                 and all(holds_on.get(b.res.job_id) == sig for b in self.reserved)):
@@ -1015,7 +1015,7 @@ class Tick:
             s = self.s
             self.line = _Line(list(self.release_list()), s.cap.clone(), s.releases.on_node)
             self._line_masks = {}
-            self._line_sig = (s.version, s.claims_version)
+            self._line_sig = s.picture_sig()
             self.line_version += 1
             for b in self.reserved:
                 self.line.hold(b.res.job_id, b.res.alloc, self._res_end(b.res), b.masks)
@@ -1065,11 +1065,11 @@ class Tick:
         # seen now so that the next tick, if nothing changes, need not look again
         holds = line.still_holds(res, self._excluded(spec.id))
         self._book(rec, res, planned_at,
-                   holds_on=(s.version, s.claims_version) if holds else None)
+                   holds_on=s.picture_sig() if holds else None)
 
     def _book(self, rec: JobRecord, res: Reservation, planned_at: int, *,
               holds_on: tuple[int, int] | None) -> None:
-        """``holds_on``: the (version, claims_version) on which the picture, holding the
+        """``holds_on``: the Scheduler.picture_sig() on which the picture, holding the
         reservations booked before this one, was seen to allow it (None: not seen)."""
         spec = rec.spec
         if self.line is not None:  # else the picture, once built, holds it with the others

@@ -110,3 +110,29 @@ def test_a_reservation_is_not_planned_afresh_while_the_cluster_is_as_its_plan_sa
     assert [j for j, _at in looks if j == "head"] == []
     sim.run(1100)
     assert sim.started_at("head") == 1000
+
+
+def test_a_tick_takes_the_last_picture_over_when_only_the_queue_changed() -> None:
+    # head is reserved at t=1000 on the node r holds; jobs keep arriving (each a change
+    # of state, none a change of the picture: no GPU changes hands). The ticks after the
+    # first take the last tick's picture over instead of booking head's reservation into
+    # a fresh copy (tick.KeptLine), and the reservation and its start are as before.
+    arrivals = [work(f"w{i}", 8, 100, at=40 + 10 * i, max_runtime_s=100) for i in range(40)]
+    sim = Sim(nodes({"pod-a": 1}), [tenant("team-a", 8, 8)],
+              [work("r", 8, 1000, max_runtime_s=1000),
+               work("head", 8, 100, at=5, priority=10, max_runtime_s=100), *arrivals])
+    before = sim.sched.picture_sig()
+    sim.run(990)
+    ran = [(t, r.stats) for t, r in sim.ticks if not r.stats.get("quiet")]
+    taken_over = [t for t, stats in ran if stats.get("picture_taken_over")]
+    arrived = {40 + 10 * i for i in range(40)}
+    # a tick at an arrival took the picture over (a submit changes no picture)
+    assert arrived & set(taken_over)
+    assert sim.sched.picture_sig() != before  # r's start changed it; the submits did not
+    at_990 = sim.sched.picture_sig()
+    sim.sched.submit(work("late", 8, 100, at=990, max_runtime_s=100).spec, 990)
+    assert sim.sched.picture_sig() == at_990
+    assert sim.sched.reserved[0].job_id == "head"  # (the arrivals reserved behind it)
+    assert sim.sched.job("head").start_estimate_s == 1000
+    sim.run(1100)
+    assert sim.started_at("head") == 1000
