@@ -34,12 +34,19 @@ class Reservation:
     alloc: Allocation
     basis: str  # the sentence shown to the user
     after_job: str | None  # the release that makes it fit (None: fits now / after preemption)
-    #: node -> the GPUs as a bitmask: a kept reservation is checked and booked at every
-    #: tick, so they are read once, not at each of those
-    masks: dict[str, int] = field(init=False, repr=False, compare=False)
+    _masks: dict[str, int] | None = field(default=None, init=False, repr=False,
+                                          compare=False)
 
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "masks", {n: mask_of(ix) for n, ix in self.alloc.items()})
+    @property
+    def masks(self) -> dict[str, int]:
+        """node -> the GPUs as a bitmask (do not modify). A kept reservation is checked
+        and booked at every tick: they are read once, when first asked (most plans, the
+        look-ahead's, are never asked)."""
+        masks = self._masks
+        if masks is None:
+            masks = {n: mask_of(ix) for n, ix in self.alloc.items()}
+            object.__setattr__(self, "_masks", masks)
+        return masks
 
     @property
     def gpus(self) -> int:
