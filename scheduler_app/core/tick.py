@@ -357,10 +357,11 @@ class QuotaHold:
 
 @dataclass(frozen=True, slots=True)
 class KeptLine:
-    """A tick's picture with its reservations booked, handed to the next tick when nothing
-    changed in between: the next tick keeps the same reservations, in the same order, on
-    the same state, and would book them into a fresh copy to the same result (re-booking
-    them was most of a quiet tick's time). Jobs arriving in the queue change no picture."""
+    """A tick's picture with its reservations booked, handed to the next tick when the
+    cluster did not change in between: the next tick keeps the same reservations, in the
+    same order, on the same cluster, and would book them into a fresh copy to the same
+    result (a clone of the cluster and a booking per reservation, at every tick). Jobs
+    arriving in the queue change no picture."""
 
     sig: tuple[int, int]  # Scheduler.picture_sig() when it was built
     reserved: tuple[Reservation, ...]
@@ -608,8 +609,8 @@ class Tick:
         refresh = {jid for _at, _seq, jid in stale[:REFRESHES_PER_TICK]}
         if self.plans_left <= 0:
             refresh = set()
-        # Nothing changed since the last tick (KeptLine): each reservation that the last
-        # tick's picture was seen to allow is allowed again (the same state, the same ones
+        # The cluster as at the last tick (KeptLine): each reservation that the last
+        # tick's picture was seen to allow is allowed again (the same cluster, the same ones
         # booked before it), so only what time alone moves is asked again (the quota's
         # answer), and the last tick's picture is taken over instead of booking them all
         # into a fresh copy. A reservation planned afresh needs the picture holding those
