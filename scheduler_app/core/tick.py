@@ -339,7 +339,11 @@ class Booked:
     #: its team would hold more than its guarantee once it starts: a job within its own
     #: team's guarantee that no preemption can help takes its GPUs rather than wait
     borrowing: bool
-    masks: dict[str, int]  # node -> reserved GPU bitmask
+
+    @property
+    def masks(self) -> dict[str, int]:
+        """node -> reserved GPU bitmask (the reservation's own: do not modify)."""
+        return self.res.masks
 
 
 @dataclass(frozen=True, slots=True)
@@ -1080,10 +1084,10 @@ class Tick:
             self._holds_on.pop(spec.id, None)
         else:
             self._holds_on[spec.id] = holds_on
-        masks = res.masks
         held = self._held(spec.tenant, besides=spec.id)
         borrowing = held + res.gpus > self.s.tenants[spec.tenant].guaranteed_gpus
-        booked = Booked(res, spec.tenant, borrowing, masks)
+        booked = Booked(res, spec.tenant, borrowing)
+        masks = res.masks
         self.reserved.append(booked)
         for n in masks:
             self._booked_on_node.setdefault(n, []).append(booked)
