@@ -30,6 +30,7 @@ Positions (the cost is bounded by one tenant's queue, never the whole cluster's)
 from __future__ import annotations
 
 import heapq
+from collections import deque
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any
@@ -91,6 +92,9 @@ class JobQueues:
 
     #: rebuild a heap once it holds more stale entries than this and than live ones
     COMPACT_MIN_STALE = 64
+    #: pushes remembered per heap (pushed_since): while jobs arrive, a heap has a few
+    #: pushes a tick at most
+    PUSHES_TRACKED = 32
 
     def __init__(self, *, fifo: bool = False, stretch: float = 0.0) -> None:
         self.fifo = fifo
@@ -104,6 +108,10 @@ class JobQueues:
         self._version = 0
         #: heap key -> the version of its last push (a walk's "nothing new here" check)
         self._last_push: dict[QueueKey, int] = {}
+        #: heap key -> its last PUSHES_TRACKED pushes, (version, entry key), oldest first,
+        #: and the version of the last one forgotten (pushed_since)
+        self._push_log: dict[QueueKey, deque[tuple[int, EntryKey]]] = {}
+        self._forgot: dict[QueueKey, int] = {}
         self._held = 0
         self._deferred: list[JobSpec] = []
 
@@ -129,6 +137,12 @@ class JobQueues:
         self._version += 1
         heapq.heappush(self._heaps.setdefault(key, []), (ek, self._version, spec.id))
         self._last_push[key] = self._version
+        log = self._push_log.get(key)
+        if log is None:
+            log = self._push_log[key] = deque()
+        elif len(log) >= self.PUSHES_TRACKED:
+            self._forgot[key] = log.popleft()[0]
+        log.append((self._version, ek))
         self._live[spec.id] = (key, ek, self._version, spec.tenant)
         self._count[key] = self._count.get(key, 0) + 1
         self._tenant_count[spec.tenant] = self._tenant_count.get(spec.tenant, 0) + 1
@@ -203,6 +217,22 @@ class JobQueues:
     def last_push(self, key: QueueKey) -> int:
         """A number that changes whenever a job is pushed onto heap ``key`` (0: never)."""
         return self._last_push.get(key, 0)
+
+    def pushed_since(self, key: QueueKey, version: int) -> list[EntryKey] | None:
+        """The entry keys pushed onto heap ``key`` after ``last_push(key)`` read
+        ``version``; None when some of them are forgotten (more than ``PUSHES_TRACKED``
+        since). Whether a push landed inside a stretch of the heap a walk saw."""
+        if self._last_push.get(key, 0) <= version:
+            return []
+        if self._forgot.get(key, 0) > version:
+            return None
+        return [ek for ver, ek in self._push_log[key] if ver > version]
+
+    def stamp(self, job_id: str) -> int | None:
+        """The version of the job's live entry (None: not queued). A job that leaves and
+        is pushed again gets a new one."""
+        live = self._live.get(job_id)
+        return None if live is None else live[2]
 
     def count(self, key: QueueKey) -> int:
         return self._count.get(key, 0)

@@ -363,8 +363,11 @@ class Scheduler:
         #: decisions: a simulation that records none (the benchmarks, what-if) turns this
         #: off, and the reserved jobs' and quota holders' estimates are still published
         self.look_ahead = True
-        #: heap key -> (job the walk left it at, its last push, its count): Tick._behind
-        self.behind_marks: dict[Any, tuple[str, int, int]] = {}
+        #: heap key -> (job the walk left it at, the heap's last push then, the jobs it
+        #: walked with their entries' stamps, the last one's entry key or None at the
+        #: heap's end): Tick._behind
+        self.behind_marks: dict[Any, tuple[str, int, tuple[tuple[str, int | None], ...],
+                                           Any]] = {}
         self.claims_version = 0
         #: bumped by every change of what a preemption search reads: the jobs holding GPUs
         #: (started, stopping, gone), the nodes' health, the teams' quotas. A job that

@@ -485,11 +485,17 @@ class Tick:
             q.prune(key)  # the heads that left since the last tick, once
             at = cursor.get(key)
             # A resumed pass walks on from the last job it examined in the heap when
-            # every job ahead of it was examined in this pass: nothing was pushed since,
-            # and no job there waits for reclaimed GPUs (one such is examined again).
-            # The walk would step over each of them (see _advance).
-            after = (at[0] if at is not None and at[1] == q.last_push(key)
-                     and key not in claimed else None)
+            # every job ahead of it was examined in this pass: nothing was pushed ahead
+            # of it since (while jobs arrive, most land behind it), and no job there waits
+            # for reclaimed GPUs (one such is examined again). The walk would step over
+            # each of them (see _advance).
+            after = None
+            if at is not None and key not in claimed:
+                pushed = q.pushed_since(key, at[1])
+                if pushed is not None and all(ek > at[0] for ek in pushed):
+                    after = at[0]
+                    if pushed:
+                        self._count("resumed_past_pushes")
             self._advance(key, q.iter_heap(key, after))
 
     def _advance(self, key: QueueKey, it: Iterator[tuple[EntryKey, str]]) -> None:
@@ -557,8 +563,12 @@ class Tick:
                 self.examined += 1
                 seen.add(job_id)
                 at = cursor.get(key)
-                cursor[key] = (okey[2] if at is None or at[0] < okey[2] else at[0],
-                               s.queues.last_push(key))
+                # the heap is walked in order, so every job ahead of this one was examined
+                # in this pass; not so for a job ahead of the cursor (pushed there since,
+                # found by a walk from the head): jobs between the two may not be, and the
+                # cursor keeps the push it knew of (the next tick walks from the head)
+                if at is None or at[0] < okey[2]:
+                    cursor[key] = (okey[2], s.queues.last_push(key))
                 if self.policy == "fifo":
                     if not self.examine_fifo(rec):
                         self._behind(key, job_id, it)
@@ -675,6 +685,9 @@ class Tick:
             self.line_version += 1
             self.stats["picture_taken_over"] = True
 
+    def _count(self, stat: str) -> None:
+        self.stats[stat] = self.stats.get(stat, 0) + 1
+
     def _carry_looks(self, job_id: str, planned_at: int, checked_at: int | None,
                      looked_sig: int | None) -> None:
         if checked_at is not None and checked_at > planned_at:
@@ -715,19 +728,38 @@ class Tick:
         was said about them yet, wait behind jobs that rank higher (Priority).
 
         Only a push puts a job without a reason into a heap, so when the walk leaves the
-        heap at the same job as last time and nothing was pushed since nor left (a job
-        leaving brings one more into reach), the jobs behind it all have their reason
-        already: they are not walked again (a heap is left at each tick, and walking it
-        costs a heap traversal)."""
+        heap at the same job as last time, the jobs it walked then are all still there
+        (the same entries: none left, none pushed again) and no push since landed among
+        them (nor, if the heap ended there, anywhere behind the job), they have their
+        reason already: they are not walked again. While jobs arrive, every heap has
+        pushes at every tick, mostly at its far end; walking the stretch again at each
+        tick cost more than half the heap traversals of a tick on a busy hour."""
         s = self.s
-        mark = (left_at, s.queues.last_push(key), s.queues.count(key))
-        if s.behind_marks.get(key) == mark:
-            return
-        s.behind_marks[key] = mark
-        for _i, (_ek, job_id) in zip(range(self.cfg.estimate_lookahead), it, strict=False):
+        q = s.queues
+        mark = s.behind_marks.get(key)
+        n = self.cfg.estimate_lookahead
+        if mark is not None and mark[0] == left_at:
+            _left, version, walked, end = mark
+            start = q.entry(left_at)
+            pushed = q.pushed_since(key, version)
+            if (start is not None and pushed is not None
+                    and (end is None or len(walked) == n + 1)
+                    and not any(start < ek and (end is None or ek <= end) for ek in pushed)
+                    and all(q.stamp(job_id) == stamp for job_id, stamp in walked)):
+                if pushed:
+                    self._count("stretches_kept_past_pushes")
+                return
+        stamped: list[tuple[str, int | None]] = [(left_at, q.stamp(left_at))]
+        last: EntryKey | None = None
+        for _i, (ek, job_id) in zip(range(n), it, strict=False):
+            stamped.append((job_id, q.stamp(job_id)))
+            last = ek
             rec = s.jobs[job_id]
             if rec.state == S.QUEUED and rec.pending_reason == P.NONE:
                 self._wait(rec, P.PRIORITY)
+        # the stretch ends at its last job if it is full, else at the heap's end (None)
+        s.behind_marks[key] = (left_at, q.last_push(key), tuple(stamped),
+                               last if len(stamped) > n else None)
 
     def hand_over(self) -> None:
         """Reclaimed GPUs go to the head they were reclaimed for as soon as its victims have
