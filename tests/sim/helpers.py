@@ -6,7 +6,7 @@ import copy
 from pathlib import Path
 from typing import Any
 
-from scheduler_app.sim.engine import simulate
+from scheduler_app.sim.engine import Simulation, simulate
 from scheduler_app.sim.invariants import check_result
 from scheduler_app.sim.result import build_result, dump_result
 from scheduler_app.sim.scenario import Scenario, validate_scenario
@@ -19,6 +19,33 @@ EXAMPLE_SCENARIOS = REPO / "scenarios" / "examples"
 def scenario_dir() -> Path:
     """The shared folder when it is there (the source of truth), else the repo's copies."""
     return SHARED_SCENARIOS if SHARED_SCENARIOS.is_dir() else EXAMPLE_SCENARIOS
+
+
+#: the shared scenarios and the worked examples: what the tests comparing two cores run
+ALL_SCENARIOS = sorted({*scenario_dir().glob("*.yaml"), *EXAMPLE_SCENARIOS.glob("*.yaml")},
+                       key=lambda p: p.name)
+
+
+def run_untimed(scenario: Scenario, policy: str, factory: Any, *,
+                views: bool = True) -> dict[str, Any]:
+    """The result document of a run with ``factory``'s core, without the tick timings
+    (which differ between any two runs)."""
+    sim = Simulation(scenario, policy=policy, views=views, scheduler_factory=factory)
+    result = build_result(sim.run())
+    for key in ("ticks", "tick_ms_p50", "tick_ms_p99", "tick_ms_max"):
+        result["metrics"].pop(key)
+    return result
+
+
+def assert_same_runs(scenario: Scenario, policy: str, core: Any, reference: Any, *,
+                     views: bool = True) -> None:
+    """Every decision, estimate and recorded reason of ``core`` is ``reference``'s."""
+    got = run_untimed(scenario, policy, core, views=views)
+    want = run_untimed(scenario, policy, reference, views=views)
+    assert got["preemptions"] == want["preemptions"]
+    for job_id, job in want["jobs"].items():
+        assert got["jobs"][job_id] == job, job_id
+    assert got == want
 
 
 BASE: dict[str, Any] = {

@@ -13,14 +13,12 @@ from typing import Any
 import pytest
 
 from scheduler_app.core.scheduler import Scheduler
-from scheduler_app.sim.engine import Simulation
-from scheduler_app.sim.result import build_result
 from scheduler_app.sim.scenario import Scenario, load_scenario, validate_scenario
 from scheduler_app.workloads import HeliosParams, import_helios
 from scheduler_app.workloads.helios import TRACE_FILE, default_trace_dir
 from scheduler_app.workloads.synthetic import ADVERSARIAL, generate
 
-from .helpers import EXAMPLE_SCENARIOS, scenario_dir
+from .helpers import ALL_SCENARIOS, assert_same_runs
 
 
 class _FreshPicture(Scheduler):
@@ -46,34 +44,15 @@ class _Counting(Scheduler):
         return result
 
 
-def _run(scenario: Scenario, policy: str, factory: type[Scheduler], *,
-         views: bool = True) -> dict[str, Any]:
-    sim = Simulation(scenario, policy=policy, views=views, scheduler_factory=factory)
-    result = build_result(sim.run())
-    for key in ("ticks", "tick_ms_p50", "tick_ms_p99", "tick_ms_max"):
-        result["metrics"].pop(key)
-    return result
-
-
 def _compare(scenario: Scenario, policy: str, *, views: bool = True) -> int:
     """Asserts the same result both ways; returns the ticks that took a picture over."""
     _Counting.taken_over = 0
-    kept = _run(scenario, policy, _Counting, views=views)
-    taken_over = _Counting.taken_over
-    fresh = _run(scenario, policy, _FreshPicture, views=views)
-    assert kept["preemptions"] == fresh["preemptions"]
-    for job_id, job in fresh["jobs"].items():
-        assert kept["jobs"][job_id] == job, job_id
-    assert kept == fresh
-    return taken_over
-
-
-SCENARIOS = sorted({*scenario_dir().glob("*.yaml"), *EXAMPLE_SCENARIOS.glob("*.yaml")},
-                   key=lambda p: p.name)
+    assert_same_runs(scenario, policy, _Counting, _FreshPicture, views=views)
+    return _Counting.taken_over
 
 
 @pytest.mark.parametrize("policy", ("full", "priority-kill"))
-@pytest.mark.parametrize("path", SCENARIOS, ids=lambda p: p.stem)
+@pytest.mark.parametrize("path", ALL_SCENARIOS, ids=lambda p: p.stem)
 def test_a_kept_picture_changes_no_decision(path, policy) -> None:
     _compare(load_scenario(path), policy)
 
@@ -81,7 +60,7 @@ def test_a_kept_picture_changes_no_decision(path, policy) -> None:
 def test_the_scenarios_do_take_a_picture_over() -> None:
     """Over all the scenarios, some ticks took the picture over (the parametrized
     comparison above is not vacuous on them as a whole)."""
-    assert sum(_compare(load_scenario(p), "full") for p in SCENARIOS) > 0
+    assert sum(_compare(load_scenario(p), "full") for p in ALL_SCENARIOS) > 0
 
 
 #: a busy half hour: 5,000 jobs of 1 to 2,048 GPUs on 2,048 GPUs, teams over their

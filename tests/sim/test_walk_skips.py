@@ -24,12 +24,10 @@ from typing import Any
 import pytest
 
 from scheduler_app.core.scheduler import Scheduler
-from scheduler_app.sim.engine import Simulation
-from scheduler_app.sim.result import build_result
 from scheduler_app.sim.scenario import Scenario, load_scenario, validate_scenario
 from scheduler_app.workloads.synthetic import ADVERSARIAL, generate
 
-from .helpers import EXAMPLE_SCENARIOS, scenario_dir
+from .helpers import ALL_SCENARIOS, assert_same_runs
 
 _STATS = ("resumed_past_pushes", "stretches_kept_past_pushes")
 
@@ -55,32 +53,15 @@ class _Counting(Scheduler):
         return result
 
 
-def _run(scenario: Scenario, policy: str, factory: type[Scheduler]) -> dict[str, Any]:
-    sim = Simulation(scenario, policy=policy, views=True, scheduler_factory=factory)
-    result = build_result(sim.run())
-    for key in ("ticks", "tick_ms_p50", "tick_ms_p99", "tick_ms_max"):
-        result["metrics"].pop(key)
-    return result
-
-
 def _compare(scenario: Scenario, policy: str) -> dict[str, int]:
     """Asserts the same result both ways; returns the walks skipped despite pushes."""
     _Counting.counts = {}
-    aware = _run(scenario, policy, _Counting)
-    counts = dict(_Counting.counts)
-    unaware = _run(scenario, policy, _Unaware)
-    for job_id, job in unaware["jobs"].items():
-        assert aware["jobs"][job_id] == job, job_id  # reasons and estimates included
-    assert aware == unaware
-    return counts
-
-
-SCENARIOS = sorted({*scenario_dir().glob("*.yaml"), *EXAMPLE_SCENARIOS.glob("*.yaml")},
-                   key=lambda p: p.name)
+    assert_same_runs(scenario, policy, _Counting, _Unaware)  # reasons and estimates too
+    return dict(_Counting.counts)
 
 
 @pytest.mark.parametrize("policy", ("full", "priority-kill"))
-@pytest.mark.parametrize("path", SCENARIOS, ids=lambda p: p.stem)
+@pytest.mark.parametrize("path", ALL_SCENARIOS, ids=lambda p: p.stem)
 def test_skipped_walks_change_no_decision_nor_reason(path, policy) -> None:
     _compare(load_scenario(path), policy)
 
