@@ -378,6 +378,11 @@ class Scheduler:
         self.vain_searches: dict[str, tuple[int, int, frozenset[str]]] = {}
         #: the last preemption search's candidates by job id (tick.Tick.candidates)
         self.candidates: dict[str, Any] = {}
+        #: (cluster_version, checkpoints, valid until, the list) of the last candidates
+        #: built: the same list while none of what they are made of changed
+        self.candidates_memo: tuple[int, int, int, list[Any]] | None = None
+        #: checkpoints reported (a checkpoint changes a candidate, not cluster_version)
+        self.checkpoints = 0
         # the fixed-point detection of tick() (see _note_quiet): the signature of the last
         # quiet tick, the fixed point found, and when the state last changed
         self._quiet: tuple[Any, ...] | None = None
@@ -435,6 +440,7 @@ class Scheduler:
         self._clock(now)
         rec.last_checkpoint_s = now
         rec.resume_pointer = resume_pointer
+        self.checkpoints += 1
         assert rec.state is not None
         self._move(rec, rec.state, Reason.CHECKPOINTED, now,
                    detail={"resume_pointer": resume_pointer})

@@ -119,7 +119,7 @@ from .preemption import (
     victim_pool,
 )
 from .queues import EntryKey, QueueKey
-from .records import JobRecord, ReclaimClaim, StartEstimate, TickResult
+from .records import DAY_S, JobRecord, ReclaimClaim, StartEstimate, TickResult
 from .reservation import Release, Reservation, plan_reservation
 from .states import JobState, PendingReason, Reason
 from .types import Allocation, JobSpec, alloc_gpus
@@ -1480,13 +1480,25 @@ class Tick:
         """Running jobs of the tenants above their guarantee (built once per tick). A job's
         Candidate is kept from the tick that last built it while what it is made of holds
         (the same allocation object, run start, last checkpoint and count against the
-        daily cap): a search at every tick would otherwise remake thousands of them."""
+        daily cap): a search at every tick would otherwise remake thousands of them. The
+        whole list is kept while nothing it is made of changed: no job started, stopped
+        or checkpointed, no quota or node changed (``cluster_version``, ``checkpoints``),
+        and no preemption of a candidate left the last day (the count the daily cap
+        reads): until then, a tick that builds it again gets the same list."""
         if self._candidates is None:
             s = self.s
+            now = self.now
+            memo = s.candidates_memo
+            if (memo is not None and memo[0] == s.cluster_version
+                    and memo[1] == s.checkpoints and now < memo[2]):
+                self._candidates = memo[3]
+                self._count("candidates_kept")
+                return memo[3]
             cap_n = self.cfg.max_preemptions_per_job_per_day
             kept = s.candidates
             fresh: dict[str, Candidate] = {}
             out = []
+            valid_until = _FOREVER
             for name in s.tenant_names:
                 if s.running[name] - s.leaving[name] <= s.tenants[name].guaranteed_gpus:
                     continue
@@ -1498,7 +1510,10 @@ class Tick:
                     r = s.jobs[job_id]
                     if r.state != S.RUNNING or not r.alloc:
                         continue
-                    last_day = r.preemptions_against_cap(self.now, cap_n)
+                    last_day = r.preemptions_against_cap(now, cap_n)
+                    for t in r.preemption_times:  # the count changes when one is a day old
+                        if now < t + DAY_S < valid_until:
+                            valid_until = t + DAY_S
                     run_start = r.run_start_s or 0
                     c = kept.get(job_id)
                     if (c is None or c.spec is not r.spec or c.alloc is not r.alloc
@@ -1515,6 +1530,7 @@ class Tick:
                     fresh[job_id] = c
                     out.append(c)
             s.candidates = fresh  # only the jobs still candidates: the memo stays small
+            s.candidates_memo = (s.cluster_version, s.checkpoints, valid_until, out)
             self._candidates = out
         return self._candidates
 

@@ -1,0 +1,64 @@
+"""The preemption candidates are kept from one tick to the next while nothing they are
+made of changes (Tick.candidates, ``Scheduler.candidates_memo``). Every decision must be
+that of a core that builds them afresh at every tick: compared here on the shared
+scenarios, the worked examples and a busy half hour of preemptions, with a count that
+proves the list was kept (the comparison is not vacuous). tests/core/test_candidates_memo.py
+changes each thing a candidate reads with the cluster otherwise the same."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+import pytest
+
+from scheduler_app.core.scheduler import Scheduler
+from scheduler_app.sim.scenario import Scenario, load_scenario, validate_scenario
+from scheduler_app.workloads.synthetic import ADVERSARIAL, generate
+
+from .helpers import ALL_SCENARIOS, assert_same_runs
+
+
+class _Afresh(Scheduler):
+    """The core that keeps no candidates between ticks."""
+
+    @property
+    def candidates_memo(self) -> None:
+        return None
+
+    @candidates_memo.setter
+    def candidates_memo(self, value: Any) -> None:
+        pass
+
+
+class _Counting(Scheduler):
+    kept = 0
+
+    def tick(self, now: int, clock: Any = None) -> Any:
+        result = super().tick(now, clock)
+        type(self).kept += result.stats.get("candidates_kept", 0)
+        return result
+
+
+def _compare(scenario: Scenario, policy: str) -> int:
+    """Asserts the same result both ways; returns the ticks that kept the list."""
+    _Counting.kept = 0
+    assert_same_runs(scenario, policy, _Counting, _Afresh)
+    return _Counting.kept
+
+
+@pytest.mark.parametrize("policy", ("full", "priority-kill"))
+@pytest.mark.parametrize("path", ALL_SCENARIOS, ids=lambda p: p.stem)
+def test_kept_candidates_change_no_decision(path, policy) -> None:
+    _compare(load_scenario(path), policy)
+
+
+#: a busy half hour: 5,000 jobs of 1 to 2,048 GPUs on 2,048 GPUs, teams over their
+#: guarantees from the start (preemption searches at most ticks)
+_BUSY = dataclasses.replace(ADVERSARIAL, jobs=5000, nodes=256, nodes_per_pod=64)
+
+
+@pytest.mark.parametrize("policy", ("full", "priority-kill"))
+def test_kept_candidates_change_no_decision_on_a_busy_half_hour(policy) -> None:
+    scenario = dataclasses.replace(validate_scenario(generate(_BUSY)), until_s=1800)
+    assert _compare(scenario, policy) > 100
