@@ -862,6 +862,12 @@ class Tick:
                     self._wait(rec, P.RESERVATION)
                     self._reserve(rec)
                     return "blocked"
+        if (alloc is not None and binding
+                and not self._spares_quota(binding, job_id, team, size, end)):
+            # its GPUs hold no reservation back, its team's quota would: a reserved job of
+            # the team could not start at its reserved start within the team's limit
+            self._wait(rec, P.QUOTA_RESERVED)
+            return "blocked"
         if alloc is not None:
             reason = Reason.BACKFILLED if binding else Reason.PLACED
             detail = self._backfill_detail(binding, alloc, end) if binding else {}
@@ -1218,6 +1224,36 @@ class Tick:
         if end is not None and end <= hold.start_s:
             return "before"
         return None
+
+    def _spares_quota(self, binding: list[Booked], job_id: str, team: str, size: int,
+                      end: int | None) -> bool:
+        """May job ``job_id``, ``size`` GPUs of ``team``, start now and run until ``end``
+        without taking the quota one of the team's reservations in ``binding`` starts on?
+        Each is checked as a kept reservation is (:meth:`_quota_fits`: the team's
+        reservations booked before it planned), with this job planned from now to ``end``
+        instead of at its own reservation, if it holds one."""
+        s = self.s
+        mine = [b for b in binding if b.tenant == team]
+        if not mine:
+            return True
+        held = s.running[team] + s.claimed_gpus(team)
+        if held + size + sum(b.res.gpus for b in mine) <= s.limit_of(team):
+            return True  # room for all of them whatever ends when
+        if end is not None and end <= min(b.res.start_s for b in mine):
+            return True  # gone before the first of them starts
+        checked = {id(b) for b in mine}
+        planned: list[tuple[int, int | None, int]] = [(self.now, end, size)]
+        for b in self.reserved:  # in booking order
+            if b.tenant != team or b.res.job_id == job_id:
+                continue
+            if id(b) in checked:
+                spec = s.jobs[b.res.job_id].spec
+                at, _held, _limit = self._quota_start(team, self._need(spec), besides=spec.id,
+                                                      planned=planned)
+                if at is None or at > b.res.start_s:
+                    return False
+            planned.append((b.res.start_s, self._res_end(b.res), b.res.gpus))
+        return True
 
     def _quota_fits(self, spec: JobSpec, start_s: int) -> bool:
         at, _held, _limit = self._quota_start(spec.tenant, self._need(spec), besides=spec.id,

@@ -375,6 +375,52 @@ def test_a_job_behind_the_head_is_told_why_and_when() -> None:
     assert all(est is not None and est >= 1000 for _t, est in sim.estimates["long-a"][:-1])
 
 
+def test_a_job_backfilled_around_the_heads_gpus_does_not_take_its_quota() -> None:
+    """Found by the property test below: three 8-GPU nodes, one team limited to 17 GPUs.
+    big (12 GPUs, 4 a node) is reserved at t=10, when small's 5 GPUs come back; mid (6
+    GPUs, 21 s) fits on GPUs the reservation does not hold, but with it running big
+    would need 6 + 12 = 18 GPUs of the team's 17 at t=10. mid waits for big's quota."""
+    sim = Sim(
+        nodes({"pod-a": 3}),
+        [tenant("team-a", 17, 0)],
+        [
+            work("big", 12, 10, gpus_per_node=4, max_runtime_s=10, seq=1),
+            work("mid", 6, 21, max_runtime_s=21, seq=2),
+            work("small", 5, 10, max_runtime_s=10, seq=3),
+        ],
+        config=SchedulerConfig(reservation_depth=1),
+    ).run(200)
+    assert sim.started_at("small") == 0
+    assert sim.started_at("big") == 10  # its reserved start, shown at t=0
+    assert {est for _t, est in sim.estimates["big"]} == {10}
+    assert sim.ticks[0][1].pending_reasons["mid"] == P.QUOTA_RESERVED
+    assert sim.started_at("mid") >= 10
+
+
+def test_a_reserved_job_starting_counts_once_in_its_teams_quota() -> None:
+    """Found by the property test below: one 4-GPU node, team a limited to 4 GPUs. At
+    t=1361 a-longer's GPU comes back; a-held (2 GPUs) is reserved for then, and a-late
+    (1 GPU), ranked ahead of it, gets a reservation behind it, at a-first's end. a-held
+    starting at its reserved start must count once, not also as its own reservation,
+    when a-late's quota is checked: it starts at t=1361, as shown."""
+    sim = Sim(
+        nodes({"pod-a": 1}, gpus=4),
+        [tenant("team-a", 2, 2), tenant("team-b", 0, 4)],
+        [
+            work("a-long", 2, 1331, max_runtime_s=1331, seq=1),
+            work("b-short", 2, 10, tenant="team-b", at=10, max_runtime_s=10, seq=2),
+            work("a-late", 1, 10, at=1361, max_runtime_s=10, seq=3),
+            work("a-first", 2, 21, at=11, max_runtime_s=21, seq=4),
+            work("a-held", 2, 554, at=273, max_runtime_s=554, seq=9),
+            work("a-longer", 1, 1361, max_runtime_s=1361, seq=10),
+        ],
+        config=SchedulerConfig(reservation_depth=2),
+    ).run(3000)
+    assert (1361, 1361, "reserved") in sim.estimate_kinds["a-held"]
+    assert sim.started_at("a-held") == 1361
+    assert sim.started_at("a-late") == 1362  # at a-first's end, as its reservation said
+
+
 def test_fair_share_puts_the_team_with_less_decayed_usage_first() -> None:
     table = [
         # (usage a, usage b, guarantee a, guarantee b) -> first
