@@ -1159,16 +1159,19 @@ class Tick:
                          f"t={ok_from}")
 
     def _quota_start(self, team: str, need: int, *, besides: str,
-                     planned: list[tuple[int, int | None, int]]
+                     planned: list[tuple[int, int | None, int]], starting: str | None = None
                      ) -> tuple[int | None, int, int]:
         """When the team's declared limits leave room for ``need`` more GPUs for good: its
         running jobs give theirs back at their declared ends, and its ``planned`` jobs
         (start, declared end, GPUs: reserved, or planned ahead in a look-ahead round) take
         theirs from their starts. None: never, by the declared limits (a job of the team
-        declares none). Also the GPUs the team holds now and its limit."""
+        declares none). Also the GPUs the team holds now and its limit. ``starting``: a
+        job about to start, in ``planned``: its claim, if it has one, is not counted as
+        well."""
         s = self.s
         limit = s.limit_of(team)
-        held_now = s.running[team] + s.claimed_gpus(team, besides=besides)
+        held_now = (s.running[team] + s.claimed_gpus(team, besides=besides)
+                    - self._claim_of(starting, team))
         if held_now + need + sum(p[2] for p in planned) <= limit:
             return self.now, held_now, limit  # room even if every planned job started now
         held = held_now
@@ -1236,7 +1239,8 @@ class Tick:
         mine = [b for b in binding if b.tenant == team]
         if not mine:
             return True
-        held = s.running[team] + s.claimed_gpus(team)
+        # a head starting on reclaimed GPUs: its claim becomes its running GPUs
+        held = s.running[team] + s.claimed_gpus(team) - self._claim_of(job_id, team)
         if held + size + sum(b.res.gpus for b in mine) <= s.limit_of(team):
             return True  # room for all of them whatever ends when
         if end is not None and end <= min(b.res.start_s for b in mine):
@@ -1249,11 +1253,16 @@ class Tick:
             if id(b) in checked:
                 spec = s.jobs[b.res.job_id].spec
                 at, _held, _limit = self._quota_start(team, self._need(spec), besides=spec.id,
-                                                      planned=planned)
+                                                      planned=planned, starting=job_id)
                 if at is None or at > b.res.start_s:
                     return False
             planned.append((b.res.start_s, self._res_end(b.res), b.res.gpus))
         return True
+
+    def _claim_of(self, job_id: str | None, team: str) -> int:
+        """The GPUs being reclaimed for ``job_id`` of ``team`` (0: none)."""
+        claim = None if job_id is None else self.s.claims.get(job_id)
+        return claim.gpus if claim is not None and claim.tenant == team else 0
 
     def _quota_fits(self, spec: JobSpec, start_s: int) -> bool:
         at, _held, _limit = self._quota_start(spec.tenant, self._need(spec), besides=spec.id,

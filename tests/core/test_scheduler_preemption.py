@@ -398,3 +398,26 @@ def test_a_start_earlier_in_the_tick_counts_in_the_next_heads_share(first_on_nod
     assert sim.started_at("b-2") == 0  # team-b holds 6 of node A's 8 GPUs, borrowing 2
     asked = [(d.job_id, d.detail["for"]) for d in sim.of(S.PREEMPT_REQUESTED)]
     assert asked == ([("b-2", "head")] if preempts else [])  # the cheaper victim
+
+
+def test_a_head_on_reclaimed_gpus_counts_once_against_its_teams_reserved_quota() -> None:
+    """team-a (16 guaranteed, 16 borrowed) reclaims 16 GPUs for a-head at t=100; a-next,
+    which would borrow, holds a reservation for t=2000 behind it. When the victim exits
+    (t=120) a-head starts: the GPUs being reclaimed for it become its running GPUs and
+    count once when its team's quota at a-next's start is checked (counted twice, they
+    held the guarantee off until t=2000)."""
+    sim = Sim(
+        nodes({"pod-a": 4}),
+        [tenant("team-a", 16, 16), tenant("team-b", 0, 32)],
+        [
+            work("b-kept", 16, 2000, tenant="team-b", gpus_per_node=8, max_runtime_s=2000),
+            work("b-ckpt", 16, 100_000, tenant="team-b", gpus_per_node=8, checkpointable=True,
+                 checkpoint_interval_s=300, checkpoint_time_s=20, restart_s=60),
+            work("a-head", 16, 5000, at=100, gpus_per_node=8, max_runtime_s=5000),
+            work("a-next", 16, 1000, at=101, gpus_per_node=8, max_runtime_s=1000),
+        ],
+    ).run(8000)
+    assert [(d.job_id, d.at_s) for d in sim.of(S.PREEMPT_REQUESTED)] == [("b-ckpt", 100)]
+    assert sim.first("b-ckpt", S.PREEMPTED).at_s == 120
+    assert sim.started_at("a-head") == 120
+    assert sim.started_at("a-next") == 2000  # its reservation, shown from t=101
