@@ -1143,8 +1143,11 @@ class Tick:
 
     def _team_reserved(self, team: str) -> list[tuple[int, int | None, int]]:
         """(start, declared end, GPUs) of the team's jobs reserved in this tick so far."""
-        return [(b.res.start_s, self._res_end(b.res), b.res.gpus)
-                for b in self.reserved if b.tenant == team]
+        return [self._planned(b) for b in self.reserved if b.tenant == team]
+
+    def _planned(self, b: Booked) -> tuple[int, int | None, int]:
+        """A reservation as the quota plans read it: (start, declared end, GPUs)."""
+        return b.res.start_s, self._res_end(b.res), b.res.gpus
 
     def _quota_plan(self, team: str, need: int, *, besides: str,
                     planned: list[tuple[int, int | None, int]]) -> tuple[int | None, str]:
@@ -1256,7 +1259,7 @@ class Tick:
                                                       planned=planned, starting=job_id)
                 if at is None or at > b.res.start_s:
                     return False
-            planned.append((b.res.start_s, self._res_end(b.res), b.res.gpus))
+            planned.append(self._planned(b))
         return True
 
     def _claim_of(self, job_id: str | None, team: str) -> int:
@@ -1706,8 +1709,7 @@ class Tick:
             rnd.plan = _Line(list(self.release_list()), s.cap.clone(), s.releases.on_node)
             for b in self.reserved:
                 rnd.plan.hold(b.res.job_id, b.res.alloc, self._res_end(b.res), b.masks)
-                rnd.team_plans.setdefault(b.tenant, []).append(
-                    (b.res.start_s, self._res_end(b.res), b.res.gpus))
+                rnd.team_plans.setdefault(b.tenant, []).append(self._planned(b))
             rnd.unhealthy = frozenset(s.unhealthy)
         line = rnd.plan
         cfg = self.cfg
