@@ -6,6 +6,7 @@ import copy
 from pathlib import Path
 from typing import Any
 
+from scheduler_app.core.scheduler import Scheduler
 from scheduler_app.sim.engine import Simulation, simulate
 from scheduler_app.sim.invariants import check_result
 from scheduler_app.sim.result import build_result, dump_result
@@ -35,6 +36,29 @@ def run_untimed(scenario: Scenario, policy: str, factory: Any, *,
     for key in ("ticks", "tick_ms_p50", "tick_ms_p99", "tick_ms_max"):
         result["metrics"].pop(key)
     return result
+
+
+def counting_core(*stats: str) -> Any:
+    """The core as it is, summing the tick stats ``stats`` over a run into the class's
+    ``totals`` (a fresh class, so fresh totals, at each call): how an equivalence test
+    proves that what it compares did happen."""
+    class Counting(Scheduler):
+        totals: dict[str, int] = dict.fromkeys(stats, 0)
+
+        def tick(self, now: int, clock: Any = None) -> Any:
+            result = super().tick(now, clock)
+            for stat in stats:
+                self.totals[stat] += int(result.stats.get(stat) or 0)
+            return result
+
+    return Counting
+
+
+def core_keeping_no(attr: str) -> Any:
+    """The core with the memo ``attr`` never kept (always read as None): the reference
+    an equivalence test compares the memo's decisions with."""
+    return type(f"No_{attr}", (Scheduler,), {
+        attr: property(lambda self: None, lambda self, value: None)})
 
 
 def assert_same_runs(scenario: Scenario, policy: str, core: Any, reference: Any, *,

@@ -8,43 +8,23 @@ changes each thing a candidate reads with the cluster otherwise the same."""
 from __future__ import annotations
 
 import dataclasses
-from typing import Any
 
 import pytest
 
-from scheduler_app.core.scheduler import Scheduler
 from scheduler_app.sim.scenario import Scenario, load_scenario, validate_scenario
 from scheduler_app.workloads.synthetic import ADVERSARIAL, generate
 
-from .helpers import ALL_SCENARIOS, assert_same_runs
+from .helpers import ALL_SCENARIOS, assert_same_runs, core_keeping_no, counting_core
 
-
-class _Afresh(Scheduler):
-    """The core that keeps no candidates between ticks."""
-
-    @property
-    def candidates_memo(self) -> None:
-        return None
-
-    @candidates_memo.setter
-    def candidates_memo(self, value: Any) -> None:
-        pass
-
-
-class _Counting(Scheduler):
-    kept = 0
-
-    def tick(self, now: int, clock: Any = None) -> Any:
-        result = super().tick(now, clock)
-        type(self).kept += result.stats.get("candidates_kept", 0)
-        return result
+#: the core that keeps no candidates between ticks
+_Afresh = core_keeping_no("candidates_memo")
 
 
 def _compare(scenario: Scenario, policy: str) -> int:
     """Asserts the same result both ways; returns the ticks that kept the list."""
-    _Counting.kept = 0
-    assert_same_runs(scenario, policy, _Counting, _Afresh)
-    return _Counting.kept
+    counting = counting_core("candidates_kept")
+    assert_same_runs(scenario, policy, counting, _Afresh)
+    return counting.totals["candidates_kept"]
 
 
 @pytest.mark.parametrize("policy", ("full", "priority-kill"))

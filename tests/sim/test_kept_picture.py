@@ -8,47 +8,25 @@ was taken over (the comparison is not vacuous)."""
 from __future__ import annotations
 
 import dataclasses
-from typing import Any
 
 import pytest
 
-from scheduler_app.core.scheduler import Scheduler
 from scheduler_app.sim.scenario import Scenario, load_scenario, validate_scenario
 from scheduler_app.workloads import HeliosParams, import_helios
 from scheduler_app.workloads.helios import TRACE_FILE, default_trace_dir
 from scheduler_app.workloads.synthetic import ADVERSARIAL, generate
 
-from .helpers import ALL_SCENARIOS, assert_same_runs
+from .helpers import ALL_SCENARIOS, assert_same_runs, core_keeping_no, counting_core
 
-
-class _FreshPicture(Scheduler):
-    """The core that never hands a picture on: every tick books its reservations afresh."""
-
-    @property
-    def kept_line(self) -> None:
-        return None
-
-    @kept_line.setter
-    def kept_line(self, value: Any) -> None:
-        pass
-
-
-class _Counting(Scheduler):
-    """The core as it is, counting the ticks that took the last tick's picture over."""
-
-    taken_over = 0
-
-    def tick(self, now: int, clock: Any = None) -> Any:
-        result = super().tick(now, clock)
-        type(self).taken_over += bool(result.stats.get("picture_taken_over"))
-        return result
+#: the core that never hands a picture on: every tick books its reservations afresh
+_FreshPicture = core_keeping_no("kept_line")
 
 
 def _compare(scenario: Scenario, policy: str, *, views: bool = True) -> int:
     """Asserts the same result both ways; returns the ticks that took a picture over."""
-    _Counting.taken_over = 0
-    assert_same_runs(scenario, policy, _Counting, _FreshPicture, views=views)
-    return _Counting.taken_over
+    counting = counting_core("picture_taken_over")
+    assert_same_runs(scenario, policy, counting, _FreshPicture, views=views)
+    return counting.totals["picture_taken_over"]
 
 
 @pytest.mark.parametrize("policy", ("full", "priority-kill"))

@@ -27,7 +27,7 @@ from scheduler_app.core.scheduler import Scheduler
 from scheduler_app.sim.scenario import Scenario, load_scenario, validate_scenario
 from scheduler_app.workloads.synthetic import ADVERSARIAL, generate
 
-from .helpers import ALL_SCENARIOS, assert_same_runs
+from .helpers import ALL_SCENARIOS, assert_same_runs, counting_core
 
 _STATS = ("resumed_past_pushes", "stretches_kept_past_pushes")
 
@@ -41,23 +41,11 @@ class _Unaware(Scheduler):
         self.queues.pushed_since = lambda key, version: None  # type: ignore[method-assign]
 
 
-class _Counting(Scheduler):
-    """The core as it is, counting the walks it skipped although pushes came since."""
-
-    counts: dict[str, int] = {}
-
-    def tick(self, now: int, clock: Any = None) -> Any:
-        result = super().tick(now, clock)
-        for stat in _STATS:
-            type(self).counts[stat] = type(self).counts.get(stat, 0) + result.stats.get(stat, 0)
-        return result
-
-
 def _compare(scenario: Scenario, policy: str) -> dict[str, int]:
     """Asserts the same result both ways; returns the walks skipped despite pushes."""
-    _Counting.counts = {}
-    assert_same_runs(scenario, policy, _Counting, _Unaware)  # reasons and estimates too
-    return dict(_Counting.counts)
+    counting = counting_core(*_STATS)
+    assert_same_runs(scenario, policy, counting, _Unaware)  # reasons and estimates too
+    return counting.totals
 
 
 @pytest.mark.parametrize("policy", ("full", "priority-kill"))
