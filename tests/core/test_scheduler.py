@@ -375,17 +375,21 @@ def test_a_job_behind_the_head_is_told_why_and_when() -> None:
     assert all(est is not None and est >= 1000 for _t, est in sim.estimates["long-a"][:-1])
 
 
-def test_a_job_backfilled_around_the_heads_gpus_does_not_take_its_quota() -> None:
+@pytest.mark.parametrize("mid_limit", [21, None, 10 * 365 * 86400],
+                         ids=["declared", "no-limit", "ten-years"])
+def test_a_job_backfilled_around_the_heads_gpus_does_not_take_its_quota(
+        mid_limit: int | None) -> None:
     """Found by the property test below: three 8-GPU nodes, one team limited to 17 GPUs.
     big (12 GPUs, 4 a node) is reserved at t=10, when small's 5 GPUs come back; mid (6
     GPUs, 21 s) fits on GPUs the reservation does not hold, but with it running big
-    would need 6 + 12 = 18 GPUs of the team's 17 at t=10. mid waits for big's quota."""
+    would need 6 + 12 = 18 GPUs of the team's 17 at t=10. mid waits for big's quota,
+    whatever it declares (declaring no limit, or an absurd one, gains nothing)."""
     sim = Sim(
         nodes({"pod-a": 3}),
         [tenant("team-a", 17, 0)],
         [
             work("big", 12, 10, gpus_per_node=4, max_runtime_s=10, seq=1),
-            work("mid", 6, 21, max_runtime_s=21, seq=2),
+            work("mid", 6, 21, max_runtime_s=mid_limit, seq=2),
             work("small", 5, 10, max_runtime_s=10, seq=3),
         ],
         config=SchedulerConfig(reservation_depth=1),
