@@ -548,7 +548,8 @@ class Scheduler:
                                    "preemption_searches": 0, "preempt_requests": 0,
                                    "search_denied": False, "budget_exhausted": False,
                                    "tick_ms": 0.0}, {}, {})
-        result = Tick(self, now, clock).run()
+        looks = not self.pending_news and self.looks_alone_due(now)
+        result = Tick(self, now, clock, looks_alone=looks).run()
         self._note_quiet(result, now)
         return result
 
@@ -663,6 +664,23 @@ class Scheduler:
             else:
                 hi = mid
         return lo
+
+    def looks_alone_due(self, now: int) -> bool:
+        """At a fixed point but for kept reservations due for their fresh look
+        (``RESERVATION_REFRESH_S``): nothing happened since the last tick (the same state
+        and claims, no timer due) and the walk's order is the same. Such a tick would
+        replan those reservations and, if no fresh plan replaces one, walk the queues to
+        the very answers of the last tick (``Tick(looks_alone=True)`` stops after the
+        first half). On a loaded cluster these are most of the ticks that run: a change of the
+        cluster makes every reservation stale, and they come due two at a time."""
+        fixed = self._fixed
+        if (fixed is None or fixed[0] != self.version or fixed[1] != self.claims_version
+                or fixed[3] is None or fixed[3] > now):
+            return False
+        deadline = self.next_deadline() if self._timers else None
+        if deadline is not None and deadline <= now:
+            return False
+        return self._order_sig(now) == fixed[2]
 
     def next_deadline(self) -> int | None:
         while self._timers and not self._timer_live(self._timers[0]):

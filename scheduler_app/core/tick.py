@@ -376,8 +376,13 @@ class KeptLine:
 class Tick:
     """One run of the loop over a Scheduler's state. Built and run by ``Scheduler.tick``."""
 
-    def __init__(self, sched: Scheduler, now: int, clock: Callable[[], float] | None) -> None:
+    def __init__(self, sched: Scheduler, now: int, clock: Callable[[], float] | None, *,
+                 looks_alone: bool = False) -> None:
         self.s = sched
+        #: a fixed point but for kept reservations due for their fresh look
+        #: (Scheduler.looks_alone_due): the tick ends after them if they are kept as
+        #: they were (:meth:`_kept_as_before`)
+        self.looks_alone = looks_alone
         self.cfg = sched.config
         self.now = now
         self.clock = clock
@@ -544,6 +549,11 @@ class Tick:
         resuming = bool(s.pass_seen)
         if self.policy != "fifo":
             self._keep_reservations()
+            if self.looks_alone and self._kept_as_before():
+                # the walk would find the quota holds of the last tick, too
+                self.quota_holds = dict(s.quota_holds)
+                self.stats["looks_alone"] = len(self.looked)
+                return
         if resuming and self.policy != "fifo":
             self._restore_pass()
         blocked = s.pass_blocked if resuming else {}
@@ -684,6 +694,20 @@ class Tick:
             self.line, self._line_masks, self._line_sig = kept.line, kept.masks, sig
             self.line_version += 1
             self.stats["picture_taken_over"] = True
+
+    def _kept_as_before(self) -> bool:
+        """At a fixed point but for the looks just taken (``looks_alone``): every
+        reservation holds the same GPUs from the same start as the last tick left it (a
+        fresh plan of the same GPUs may tell it in other words: the walk does not read
+        them). The walk would then meet the same state in the same order past the same
+        reservations and find the last tick's answers (no decision, the same reasons and
+        quota holds): it is not run. Phase 4 still runs (a reservation told in other
+        words is a new estimate; a round of estimates may be due)."""
+        s = self.s
+        return (len(self.reserved) == len(s.reserved)
+                and all(b.res is r or (b.res.job_id == r.job_id and b.res.start_s == r.start_s
+                                       and b.res.alloc == r.alloc)
+                        for b, r in zip(self.reserved, s.reserved, strict=True)))
 
     def _count(self, stat: str) -> None:
         self.stats[stat] = self.stats.get(stat, 0) + 1
@@ -1631,17 +1655,7 @@ class Tick:
         job, while planning 300 jobs in one tick at 100,000 jobs would take seconds.
         """
         s = self.s
-        s.reserved = [b.res for b in self.reserved]
-        self._hand_on_line()
-        s.planned_at = self.planned_at
-        s.checked_at = self.checked_at
-        # the plans and looks of this tick saw the cluster as it is now: every start of
-        # the tick respected them (a start can only take GPUs no reservation needs)
-        inputs = s.plan_inputs()
-        for job_id in self.looked:
-            if job_id in self.reserved_ids:
-                self.looked_sig[job_id] = inputs
-        s.looked_sig = self.looked_sig
+        self._hand_on_reservations()
         s.quota_holds = dict(self.quota_holds)
         if not len(s.queues):
             s.estimate_round = None
@@ -1669,6 +1683,21 @@ class Tick:
             s.planned = set(rnd.line)
             s.estimates_version = rnd.version
             s.estimates_at = rnd.started_s
+
+    def _hand_on_reservations(self) -> None:
+        """The tick's reservations, their looks and its picture, for the next tick."""
+        s = self.s
+        s.reserved = [b.res for b in self.reserved]
+        self._hand_on_line()
+        s.planned_at = self.planned_at
+        s.checked_at = self.checked_at
+        # the plans and looks of this tick saw the cluster as it is now: every start of
+        # the tick respected them (a start can only take GPUs no reservation needs)
+        inputs = s.plan_inputs()
+        for job_id in self.looked:
+            if job_id in self.reserved_ids:
+                self.looked_sig[job_id] = inputs
+        s.looked_sig = self.looked_sig
 
     def _estimate_if_new(self, rec: JobRecord, est: StartEstimate | None) -> None:
         old = rec.estimate

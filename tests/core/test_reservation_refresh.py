@@ -11,10 +11,12 @@ from __future__ import annotations
 
 import dataclasses
 from collections import defaultdict
+from typing import Any
 
 import pytest
 
 from scheduler_app.core import tick as tick_module
+from scheduler_app.core.states import JobState
 from scheduler_app.core.tick import RESERVATION_REFRESH_S, Tick
 from scheduler_app.sim.engine import Simulation
 from scheduler_app.sim.scenario import validate_scenario
@@ -136,3 +138,56 @@ def test_a_tick_takes_the_last_picture_over_when_only_the_queue_changed() -> Non
     assert sim.sched.job("head").start_estimate_s == 1000
     sim.run(1100)
     assert sim.started_at("head") == 1000
+
+
+
+def _due_look(ends_early: str) -> tuple[Sim, Any]:
+    """head (16 GPUs: both nodes) is reserved at t=5 from t=5000, when r1 (limit 2000) and
+    r2 (limit 5000) have both reached their limits; ``tail`` is reserved behind it at
+    t=6. At t=20
+    ``ends_early`` ends long before its limit: a change of the cluster, so head's plan is
+    stale and due for a look RESERVATION_REFRESH_S after t=5. Returns the driver after
+    t=30 and the result of the tick at t=35, at which only that look is due."""
+    runtimes = {"r1": 5000, "r2": 5000, ends_early: 20}
+    sim = Sim(nodes({"pod-a": 2}), [tenant("team-a", 16, 16)],
+              [work("r1", 8, runtimes["r1"], max_runtime_s=2000),
+               work("r2", 8, runtimes["r2"], max_runtime_s=5000),
+               work("head", 16, 100, at=5, priority=10, max_runtime_s=100),
+               work("tail", 16, 100, at=6, max_runtime_s=100)])
+    sim.run(30)
+    assert sim.state[ends_early] == JobState.COMPLETED
+    assert sim.sched.reserved[0].job_id == "head"
+    assert sim.sched.reserved[0].start_s == 5000
+    assert sim.sched.looked_at("head", 30) == 5
+    assert sim.sched.looks_alone_due(35)
+    return sim, sim.sched.tick(35)
+
+
+def test_a_tick_due_only_for_a_look_that_keeps_the_plan_walks_no_queue() -> None:
+    # r1 ended: head still needs r2's node, free at r2's limit (t=5000). Its fresh plan
+    # holds the same GPUs from the same start, so the tick records the look and ends
+    # there: the walk would meet what the last tick met (tail is not examined again).
+    sim, result = _due_look("r1")
+    assert result.stats["looks_alone"] == 1
+    assert result.stats["examined"] == 0 and not result.decisions
+    assert sim.sched.looked_at("head", 35) == 35
+    assert sim.sched.reserved[0].start_s == 5000
+    assert sim.sched.job("head").start_estimate_s == 5000
+    # tail, reserved behind head at t=6, is due at t=36: the next tick looks at it alone
+    assert sim.sched.reserved[1].job_id == "tail"
+    assert sim.sched.tick(40).stats["looks_alone"] == 1
+    assert sim.sched.looked_at("tail", 40) == 40
+    # both looked at on this cluster: a fixed point with no look due
+    assert not sim.sched.looks_alone_due(45)
+    assert sim.sched.quiet_until(45, 45) == 45
+
+
+def test_a_tick_due_only_for_a_look_that_finds_a_better_plan_walks_the_queues() -> None:
+    # r2 ended: head's fresh plan takes r2's node now and r1's at r1's limit (t=2000),
+    # earlier than t=5000. The reservation moves, so the tick walks the queues (tail is
+    # examined again, behind the moved reservation).
+    sim, result = _due_look("r2")
+    assert "looks_alone" not in result.stats
+    assert result.stats["examined"] >= 1
+    assert sim.sched.reserved[0].start_s == 2000
+    assert sim.sched.job("head").start_estimate_s == 2000
