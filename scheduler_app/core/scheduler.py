@@ -671,8 +671,9 @@ class Scheduler:
         and claims, no timer due) and the walk's order is the same. Such a tick would
         replan those reservations and, if no fresh plan replaces one, walk the queues to
         the very answers of the last tick (``Tick(looks_alone=True)`` stops after the
-        first half). On a loaded cluster these are most of the ticks that run: a change of the
-        cluster makes every reservation stale, and they come due two at a time."""
+        first half). On a loaded cluster these are many of the ticks that run (a quarter
+        on the anchor window): a change of the cluster makes every reservation stale,
+        and the looks come due two at a time."""
         fixed = self._fixed
         if (fixed is None or fixed[0] != self.version or fixed[1] != self.claims_version
                 or fixed[3] is None or fixed[3] > now):
