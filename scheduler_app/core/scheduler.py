@@ -38,7 +38,7 @@ import bisect
 import hashlib
 import heapq
 from collections import deque
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -57,7 +57,7 @@ from .states import (
     Reason,
     check_transition,
 )
-from .tick import RESERVATION_REFRESH_S, Tick
+from .tick import ESTIMATE_REFRESH_S, RESERVATION_REFRESH_S, Tick
 from .types import (
     TENANT_LIMITS,
     Allocation,
@@ -581,15 +581,44 @@ class Scheduler:
         # and a fixed point needs two ticks that leave the same.
         planned_all = (result.stats.get("reservations_planned", 0)
                        < self.config.reservation_plans_per_tick)
-        if planned_all or sig == self._quiet:
+        round_at = self._round_due(now)
+        if (planned_all or sig == self._quiet) and (round_at is None or round_at > now):
             inputs = self.plan_inputs()
             stale = [self.looked_at(r.job_id, now) for r in self.reserved
                      if self.looked_sig.get(r.job_id) != inputs]
             due = min(stale) + RESERVATION_REFRESH_S if stale else None
+            if round_at is not None:
+                due = round_at if due is None else min(due, round_at)
             self._fixed = (self.version, self.claims_version, sig[2], due)
         else:
             self._fixed = None
         self._quiet = sig
+
+    def _round_due(self, now: int) -> int | None:
+        """When the next tick would start a round of start estimates with nothing else
+        happening (``Tick._new_round``: the state changed since the last round, and a job
+        entered the look-ahead or that round is ESTIMATE_REFRESH_S old); None: not before
+        the state changes. A fixed point holds only until then: a round finished on an
+        older state (a round spans ticks, and jobs arrive meanwhile) would otherwise leave
+        a newcomer's estimate unplanned until the next change of state or of the order."""
+        if (not self.look_ahead or not len(self.queues)
+                or self.version == self.estimates_version):
+            return None
+        reserved = {r.job_id for r in self.reserved}
+        if any(job_id not in self.planned for _t, _ek, job_id in self.look_ahead_jobs(reserved)):
+            return now
+        return self.estimates_at + ESTIMATE_REFRESH_S
+
+    def look_ahead_jobs(self, reserved: set[str]) -> Iterator[tuple[str, Any, str]]:
+        """(tenant, entry key, job id) of the jobs a round of estimates plans: the first
+        ``estimate_lookahead`` jobs of each tenant's queue, but those in ``reserved``."""
+        n = self.config.estimate_lookahead
+        for name in self.tenant_names:
+            for i, (ek, job_id) in enumerate(self.queues.iter_tenant(name)):
+                if i >= n:
+                    break
+                if job_id not in reserved:
+                    yield name, ek, job_id
 
     def _order_sig(self, now: int) -> tuple[Any, ...]:
         """The order the walk would take the heaps in at ``now`` (its first keys). The

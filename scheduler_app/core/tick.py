@@ -1716,15 +1716,8 @@ class Tick:
         s = self.s
         if s.version == s.estimates_version:
             return None
-        n = self.cfg.estimate_lookahead
-        wanted: list[tuple[Any, str]] = []
-        for name in s.tenant_names:
-            for i, (ek, job_id) in enumerate(s.queues.iter_tenant(name)):
-                if i >= n:
-                    break
-                if job_id not in self.reserved_ids:
-                    wanted.append(((s.share_keys.get(name, _ZERO_SHARE), ek), job_id))
-        wanted.sort()
+        wanted = sorted(((s.share_keys.get(name, _ZERO_SHARE), ek), job_id)
+                        for name, ek, job_id in s.look_ahead_jobs(self.reserved_ids))
         newcomer = any(j not in s.planned for _k, j in wanted)
         due = self.now - s.estimates_at >= ESTIMATE_REFRESH_S
         if not (newcomer or due):
