@@ -581,7 +581,7 @@ class Scheduler:
         # and a fixed point needs two ticks that leave the same.
         planned_all = (result.stats.get("reservations_planned", 0)
                        < self.config.reservation_plans_per_tick)
-        round_at = self._round_due(now)
+        round_at = self.round_due(now, {r.job_id for r in self.reserved})
         if (planned_all or sig == self._quiet) and (round_at is None or round_at > now):
             inputs = self.plan_inputs()
             stale = [self.looked_at(r.job_id, now) for r in self.reserved
@@ -594,17 +594,17 @@ class Scheduler:
             self._fixed = None
         self._quiet = sig
 
-    def _round_due(self, now: int) -> int | None:
-        """When the next tick would start a round of start estimates with nothing else
-        happening (``Tick._new_round``: the state changed since the last round, and a job
-        entered the look-ahead or that round is ESTIMATE_REFRESH_S old); None: not before
-        the state changes. A fixed point holds only until then: a round finished on an
-        older state (a round spans ticks, and jobs arrive meanwhile) would otherwise leave
-        a newcomer's estimate unplanned until the next change of state or of the order."""
+    def round_due(self, now: int, reserved: set[str]) -> int | None:
+        """When a tick starts a round of start estimates (``Tick._new_round``), with the
+        jobs ``reserved`` holding reservations: once the state changed since the last
+        round, at once if a job entered the look-ahead, else when that round is
+        ESTIMATE_REFRESH_S old; None: not before the state changes. A fixed point holds
+        only until then: a round finished on an older state (a round spans ticks, and
+        jobs arrive meanwhile) would otherwise leave a newcomer's estimate unplanned
+        until the next change of state or of the order."""
         if (not self.look_ahead or not len(self.queues)
                 or self.version == self.estimates_version):
             return None
-        reserved = {r.job_id for r in self.reserved}
         if any(job_id not in self.planned for _t, _ek, job_id in self.look_ahead_jobs(reserved)):
             return now
         return self.estimates_at + ESTIMATE_REFRESH_S
@@ -671,10 +671,8 @@ class Scheduler:
         """At a fixed point (see above), the last instant in [now, upto] until which ticks
         would decide and change nothing (the simulator skips them), else None. ``upto``
         is the next instant something happens anyway (an event, a timer)."""
-        fixed = self._fixed
-        if (fixed is None or fixed[0] != self.version or fixed[1] != self.claims_version
-                or (self._timers and self.next_deadline() is not None
-                    and self.next_deadline() <= now)):  # type: ignore[operator]
+        fixed = self._fixed_now(now)
+        if fixed is None:
             return None
         version, claims, order, due = fixed
         if due is not None:
@@ -703,14 +701,18 @@ class Scheduler:
         first half). On a loaded cluster these are many of the ticks that run (a quarter
         on the anchor window): a change of the cluster makes every reservation stale,
         and the looks come due two at a time."""
+        fixed = self._fixed_now(now)
+        return (fixed is not None and fixed[3] is not None and fixed[3] <= now
+                and self._order_sig(now) == fixed[2])
+
+    def _fixed_now(self, now: int) -> tuple[int, int, tuple[Any, ...], int | None] | None:
+        """The fixed point the last tick found, if the state and the claims are still as
+        it saw them and no timer is due at ``now`` (else None)."""
         fixed = self._fixed
-        if (fixed is None or fixed[0] != self.version or fixed[1] != self.claims_version
-                or fixed[3] is None or fixed[3] > now):
-            return False
+        if fixed is None or fixed[0] != self.version or fixed[1] != self.claims_version:
+            return None
         deadline = self.next_deadline() if self._timers else None
-        if deadline is not None and deadline <= now:
-            return False
-        return self._order_sig(now) == fixed[2]
+        return None if deadline is not None and deadline <= now else fixed
 
     def next_deadline(self) -> int | None:
         while self._timers and not self._timer_live(self._timers[0]):

@@ -1711,17 +1711,15 @@ class Tick:
 
         Planning replays the running jobs' releases (costly at scale), so the look-ahead
         is replanned only when something changed and either a job entered it or the last
-        round is ESTIMATE_REFRESH_S old. Nothing changed: not even the look-ahead is walked.
+        round is ESTIMATE_REFRESH_S old (``Scheduler.round_due``, which the fixed points read
+        too). Nothing changed: not even the look-ahead is walked.
         """
         s = self.s
-        if s.version == s.estimates_version:
+        due = s.round_due(self.now, self.reserved_ids)
+        if due is None or due > self.now:
             return None
         wanted = sorted(((s.share_keys.get(name, _ZERO_SHARE), ek), job_id)
                         for name, ek, job_id in s.look_ahead_jobs(self.reserved_ids))
-        newcomer = any(j not in s.planned for _k, j in wanted)
-        due = self.now - s.estimates_at >= ESTIMATE_REFRESH_S
-        if not (newcomer or due):
-            return None
         return EstimateRound(line=[j for _k, j in wanted], version=s.version,
                              started_s=self.now)
 
