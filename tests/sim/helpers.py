@@ -72,6 +72,16 @@ def assert_same_runs(scenario: Scenario, policy: str, core: Any, reference: Any,
     assert got == want
 
 
+def assert_same_counting(scenario: Scenario, policy: str, reference: Any, *stats: str,
+                         views: bool = True) -> dict[str, int]:
+    """``assert_same_runs`` of the core as it is against ``reference``; returns the tick
+    stats ``stats`` summed over the core's run (the proof that what the reference lacks
+    did happen, so the comparison is not vacuous)."""
+    counting = counting_core(*stats)
+    assert_same_runs(scenario, policy, counting, reference, views=views)
+    return counting.totals
+
+
 BASE: dict[str, Any] = {
     "name": "t",
     "until_s": 1000,

@@ -14,7 +14,7 @@ import pytest
 from scheduler_app.sim.scenario import Scenario, load_scenario, validate_scenario
 from scheduler_app.workloads.synthetic import ADVERSARIAL, generate
 
-from .helpers import ALL_SCENARIOS, assert_same_runs, core_keeping_no, counting_core
+from .helpers import ALL_SCENARIOS, assert_same_counting, core_keeping_no
 
 #: the core that keeps no candidates between ticks
 _Afresh = core_keeping_no("candidates_memo")
@@ -22,9 +22,7 @@ _Afresh = core_keeping_no("candidates_memo")
 
 def _compare(scenario: Scenario, policy: str) -> int:
     """Asserts the same result both ways; returns the ticks that kept the list."""
-    counting = counting_core("candidates_kept")
-    assert_same_runs(scenario, policy, counting, _Afresh)
-    return counting.totals["candidates_kept"]
+    return assert_same_counting(scenario, policy, _Afresh, "candidates_kept")["candidates_kept"]
 
 
 @pytest.mark.parametrize("policy", ("full", "priority-kill"))

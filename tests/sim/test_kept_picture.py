@@ -16,7 +16,7 @@ from scheduler_app.workloads import HeliosParams, import_helios
 from scheduler_app.workloads.helios import TRACE_FILE, default_trace_dir
 from scheduler_app.workloads.synthetic import ADVERSARIAL, generate
 
-from .helpers import ALL_SCENARIOS, assert_same_runs, core_keeping_no, counting_core
+from .helpers import ALL_SCENARIOS, assert_same_counting, core_keeping_no
 
 #: the core that never hands a picture on: every tick books its reservations afresh
 _FreshPicture = core_keeping_no("kept_line")
@@ -24,9 +24,8 @@ _FreshPicture = core_keeping_no("kept_line")
 
 def _compare(scenario: Scenario, policy: str, *, views: bool = True) -> int:
     """Asserts the same result both ways; returns the ticks that took a picture over."""
-    counting = counting_core("picture_taken_over")
-    assert_same_runs(scenario, policy, counting, _FreshPicture, views=views)
-    return counting.totals["picture_taken_over"]
+    return assert_same_counting(scenario, policy, _FreshPicture, "picture_taken_over",
+                                views=views)["picture_taken_over"]
 
 
 @pytest.mark.parametrize("policy", ("full", "priority-kill"))

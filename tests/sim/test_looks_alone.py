@@ -16,7 +16,7 @@ from scheduler_app.sim.scenario import Scenario, load_scenario, validate_scenari
 from scheduler_app.workloads import HeliosParams, import_helios
 from scheduler_app.workloads.helios import TRACE_FILE, default_trace_dir
 
-from .helpers import ALL_SCENARIOS, assert_same_runs, counting_core
+from .helpers import ALL_SCENARIOS, assert_same_counting
 
 
 class _WholeTicks(Scheduler):
@@ -28,9 +28,8 @@ class _WholeTicks(Scheduler):
 
 def _compare(scenario: Scenario, policy: str, *, views: bool = True) -> int:
     """Asserts the same result both ways; returns the ticks that ended after the looks."""
-    counting = counting_core("looks_alone")
-    assert_same_runs(scenario, policy, counting, _WholeTicks, views=views)
-    return counting.totals["looks_alone"]
+    return assert_same_counting(scenario, policy, _WholeTicks, "looks_alone",
+                                views=views)["looks_alone"]
 
 
 @pytest.mark.parametrize("policy", ("full", "priority-kill"))

@@ -27,7 +27,7 @@ from scheduler_app.core.scheduler import Scheduler
 from scheduler_app.sim.scenario import Scenario, load_scenario, validate_scenario
 from scheduler_app.workloads.synthetic import ADVERSARIAL, generate
 
-from .helpers import ALL_SCENARIOS, assert_same_runs, counting_core
+from .helpers import ALL_SCENARIOS, assert_same_counting
 
 _STATS = ("resumed_past_pushes", "stretches_kept_past_pushes")
 
@@ -43,9 +43,7 @@ class _Unaware(Scheduler):
 
 def _compare(scenario: Scenario, policy: str) -> dict[str, int]:
     """Asserts the same result both ways; returns the walks skipped despite pushes."""
-    counting = counting_core(*_STATS)
-    assert_same_runs(scenario, policy, counting, _Unaware)  # reasons and estimates too
-    return counting.totals
+    return assert_same_counting(scenario, policy, _Unaware, *_STATS)  # reasons, estimates too
 
 
 @pytest.mark.parametrize("policy", ("full", "priority-kill"))
