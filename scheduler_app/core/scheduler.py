@@ -581,12 +581,13 @@ class Scheduler:
         # and a fixed point needs two ticks that leave the same.
         planned_all = (result.stats.get("reservations_planned", 0)
                        < self.config.reservation_plans_per_tick)
-        round_at = self.round_due(now, {r.job_id for r in self.reserved})
-        if (planned_all or sig == self._quiet) and (round_at is None or round_at > now):
+        if planned_all or sig == self._quiet:
             inputs = self.plan_inputs()
             stale = [self.looked_at(r.job_id, now) for r in self.reserved
                      if self.looked_sig.get(r.job_id) != inputs]
             due = min(stale) + RESERVATION_REFRESH_S if stale else None
+            # a round of estimates due ends it too (a tick then runs phase 4 as well)
+            round_at = self.round_due(now, {r.job_id for r in self.reserved})
             if round_at is not None:
                 due = round_at if due is None else min(due, round_at)
             self._fixed = (self.version, self.claims_version, sig[2], due)
@@ -694,13 +695,14 @@ class Scheduler:
 
     def looks_alone_due(self, now: int) -> bool:
         """At a fixed point but for kept reservations due for their fresh look
-        (``RESERVATION_REFRESH_S``): nothing happened since the last tick (the same state
-        and claims, no timer due) and the walk's order is the same. Such a tick would
-        replan those reservations and, if no fresh plan replaces one, walk the queues to
-        the very answers of the last tick (``Tick(looks_alone=True)`` stops after the
-        first half). On a loaded cluster these are many of the ticks that run (a quarter
-        on the anchor window): a change of the cluster makes every reservation stale,
-        and the looks come due two at a time."""
+        (``RESERVATION_REFRESH_S``) or a round of estimates due (``round_due``): nothing
+        happened since the last tick (the same state and claims, no timer due) and the
+        walk's order is the same. Such a tick would replan those reservations and, if no
+        fresh plan replaces one, walk the queues to the very answers of the last tick
+        (``Tick(looks_alone=True)`` skips that walk; phase 4 still runs). On a loaded
+        cluster these are many of the ticks that run (a quarter on the anchor window): a
+        change of the cluster makes every reservation stale, and the looks come due two
+        at a time."""
         fixed = self._fixed_now(now)
         return (fixed is not None and fixed[3] is not None and fixed[3] <= now
                 and self._order_sig(now) == fixed[2])

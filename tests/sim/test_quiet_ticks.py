@@ -128,7 +128,7 @@ def test_a_fixed_point_holds_only_until_a_round_of_estimates_would_start() -> No
     # A round of estimates plans two jobs a tick: q2..q4 (q1 holds the one reservation)
     # take the ticks at t=1 and t=6. q5 arrives at t=6, while that round is on, so it is
     # not in it. A tick that runs in full at t=10 starts a round for the newcomer; the
-    # tick at t=6 is no fixed point for that reason, and a quiet t=10 would leave q5
+    # fixed point found at t=6 holds only until then, and a quiet t=10 would leave q5
     # without an estimate until the next change of state or of the fair-share order.
     config = dataclasses.replace(SchedulerConfig(), reservation_depth=1,
                                  estimate_plans_per_tick=2)
@@ -156,3 +156,4 @@ def test_the_cores_fixed_points_change_no_estimate_on_a_loaded_helios_day() -> N
     scenario = validate_scenario(import_helios(HeliosParams(
         from_day=102, days=1, arrival_compression=2.2, capacity_scale=0.3, drain_s=3600)))
     assert_same(*_shortcuts_and_whole_ticks(scenario, "full", views=True))
+
