@@ -157,3 +157,22 @@ def test_the_cores_fixed_points_change_no_estimate_on_a_loaded_helios_day() -> N
         from_day=102, days=1, arrival_compression=2.2, capacity_scale=0.3, drain_s=3600)))
     assert_same(*_shortcuts_and_whole_ticks(scenario, "full", views=True))
 
+
+@pytest.mark.slow
+@pytest.mark.skipif(not (default_trace_dir() / TRACE_FILE).exists(),
+                    reason="Helios trace not present")
+@pytest.mark.parametrize("settings", (
+    {"reservation_plans_per_tick": 0},  # no look is ever taken: stale plans stay due
+    {"estimate_lookahead": 0},  # rounds of estimates with nothing in them
+    {"estimate_plans_per_tick": 1, "estimate_lookahead": 50},  # rounds over many ticks
+    {"reservation_plans_per_tick": 1, "reservation_depth": 1},
+), ids=lambda s: ",".join(f"{k}={v}" for k, v in s.items()))
+def test_the_cores_shortcuts_hold_at_the_edges_of_the_settings(settings) -> None:
+    """An operator's extreme values for the settings the fixed points and the looks
+    alone read: the same decisions, estimates and reasons as a core that runs every tick
+    in full, on the loaded Helios day with the look-ahead on."""
+    scenario = validate_scenario(import_helios(HeliosParams(
+        from_day=102, days=1, arrival_compression=2.2, capacity_scale=0.3, drain_s=3600)))
+    scenario = dataclasses.replace(
+        scenario, settings=tuple(sorted({**dict(scenario.settings), **settings}.items())))
+    assert_same(*_shortcuts_and_whole_ticks(scenario, "full", views=True))
