@@ -45,6 +45,7 @@ from typing import Any
 from .capacity import Capacity
 from .fairshare import FairShare, ShareKey
 from .gates import Doomed, Gates
+from .layers import Layer, Lender
 from .queues import JobQueues
 from .records import JobRecord, ReclaimClaim, StartEstimate, TickResult
 from .reservation import Release, Reservation
@@ -176,24 +177,38 @@ class ReleaseIndex:
         #: never changed in place, so a copy of the dict is a picture of this instant
         #: (the tick's line takes one instead of rebuilding it from every release)
         self.on_node: dict[str, frozenset[str]] = {}
+        #: the two maps lent to pictures (``lend``): told of each key before it changes
+        self._by_job_lender = Lender(self._by_job)
+        self._on_node_lender = Lender(self.on_node)
 
     def set(self, job_id: str, end_s: int | None, alloc: Allocation | None) -> None:
+        old = self._by_job.get(job_id)
+        if (old is not None and old.end_s == end_s
+                and (old.alloc is alloc or old.alloc == alloc)):
+            # unchanged (a checkpoint, a move within the holding states): the same Release
+            # object and list stay, and with them the mask caches and pictures keyed on them
+            return
         self.discard(job_id)
         if end_s is None or not alloc:
             return
         key = (end_s, job_id)
         i = bisect.bisect_left(self._keys, key)
         self._keys.insert(i, key)
+        self._by_job_lender.before_change(job_id)
         release = self._by_job[job_id] = Release(end_s=end_s, job_id=job_id, alloc=alloc)
         if self._list is not None:  # a new list object: holders of the old one keep it
             self._list = self._list.copy()
             self._list.insert(i, release)
-        on_node = self.on_node
+        on_node, lender = self.on_node, self._on_node_lender
         for n in alloc:
+            lender.before_change(n)
             on_node[n] = on_node.get(n, frozenset()) | {job_id}
         self.digest = (self.digest + picture_part("r", job_id, end_s)) % PICTURE_MOD
 
     def discard(self, job_id: str) -> None:
+        if job_id not in self._by_job:
+            return
+        self._by_job_lender.before_change(job_id)
         old = self._by_job.pop(job_id, None)
         if old is not None:
             i = bisect.bisect_left(self._keys, (old.end_s, job_id))
@@ -202,8 +217,9 @@ class ReleaseIndex:
             if self._list is not None:  # the same index: the list follows the keys
                 self._list = self._list.copy()
                 del self._list[i]
-            on_node = self.on_node
+            on_node, lender = self.on_node, self._on_node_lender
             for n in old.alloc:
+                lender.before_change(n)
                 left = on_node.get(n, frozenset()) - {job_id}
                 if left:
                     on_node[n] = left
@@ -221,6 +237,20 @@ class ReleaseIndex:
     def items(self) -> Iterable[tuple[int, str, Allocation]]:
         for end_s, job_id in self._keys:
             yield end_s, job_id, self._by_job[job_id].alloc
+
+    def by_job_map(self) -> Mapping[str, Release]:
+        """job id -> its release: the index's own map, to read only."""
+        return self._by_job
+
+    def journals_alive(self) -> int:
+        """The lent pictures' journals the index still writes to (by job and by node)."""
+        return self._by_job_lender.alive() + self._on_node_lender.alive()
+
+    def lend(self) -> tuple[Layer, Layer]:
+        """The maps by job (job id -> Release) and by node (``on_node``) as at this
+        instant, for a picture to change (``layers``): later changes of the index do not
+        show through, and the picture's do not reach the index."""
+        return self._by_job_lender.lend(), self._on_node_lender.lend()
 
     def releases(self) -> list[Release]:
         """The releases in (end_s, job_id) order: the same list object until one changes

@@ -108,6 +108,7 @@ from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 from .capacity import lowest_bits, mask_of
+from .layers import Layer
 from .placement import find_placement
 from .preemption import (
     Candidate,
@@ -216,15 +217,15 @@ class _Line:
     the cluster: each planned job holds its GPUs from now and gives them back at its
     declared end, so the jobs behind it plan around it."""
 
-    def __init__(self, releases: list[Release], cap: Any,
-                 on_node: dict[str, frozenset[str]]) -> None:
-        """``on_node``: ``ReleaseIndex.on_node`` when ``releases`` were taken from it
-        (copied: its sets are replaced, never changed, so the copy keeps this instant)."""
+    def __init__(self, releases: list[Release], cap: Any, lent: tuple[Layer, Layer]) -> None:
+        """``lent``: ``ReleaseIndex.lend()`` when ``releases`` were taken from it: its
+        maps by job and by node as at this instant, this picture's changes kept apart
+        (``layers``)."""
         self.releases = releases
         self.cap = cap
-        self.by_id = {r.job_id: r for r in releases}
-        #: node -> the releases giving GPUs back there (sets replaced, never changed)
-        self.on_node: dict[str, frozenset[str]] = dict(on_node)
+        #: job -> its release; node -> the releases giving GPUs back there (sets
+        #: replaced, never changed)
+        self.by_id, self.on_node = lent
 
     def hold(self, job_id: str, alloc: Allocation, end: int | None,
              masks: dict[str, int] | None = None) -> None:
@@ -1080,7 +1081,8 @@ class Tick:
         GPUs from now to its declared end."""
         if self.line is None:
             s = self.s
-            self.line = _Line(list(self.release_list()), s.cap.clone(), s.releases.on_node)
+            self.line = _Line(list(self.release_list()), s.cap.clone(),
+                              s.releases.lend())
             self._line_masks = {}
             self._line_sig = s.picture_sig()
             self.line_version += 1
@@ -1726,7 +1728,8 @@ class Tick:
     def _plan_in_line(self, rnd: EstimateRound) -> None:
         s = self.s
         if rnd.plan is None:  # the round's first tick: its picture of the cluster
-            rnd.plan = _Line(list(self.release_list()), s.cap.clone(), s.releases.on_node)
+            rnd.plan = _Line(list(self.release_list()), s.cap.clone(),
+                              s.releases.lend())
             for b in self.reserved:
                 rnd.plan.hold(b.res.job_id, b.res.alloc, self._res_end(b.res), b.masks)
                 rnd.team_plans.setdefault(b.tenant, []).append(self._planned(b))
