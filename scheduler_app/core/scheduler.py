@@ -78,6 +78,9 @@ LEAVING_STATES = frozenset({S.PREEMPT_REQUESTED, S.CHECKPOINTING})
 #: one job's timers due at one instant fire in this order (the order they are armed in)
 _TIMER_RANK = {"placing": 0, "limit": 1, "grace": 2}
 POLICIES = ("full", "fifo", "priority-kill")
+#: checkpoints whose jobs the scheduler remembers (Scheduler.checkpointed): more between two
+#: preemption searches and the tick builds its candidates again
+CHECKPOINTS_REMEMBERED = 4096
 
 
 @dataclass(frozen=True, slots=True)
@@ -413,6 +416,9 @@ class Scheduler:
         self.candidates_memo: tuple[int, int, int, list[Any]] | None = None
         #: checkpoints reported (a checkpoint changes a candidate, not cluster_version)
         self.checkpoints = 0
+        #: the jobs of the last checkpoints reported, oldest first: a tick brings the last
+        #: candidates up to date with these instead of building them all again
+        self.checkpointed: deque[str] = deque(maxlen=CHECKPOINTS_REMEMBERED)
         # the fixed-point detection of tick() (see _note_quiet): the signature of the last
         # quiet tick, the fixed point found, and when the state last changed
         self._quiet: tuple[Any, ...] | None = None
@@ -471,6 +477,7 @@ class Scheduler:
         rec.last_checkpoint_s = now
         rec.resume_pointer = resume_pointer
         self.checkpoints += 1
+        self.checkpointed.append(job_id)
         assert rec.state is not None
         self._move(rec, rec.state, Reason.CHECKPOINTED, now,
                    detail={"resume_pointer": resume_pointer})

@@ -5,6 +5,8 @@ checkpoint reported, and a preemption leaving the last day (what the daily cap c
 
 from __future__ import annotations
 
+from collections import deque
+
 from scheduler_app.core.records import DAY_S
 from scheduler_app.core.states import JobState
 from scheduler_app.core.tick import Tick
@@ -55,3 +57,28 @@ def test_a_checkpoint_reaches_the_kept_candidates() -> None:
     sim.sched.report_checkpoint("victim", now + 5, {"step": 1})
     assert before != now + 5
     assert _candidate(sim, now + 10).last_checkpoint_s == now + 5
+
+
+def test_a_checkpoint_updates_the_kept_candidates_in_place_of_a_rebuild() -> None:
+    sim = _preempted_once()
+    now = 4000
+    before = _candidate(sim, now)
+    sim.sched.report_checkpoint("victim", now + 5, {"step": 1})
+    tick = Tick(sim.sched, now + 10, None)
+    (after,) = [c for c in tick.candidates() if c.spec.id == "victim"]
+    assert tick.stats.get("candidates_checkpointed") == 1
+    assert after.last_checkpoint_s == now + 5 and after.alloc is before.alloc
+    assert sim.sched.candidates[after.spec.id] is after  # the next update finds it
+
+
+def test_more_checkpoints_than_remembered_build_the_candidates_again() -> None:
+    sim = _preempted_once()
+    now = 4000
+    _candidate(sim, now)
+    sim.sched.checkpointed = deque(maxlen=1)  # remembers only the last one
+    sim.sched.report_checkpoint("victim", now + 5, {"step": 1})
+    sim.sched.report_checkpoint("victim", now + 6, {"step": 2})
+    tick = Tick(sim.sched, now + 10, None)
+    (after,) = [c for c in tick.candidates() if c.spec.id == "victim"]
+    assert "candidates_checkpointed" not in tick.stats and "candidates_kept" not in tick.stats
+    assert after.last_checkpoint_s == now + 6
