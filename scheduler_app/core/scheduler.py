@@ -392,9 +392,11 @@ class Scheduler:
         self.estimates_at = now
         self.planned: set[str] = set()
         self.estimate_round: Any = None  # tick.EstimateRound in progress, if any
-        #: plan the look-ahead's start estimates (phase 4's rounds). Estimates are not
-        #: decisions: a simulation that records none (the benchmarks, what-if) turns this
-        #: off, and the reserved jobs' and quota holders' estimates are still published
+        #: plan the look-ahead's start estimates (phase 4's rounds), and tell the jobs
+        #: behind where the walk left a heap that they wait behind higher-ranked ones
+        #: (Tick._behind). Neither is a decision: a simulation that records no view (the
+        #: benchmarks, what-if) turns this off, and the reserved jobs' and quota holders'
+        #: estimates, and the examined jobs' reasons, are still published
         self.look_ahead = True
         #: heap key -> (job the walk left it at, the heap's last push then, the jobs it
         #: walked with their entries' stamps, the last one's entry key or None at the

@@ -763,6 +763,8 @@ class Tick:
         pushes at every tick, mostly at its far end; walking the stretch again at each
         tick cost more than half the heap traversals of a tick on a busy hour."""
         s = self.s
+        if not s.look_ahead:
+            return  # no view is kept (a benchmark, a what-if): nobody reads these reasons
         q = s.queues
         mark = s.behind_marks.get(key)
         n = self.cfg.estimate_lookahead
