@@ -6,15 +6,32 @@ import copy
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from scheduler_app.core.scheduler import Scheduler
 from scheduler_app.sim.engine import Simulation, simulate
 from scheduler_app.sim.invariants import check_result
 from scheduler_app.sim.result import build_result, dump_result
 from scheduler_app.sim.scenario import Scenario, validate_scenario
+from scheduler_app.workloads import HeliosParams, import_helios
+from scheduler_app.workloads.helios import TRACE_FILE, default_trace_dir
 
 REPO = Path(__file__).resolve().parents[2]
 SHARED_SCENARIOS = REPO.parent / "shared" / "scenarios"
 EXAMPLE_SCENARIOS = REPO / "scenarios" / "examples"
+
+
+#: a test that reads the Helios trace (skipped where it is not present)
+needs_helios_trace = pytest.mark.skipif(not (default_trace_dir() / TRACE_FILE).exists(),
+                                        reason="Helios trace not present")
+
+
+def loaded_helios_day() -> Scenario:
+    """Venus day 102 at 0.3 of its capacity with arrivals compressed 2.2x: the loaded day
+    the tests comparing two cores run (teams borrow and are reclaimed from, reservations
+    are kept over quiet stretches, refreshed, replaced and started)."""
+    return validate_scenario(import_helios(HeliosParams(
+        from_day=102, days=1, arrival_compression=2.2, capacity_scale=0.3, drain_s=3600)))
 
 
 def scenario_dir() -> Path:

@@ -12,11 +12,9 @@ from typing import Any
 import pytest
 
 from scheduler_app.core.scheduler import Scheduler
-from scheduler_app.sim.scenario import Scenario, load_scenario, validate_scenario
-from scheduler_app.workloads import HeliosParams, import_helios
-from scheduler_app.workloads.helios import TRACE_FILE, default_trace_dir
+from scheduler_app.sim.scenario import Scenario, load_scenario
 
-from .helpers import ALL_SCENARIOS, assert_same_counting
+from .helpers import ALL_SCENARIOS, assert_same_counting, loaded_helios_day, needs_helios_trace
 
 
 class _RebuiltAfterCheckpoints(Scheduler):
@@ -41,12 +39,10 @@ def test_candidates_updated_for_checkpoints_change_no_decision(path: Any, policy
 
 
 @pytest.mark.slow
-@pytest.mark.skipif(not (default_trace_dir() / TRACE_FILE).exists(),
-                    reason="Helios trace not present")
+@needs_helios_trace
 @pytest.mark.parametrize("policy", ("full", "priority-kill"))
 def test_candidates_updated_for_checkpoints_on_a_loaded_helios_day(policy: str) -> None:
     """Venus day 102 at 0.3 of its capacity with arrivals compressed 2.2x: teams borrow
     and are reclaimed from while their jobs checkpoint."""
-    scenario = validate_scenario(import_helios(HeliosParams(
-        from_day=102, days=1, arrival_compression=2.2, capacity_scale=0.3, drain_s=3600)))
+    scenario = loaded_helios_day()
     assert _compare(scenario, policy) > 0

@@ -12,11 +12,15 @@ import dataclasses
 import pytest
 
 from scheduler_app.sim.scenario import Scenario, load_scenario, validate_scenario
-from scheduler_app.workloads import HeliosParams, import_helios
-from scheduler_app.workloads.helios import TRACE_FILE, default_trace_dir
 from scheduler_app.workloads.synthetic import ADVERSARIAL, generate
 
-from .helpers import ALL_SCENARIOS, assert_same_counting, core_keeping_no
+from .helpers import (
+    ALL_SCENARIOS,
+    assert_same_counting,
+    core_keeping_no,
+    loaded_helios_day,
+    needs_helios_trace,
+)
 
 #: the core that never hands a picture on: every tick books its reservations afresh
 _FreshPicture = core_keeping_no("kept_line")
@@ -52,11 +56,9 @@ def test_a_kept_picture_changes_no_decision_on_a_busy_half_hour(policy) -> None:
 
 
 @pytest.mark.slow
-@pytest.mark.skipif(not (default_trace_dir() / TRACE_FILE).exists(),
-                    reason="Helios trace not present")
+@needs_helios_trace
 def test_a_kept_picture_changes_no_decision_on_a_loaded_helios_day() -> None:
     """Venus day 102 at 0.3 of its capacity with arrivals compressed 2.2x: reservations
     kept over many quiet stretches, refreshed, replaced and started."""
-    scenario = validate_scenario(import_helios(HeliosParams(
-        from_day=102, days=1, arrival_compression=2.2, capacity_scale=0.3, drain_s=3600)))
+    scenario = loaded_helios_day()
     assert _compare(scenario, "full") > 100

@@ -12,11 +12,9 @@ from typing import Any
 import pytest
 
 from scheduler_app.core.scheduler import Scheduler
-from scheduler_app.sim.scenario import Scenario, load_scenario, validate_scenario
-from scheduler_app.workloads import HeliosParams, import_helios
-from scheduler_app.workloads.helios import TRACE_FILE, default_trace_dir
+from scheduler_app.sim.scenario import Scenario, load_scenario
 
-from .helpers import ALL_SCENARIOS, assert_same_counting
+from .helpers import ALL_SCENARIOS, assert_same_counting, loaded_helios_day, needs_helios_trace
 
 
 class _WholeTicks(Scheduler):
@@ -46,13 +44,11 @@ def test_the_scenarios_do_end_ticks_after_the_looks() -> None:
 
 
 @pytest.mark.slow
-@pytest.mark.skipif(not (default_trace_dir() / TRACE_FILE).exists(),
-                    reason="Helios trace not present")
+@needs_helios_trace
 @pytest.mark.parametrize("views", (True, False))
 def test_a_tick_of_looks_alone_changes_no_decision_on_a_loaded_helios_day(views: bool) -> None:
     """Venus day 102 at 0.3 of its capacity with arrivals compressed 2.2x: reservations
     kept over many quiet stretches, their plans gone stale as jobs end before their
     limits."""
-    scenario = validate_scenario(import_helios(HeliosParams(
-        from_day=102, days=1, arrival_compression=2.2, capacity_scale=0.3, drain_s=3600)))
+    scenario = loaded_helios_day()
     assert _compare(scenario, "full", views=views) > 100

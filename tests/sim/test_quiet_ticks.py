@@ -15,13 +15,11 @@ from scheduler_app.core.types import SchedulerConfig
 from scheduler_app.sim.engine import Simulation
 from scheduler_app.sim.result import build_result
 from scheduler_app.sim.scenario import Scenario, load_scenario, validate_scenario
-from scheduler_app.workloads import HeliosParams, import_helios
-from scheduler_app.workloads.helios import TRACE_FILE, default_trace_dir
 from scheduler_app.workloads.synthetic import ADVERSARIAL, generate
 from tests.core.builders import nodes, tenant
 from tests.core.test_scheduler import Sim, work
 
-from .helpers import EXAMPLE_SCENARIOS, scenario_dir
+from .helpers import EXAMPLE_SCENARIOS, loaded_helios_day, needs_helios_trace, scenario_dir
 
 POLICIES = ("full", "fifo", "priority-kill")
 
@@ -59,15 +57,13 @@ def test_skipping_quiet_ticks_changes_no_decision(path, policy) -> None:
 
 
 @pytest.mark.slow
-@pytest.mark.skipif(not (default_trace_dir() / TRACE_FILE).exists(),
-                    reason="Helios trace not present")
+@needs_helios_trace
 @pytest.mark.parametrize("policy", POLICIES)
 def test_skipping_quiet_ticks_changes_no_decision_on_a_loaded_helios_day(policy) -> None:
     """Venus day 102 at 0.3 of its capacity with arrivals compressed 2.2x (609 jobs, an
     offered load near 3): preemptions, reservations, quota waits and fair-share reorders
     at every step."""
-    scenario = validate_scenario(import_helios(HeliosParams(
-        from_day=102, days=1, arrival_compression=2.2, capacity_scale=0.3, drain_s=3600)))
+    scenario = loaded_helios_day()
     skipping, every, skipped = both(scenario, policy)
     assert skipped > 1000  # it did skip (the comparison is not vacuous)
     assert_same(skipping, every)
@@ -147,20 +143,17 @@ def test_a_fixed_point_holds_only_until_a_round_of_estimates_would_start() -> No
 
 
 @pytest.mark.slow
-@pytest.mark.skipif(not (default_trace_dir() / TRACE_FILE).exists(),
-                    reason="Helios trace not present")
+@needs_helios_trace
 def test_the_cores_fixed_points_change_no_estimate_on_a_loaded_helios_day() -> None:
     """The same day with the look-ahead on: a round of estimates finished on an older
     state (jobs arrived during it) left the newcomers unplanned through the quiet ticks
     that followed, until the fair-share order moved (found by this test)."""
-    scenario = validate_scenario(import_helios(HeliosParams(
-        from_day=102, days=1, arrival_compression=2.2, capacity_scale=0.3, drain_s=3600)))
+    scenario = loaded_helios_day()
     assert_same(*_shortcuts_and_whole_ticks(scenario, "full", views=True))
 
 
 @pytest.mark.slow
-@pytest.mark.skipif(not (default_trace_dir() / TRACE_FILE).exists(),
-                    reason="Helios trace not present")
+@needs_helios_trace
 @pytest.mark.parametrize("settings", (
     {"reservation_plans_per_tick": 0},  # no look is ever taken: stale plans stay due
     {"estimate_lookahead": 0},  # rounds of estimates with nothing in them
@@ -171,8 +164,7 @@ def test_the_cores_shortcuts_hold_at_the_edges_of_the_settings(settings) -> None
     """An operator's extreme values for the settings the fixed points and the looks
     alone read: the same decisions, estimates and reasons as a core that runs every tick
     in full, on the loaded Helios day with the look-ahead on."""
-    scenario = validate_scenario(import_helios(HeliosParams(
-        from_day=102, days=1, arrival_compression=2.2, capacity_scale=0.3, drain_s=3600)))
+    scenario = loaded_helios_day()
     scenario = dataclasses.replace(
         scenario, settings=tuple(sorted({**dict(scenario.settings), **settings}.items())))
     assert_same(*_shortcuts_and_whole_ticks(scenario, "full", views=True))

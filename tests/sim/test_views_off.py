@@ -12,11 +12,9 @@ import pytest
 
 from scheduler_app.sim.engine import Simulation
 from scheduler_app.sim.result import build_result
-from scheduler_app.sim.scenario import Scenario, load_scenario, validate_scenario
-from scheduler_app.workloads import HeliosParams, import_helios
-from scheduler_app.workloads.helios import TRACE_FILE, default_trace_dir
+from scheduler_app.sim.scenario import Scenario, load_scenario
 
-from .helpers import ALL_SCENARIOS
+from .helpers import ALL_SCENARIOS, loaded_helios_day, needs_helios_trace
 
 #: what a run without views does not record (its metrics count ticks and their timings)
 _VIEWS = ("start_estimates", "pending_reasons")
@@ -43,9 +41,7 @@ def test_a_run_without_views_decides_as_one_with_them(path: Any, policy: str) ->
 
 
 @pytest.mark.slow
-@pytest.mark.skipif(not (default_trace_dir() / TRACE_FILE).exists(),
-                    reason="Helios trace not present")
+@needs_helios_trace
 def test_a_run_without_views_decides_as_one_with_them_on_a_loaded_helios_day() -> None:
-    scenario = validate_scenario(import_helios(HeliosParams(
-        from_day=102, days=1, arrival_compression=2.2, capacity_scale=0.3, drain_s=3600)))
+    scenario = loaded_helios_day()
     _assert_same(scenario, "full")
