@@ -105,13 +105,25 @@ class VictimCost:
                 f" = {_hours(self.cost_s * gpus)}")
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, eq=False)
 class PreemptionPlan:
     head_id: str
     victims: tuple[VictimCost, ...]
     placement: Allocation  # where the head goes once the victims have exited
-    weighed: tuple[VictimCost, ...]  # every candidate, chosen or not, and why
+    #: every candidate, chosen or not, and why (``weighed``): written when read, since
+    #: only a view reads it (the log's detail) and it sorts and words every candidate
+    weigh: Callable[[], tuple[VictimCost, ...]]
     why: str
+
+    @property
+    def weighed(self) -> tuple[VictimCost, ...]:
+        return self.weigh()
+
+    def __eq__(self, other: object) -> bool:  # two plans are equal by what they say
+        if not isinstance(other, PreemptionPlan):
+            return NotImplemented
+        return ((self.head_id, self.victims, self.placement, self.why, self.weighed)
+                == (other.head_id, other.victims, other.placement, other.why, other.weighed))
 
     @property
     def est_gpu_s_lost(self) -> int:
@@ -776,13 +788,18 @@ def _plan(
         else:
             tail = f"one of {len(chosen)} victims, of {n_elig} candidates"
         victims.append(replace(vc, text=f"evicted {vc.words}, {tail}"))
-    weighed = []
-    for c in sorted(eligible, key=lambda c: (costs[c.spec.id].est_gpu_s_lost, c.spec.seq)):
-        vc = costs[c.spec.id]
-        verb = "evicted" if c.spec.id in ids else "kept"
-        weighed.append(replace(vc, text=f"{verb} {vc.words}"))
-    for job_id in sorted(refused):
-        weighed.append(VictimCost(job_id, 0, 0, 0, text=f"job {job_id}: {refused[job_id]}"))
+
+    def weigh() -> tuple[VictimCost, ...]:
+        weighed = []
+        for c in sorted(eligible, key=lambda c: (costs[c.spec.id].est_gpu_s_lost,
+                                                 c.spec.seq)):
+            vc = costs[c.spec.id]
+            verb = "evicted" if c.spec.id in ids else "kept"
+            weighed.append(replace(vc, text=f"{verb} {vc.words}"))
+        for job_id in sorted(refused):
+            weighed.append(VictimCost(job_id, 0, 0, 0,
+                                      text=f"job {job_id}: {refused[job_id]}"))
+        return tuple(weighed)
 
     total = sum(costs[c.spec.id].est_gpu_s_lost for c in chosen)
     names = _join([c.spec.id for c in chosen])
@@ -812,7 +829,7 @@ def _plan(
     grace = max(c.grace_s for c in chosen)
     if policy != "priority-kill" and grace:
         why += f"; the victims stop within {_dur(grace)} (their grace window)"
-    return PreemptionPlan(head.id, tuple(victims), placement, tuple(weighed), why)
+    return PreemptionPlan(head.id, tuple(victims), placement, weigh, why)
 
 
 def _where(cap: Capacity, alloc: Allocation) -> str:

@@ -394,9 +394,10 @@ class Scheduler:
         self.estimate_round: Any = None  # tick.EstimateRound in progress, if any
         #: plan the look-ahead's start estimates (phase 4's rounds), and tell the jobs
         #: behind where the walk left a heap that they wait behind higher-ranked ones
-        #: (Tick._behind). Neither is a decision: a simulation that records no view (the
-        #: benchmarks, what-if) turns this off, and the reserved jobs' and quota holders'
-        #: estimates, and the examined jobs' reasons, are still published
+        #: (Tick._behind), and write into a preemption's detail every candidate the search
+        #: weighed ("weighed", the dashboard's). None is a decision: a simulation that
+        #: records no view (the benchmarks, what-if) turns this off, and the reserved jobs'
+        #: and quota holders' estimates, and the examined jobs' reasons, are still published
         self.look_ahead = True
         #: heap key -> (job the walk left it at, the heap's last push then, the jobs it
         #: walked with their entries' stamps, the last one's entry key or None at the
@@ -416,6 +417,19 @@ class Scheduler:
         #: (cluster_version, checkpoints, valid until, the list) of the last candidates
         #: built: the same list while none of what they are made of changed
         self.candidates_memo: tuple[int, int, int, list[Any]] | None = None
+        #: per team, the changes of cluster_version its own jobs made (one started,
+        #: stopped, shrank or was asked to stop), and their sum: a team whose count holds
+        #: has the same candidates as long as nothing else changed the cluster
+        #: (tick.Tick.candidates keeps each team's slice of the list)
+        self.team_touched: dict[str, int] = {}
+        self.touched_total = 0
+        #: the candidates kept by team: team -> (team_touched then, valid until, job ids
+        #: in the list's order), built when cluster_version - touched_total was
+        #: ``slices_layout``; ``candidates`` holds their Candidates, up to date with the
+        #: checkpoints up to ``kept_checkpoints``
+        self.candidate_slices: dict[str, tuple[int, int, list[str]]] | None = {}
+        self.slices_layout = -1
+        self.kept_checkpoints = 0
         #: checkpoints reported (a checkpoint changes a candidate, not cluster_version)
         self.checkpoints = 0
         #: the jobs of the last checkpoints reported, oldest first: a tick brings the last
@@ -801,7 +815,8 @@ class Scheduler:
         self.jobs[spec.id] = rec
         rec.state = state
         self.version += 1
-        self.cluster_version += state in HOLDING_STATES
+        if state in HOLDING_STATES:
+            self._touch(spec.tenant)
         if state == S.QUEUED:
             self._unsettled.append(rec)
             return
@@ -1087,7 +1102,7 @@ class Scheduler:
             # fixed point anyway; one that found none finds none with a newer checkpoint.)
             self.version += 1
             if frm in HOLDING_STATES or to in HOLDING_STATES:
-                self.cluster_version += 1
+                self._touch(rec.spec.tenant)
         if frm is None:
             if to != S.SUBMITTED:
                 raise ValueError(f"job {job_id}: the first transition must be to SUBMITTED")
@@ -1207,6 +1222,12 @@ class Scheduler:
             self.queues.push(rec.spec)
         else:
             rec.pending_reason = self.pending_news[rec.spec.id] = parked
+
+    def _touch(self, tenant: str) -> None:
+        """One of the team's jobs changed what a preemption search reads."""
+        self.cluster_version += 1
+        self.team_touched[tenant] = self.team_touched.get(tenant, 0) + 1
+        self.touched_total += 1
 
     def _hold(self, rec: JobRecord, alloc: Allocation, now: int, *,
               accrue: bool = True) -> None:

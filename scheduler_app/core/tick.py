@@ -1528,13 +1528,17 @@ class Tick:
         chosen = {v.job_id for v in plan.victims}
         self._candidates = [c for c in cands if c.spec.id not in chosen]
         self._pool = None  # its node masks are built when read: a rebuild costs a filter
+        # a view (the dashboard's "weighed"), which sorts and words every candidate: a
+        # simulation without views (the benchmarks, what-if) records none
+        weighed = [w.words for w in plan.weighed] if s.look_ahead else None
         for v in plan.victims:
             victim = s.jobs[v.job_id]
             detail = {
                 "for": spec.id, "cost_s": v.cost_s, "est_gpu_s_lost": v.est_gpu_s_lost,
                 "grace_s": v.grace_s, "words": v.words, "why": plan.why,
-                "weighed": [w.words for w in plan.weighed],
             }
+            if weighed is not None:
+                detail["weighed"] = weighed
             s.request_preempt(victim, spec.id, self.now, detail)
             self.preempt_requests += 1
             if self.policy == "priority-kill":
@@ -1566,54 +1570,107 @@ class Tick:
         reads): until then, a tick that builds it again gets the same list."""
         if self._candidates is None:
             s = self.s
-            now = self.now
             memo = s.candidates_memo
-            if memo is not None and memo[0] == s.cluster_version and now < memo[2]:
+            if memo is not None and memo[0] == s.cluster_version and self.now < memo[2]:
                 if memo[1] != s.checkpoints:
                     memo = self._checkpointed_since(memo)
                 if memo is not None:
                     self._candidates = memo[3]
                     self._count("candidates_kept")
                     return memo[3]
-            cap_n = self.cfg.max_preemptions_per_job_per_day
-            kept = s.candidates
-            fresh: dict[str, Candidate] = {}
-            out = []
-            valid_until = _FOREVER
-            for name in s.tenant_names:
-                if s.running[name] - s.leaving[name] <= s.tenants[name].guaranteed_gpus:
-                    continue
-                by_seq = s.holders_by_seq.get(name)
-                if by_seq is None:
-                    by_seq = s.holders_by_seq[name] = sorted(
-                        s.holders[name], key=lambda j: s.jobs[j].spec.seq)
-                for job_id in by_seq:
-                    r = s.jobs[job_id]
-                    if r.state != S.RUNNING or not r.alloc:
-                        continue
-                    last_day = r.preemptions_against_cap(now, cap_n)
-                    for t in r.preemption_times:  # the count changes when one is a day old
-                        if now < t + DAY_S < valid_until:
-                            valid_until = t + DAY_S
-                    run_start = r.run_start_s or 0
-                    c = kept.get(job_id)
-                    if (c is None or c.spec is not r.spec or c.alloc is not r.alloc
-                            or c.run_start_s != run_start
-                            or c.last_checkpoint_s != r.last_checkpoint_s
-                            or c.preemptions_last_day != last_day):
-                        c = Candidate(
-                            spec=r.spec, alloc=r.alloc, run_start_s=run_start,
-                            last_checkpoint_s=r.last_checkpoint_s,
-                            preemptions_last_day=last_day,
-                            in_slice=r.spec.interactive and s.in_slice(r.alloc),
-                            grace_s=s.grace_window(r.spec),
-                        )
-                    fresh[job_id] = c
-                    out.append(c)
-            s.candidates = fresh  # only the jobs still candidates: the memo stays small
-            s.candidates_memo = (s.cluster_version, s.checkpoints, valid_until, out)
-            self._candidates = out
+            self._candidates = self._build_candidates()
         return self._candidates
+
+    def _build_candidates(self) -> list[Candidate]:
+        """The list afresh, team by team in ``tenant_names`` order, each team's running
+        jobs in submission order. A team's slice is taken from the last build when none
+        of its own jobs changed the cluster since (``Scheduler.team_touched``), nothing
+        else did (a quota, a node: ``slices_layout``), its Candidates know every
+        checkpoint reported since (``kept_checkpoints``) and no count against the daily
+        cap moved: a start or an end changes one team's slice, and building the 30 others
+        again was most of a build on a cluster of thousands of jobs."""
+        s = self.s
+        now = self.now
+        kept = s.candidates
+        layout = s.cluster_version - s.touched_total
+        slices = s.candidate_slices
+        if slices is None or s.slices_layout != layout or not self._kept_current(kept):
+            slices = {}
+        cap_n = self.cfg.max_preemptions_per_job_per_day
+        fresh: dict[str, Candidate] = {}
+        new_slices: dict[str, tuple[int, int, list[str]]] = {}
+        out: list[Candidate] = []
+        valid_until = _FOREVER
+        for name in s.tenant_names:
+            if s.running[name] - s.leaving[name] <= s.tenants[name].guaranteed_gpus:
+                continue
+            touched = s.team_touched.get(name, 0)
+            sl = slices.get(name)
+            if sl is not None and sl[0] == touched and now < sl[1]:
+                for job_id in sl[2]:
+                    c = fresh[job_id] = kept[job_id]
+                    out.append(c)
+                new_slices[name] = sl
+                valid_until = min(valid_until, sl[1])
+                self._count("candidate_slices_kept")
+                continue
+            by_seq = s.holders_by_seq.get(name)
+            if by_seq is None:
+                by_seq = s.holders_by_seq[name] = sorted(
+                    s.holders[name], key=lambda j: s.jobs[j].spec.seq)
+            ids: list[str] = []
+            team_until = _FOREVER
+            for job_id in by_seq:
+                r = s.jobs[job_id]
+                if r.state != S.RUNNING or not r.alloc:
+                    continue
+                last_day = r.preemptions_against_cap(now, cap_n)
+                for t in r.preemption_times:  # the count changes when one is a day old
+                    if now < t + DAY_S < team_until:
+                        team_until = t + DAY_S
+                run_start = r.run_start_s or 0
+                c = kept.get(job_id)
+                if (c is None or c.spec is not r.spec or c.alloc is not r.alloc
+                        or c.run_start_s != run_start
+                        or c.last_checkpoint_s != r.last_checkpoint_s
+                        or c.preemptions_last_day != last_day):
+                    c = Candidate(
+                        spec=r.spec, alloc=r.alloc, run_start_s=run_start,
+                        last_checkpoint_s=r.last_checkpoint_s,
+                        preemptions_last_day=last_day,
+                        in_slice=r.spec.interactive and s.in_slice(r.alloc),
+                        grace_s=s.grace_window(r.spec),
+                    )
+                fresh[job_id] = c
+                out.append(c)
+                ids.append(job_id)
+            new_slices[name] = (touched, team_until, ids)
+            valid_until = min(valid_until, team_until)
+        s.candidates = fresh  # only the jobs still candidates: the memo stays small
+        if s.candidate_slices is not None:
+            s.candidate_slices = new_slices
+        s.slices_layout = layout
+        s.kept_checkpoints = s.checkpoints
+        s.candidates_memo = (s.cluster_version, s.checkpoints, valid_until, out)
+        return out
+
+    def _kept_current(self, kept: dict[str, Candidate]) -> bool:
+        """Bring the kept Candidates up to date with the checkpoints reported since they
+        were last (their new last checkpoint); False if there were too many to tell."""
+        s = self.s
+        since = s.checkpoints - s.kept_checkpoints
+        if not since:
+            return True
+        if since > len(s.checkpointed):
+            return False
+        for job_id in list(s.checkpointed)[-since:]:
+            c = kept.get(job_id)
+            if c is not None:
+                last = s.jobs[job_id].last_checkpoint_s
+                if c.last_checkpoint_s != last:
+                    kept[job_id] = replace(c, last_checkpoint_s=last)
+        s.kept_checkpoints = s.checkpoints
+        return True
 
     def _checkpointed_since(self, memo: tuple[int, int, int, list[Candidate]]
                             ) -> tuple[int, int, int, list[Candidate]] | None:
@@ -1646,6 +1703,7 @@ class Tick:
             self._count("candidates_checkpointed")
         memo = (memo[0], s.checkpoints, memo[2], out)
         s.candidates_memo = memo
+        s.kept_checkpoints = s.checkpoints
         return memo
 
     # -- one job, policy fifo

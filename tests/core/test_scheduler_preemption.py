@@ -34,6 +34,22 @@ def _borrowed_cluster(victim_kw: dict[str, Any], head_kw: dict[str, Any] | None 
     ).run(until)
 
 
+def test_a_core_without_views_asks_the_same_victim_without_the_weighed_list() -> None:
+    """``look_ahead`` off (a simulation recording no view): the same victim, the same
+    words and costs, but no "weighed" (a view that sorts and words every candidate)."""
+    def asked(look_ahead: bool) -> dict[str, Any]:
+        sim = _borrowed_cluster({}, until=0)
+        sim.sched.look_ahead = look_ahead
+        (request,) = sim.run(4000).of(S.PREEMPT_REQUESTED)
+        return dict(request.detail)
+
+    with_views, without = asked(True), asked(False)
+    assert with_views["weighed"] and with_views["weighed"][0].startswith("evicted job victim")
+    assert "weighed" not in without
+    del with_views["weighed"]
+    assert without == with_views
+
+
 def test_reclaim_picks_the_cheapest_borrower_and_asks_first() -> None:
     """SCENARIOS reclaim-cheapest-victim: the sweep goes, the training run stays."""
     sim = Sim(
