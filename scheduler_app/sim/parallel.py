@@ -5,9 +5,11 @@ is a single-threaded Python loop: on a machine with two free cores they take the
 the longer one instead of the sum. Each run goes to a child started with ``spawn`` (never
 ``fork``: the caller may be a web process with threads whose locks a fork would copy
 held), receives its scenario as plain data (pickling the validated dataclasses costs ten
-times as much) and validates it again, sends its progress back over a pipe at most once
-per percent, and returns the result document (``sim.result.build_result``). The results
-are the same as in one process: the engine is deterministic, and a test compares them.
+times as much) and validates it itself, sends its progress back over a pipe at most once
+per percent, and returns what the caller's ``summarize`` makes of the result document
+(the what-if's per-team figures and starts: a few megabytes instead of every job's
+record). The results are the same as in one process: the engine is deterministic, and a
+test compares them.
 
 Where a child cannot be started, the runs go one after the other in this process: one
 usable core (``os.sched_getaffinity``), or a daemonic process such as a Celery prefork
@@ -24,12 +26,14 @@ from typing import Any
 
 from .engine import Simulation
 from .result import build_result
-from .scenario import Scenario, validate_scenario
+from .scenario import Scenario, ScenarioError, validate_scenario
 
 #: the most runs a what-if has (baseline and changed): more workers than this buy nothing
 MAX_WORKERS = 2
 
 Progress = Callable[[float], None]  # fraction of one run done, 0..1
+#: what a run sends back: a function of its result document and its validated scenario
+Summarize = Callable[[dict[str, Any], Scenario], Any]
 
 
 class RunFailed(RuntimeError):
@@ -50,20 +54,42 @@ def default_workers() -> int:
     return max(1, min(MAX_WORKERS, usable_cores()))
 
 
-def run_scenarios(scenarios: Sequence[Scenario], datas: Sequence[Mapping[str, Any]],
-                  progresses: Sequence[Progress], *, workers: int) -> list[dict[str, Any]]:
-    """The result document of each scenario, in order. ``datas``: the plain data each was
-    validated from. ``workers`` 1: one after the other here; 2: each in a child process
-    of its own (given its data)."""
+class InvalidScenario(ValueError):
+    """A run's scenario is one the contract refuses: ``index`` (0 or 1) says which run,
+    ``message`` is the validator's (it names the field)."""
+
+    def __init__(self, index: int, message: str) -> None:
+        super().__init__(message)
+        self.index = index
+        self.message = message
+
+
+def whole(result: dict[str, Any], _scenario: Scenario) -> dict[str, Any]:
+    """The result document itself (the default ``summarize``)."""
+    return result
+
+
+def run_scenarios(datas: Sequence[Mapping[str, Any]], progresses: Sequence[Progress], *,
+                  workers: int, summarize: Summarize = whole,
+                  scenarios: Sequence[Scenario] | None = None) -> list[Any]:
+    """``summarize(result document, scenario)`` of each scenario's run, in order.
+    ``datas``: each scenario's plain data; ``scenarios``: the same validated, if the
+    caller has them. ``workers`` 1: one after the other here, every scenario validated
+    before the first run; 2: each validated and run in a child process of its own
+    (``summarize`` must then pickle: a module-level function, or a partial of one). A
+    scenario the contract refuses raises InvalidScenario (the first run's first)."""
     if workers <= 1 or len(datas) < 2 or multiprocessing.current_process().daemon:
-        return [_run(sc, progress) for sc, progress in zip(scenarios, progresses,
-                                                           strict=True)]
+        if scenarios is None:
+            scenarios = [_validated(i, data) for i, data in enumerate(datas)]
+        return [summarize(_run(sc, progress), sc)
+                for sc, progress in zip(scenarios, progresses, strict=True)]
     ctx = multiprocessing.get_context("spawn")
     children: list[tuple[Any, Connection]] = []
     try:
         for data in datas:
             mine, theirs = ctx.Pipe(duplex=False)
-            child = ctx.Process(target=_child, args=(theirs, dict(data)), daemon=True)
+            child = ctx.Process(target=_child, args=(theirs, dict(data), summarize),
+                                daemon=True)
             child.start()
             theirs.close()  # the child holds the write end: EOF here when it dies
             children.append((child, mine))
@@ -76,9 +102,19 @@ def run_scenarios(scenarios: Sequence[Scenario], datas: Sequence[Mapping[str, An
             child.join()
 
 
+def _validated(index: int, data: Mapping[str, Any]) -> Scenario:
+    try:
+        return validate_scenario(data)
+    except ScenarioError as exc:
+        raise InvalidScenario(index, str(exc)) from exc
+
+
 def _collect(children: list[tuple[Any, Connection]], progresses: Sequence[Progress]
-             ) -> list[dict[str, Any]]:
-    results: list[dict[str, Any] | None] = [None] * len(children)
+             ) -> list[Any]:
+    n = len(children)
+    results: list[Any] = [None] * n
+    answered = [False] * n  # the child validated its scenario (its first message)
+    refused: dict[int, str] = {}
     index = {id(conn): i for i, (_child, conn) in enumerate(children)}
     open_conns = [conn for _child, conn in children]
     while open_conns:
@@ -89,14 +125,28 @@ def _collect(children: list[tuple[Any, Connection]], progresses: Sequence[Progre
             except EOFError:
                 raise RunFailed(f"what-if run {i + 1} stopped without an answer "
                                    f"(exit code {children[i][0].exitcode})") from None
-            if kind == "progress":
+            answered[i] = True
+            if kind == "valid":
+                pass
+            elif kind == "progress":
                 progresses[i](value)
+            elif kind == "invalid":
+                refused[i] = value
+                open_conns.remove(conn)  # type: ignore[arg-type]
             elif kind == "error":
                 raise RunFailed(f"what-if run {i + 1} failed: {value}")
             else:
                 results[i] = value
                 open_conns.remove(conn)  # type: ignore[arg-type]
-    return [r for r in results if r is not None]
+        if refused:
+            # the first run's refusal first, as one after the other would say: wait
+            # until every run before a refused one has validated its own
+            for i in range(n):
+                if not answered[i]:
+                    break
+                if i in refused:
+                    raise InvalidScenario(i, refused[i])
+    return results
 
 
 def _run(scenario: Scenario, progress: Progress) -> dict[str, Any]:
@@ -111,7 +161,7 @@ def _run(scenario: Scenario, progress: Progress) -> dict[str, Any]:
     return result
 
 
-def _child(conn: Connection, data: dict[str, Any]) -> None:
+def _child(conn: Connection, data: dict[str, Any], summarize: Summarize) -> None:
     shown = [-1]
 
     def progress(fraction: float) -> None:
@@ -121,7 +171,13 @@ def _child(conn: Connection, data: dict[str, Any]) -> None:
             conn.send(("progress", fraction))
 
     try:
-        result = _run(validate_scenario(data), progress)
+        try:
+            scenario = validate_scenario(data)
+        except ScenarioError as exc:
+            conn.send(("invalid", str(exc)))
+            return
+        conn.send(("valid", None))
+        result = summarize(_run(scenario, progress), scenario)
     except Exception as exc:  # noqa: BLE001 - the parent raises it with the run's number
         conn.send(("error", f"{type(exc).__name__}: {exc}"))
     else:

@@ -23,6 +23,7 @@ one runs past the horizon, and nothing new is submitted.
 from __future__ import annotations
 
 import copy
+import functools
 import json
 import math
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -35,9 +36,9 @@ import yaml
 from scheduler_app.core.types import SETTINGS, SchedulerConfig
 from scheduler_app.scheduler_config import parse as parse_setting
 
-from .parallel import MAX_WORKERS, default_workers, run_scenarios
+from .parallel import MAX_WORKERS, InvalidScenario, default_workers, run_scenarios
 from .result import percentile
-from .scenario import MAX_GPUS, Scenario, ScenarioError, validate_scenario
+from .scenario import MAX_GPUS, Scenario
 
 DEFAULT_HOURS = 24.0
 #: a horizon longer than this is not a what-if but a guess
@@ -394,14 +395,20 @@ def run_whatif(snap: Snapshot, changes: Changes, *, hours: float = DEFAULT_HOURS
     started = time.perf_counter()
     base_data = snapshot_scenario(snap, hours)
     what_data = apply_changes(base_data, changes)
-    base = _validated(base_data, "the snapshot")
-    what = _validated(what_data, "the changes")
     built = time.perf_counter()
-    results = run_scenarios((base, what), (base_data, what_data),
-                            _run_progress(progress, workers), workers=workers)
-    ran = time.perf_counter()
     cancelled = set(changes.cancel)
-    out = compare(base, results[0], results[1], excluded=cancelled)
+    # each run validates its own scenario (side by side: in its child, which also
+    # summarizes its result there, so the parent neither validates nor receives every
+    # job's record)
+    try:
+        summaries = run_scenarios(
+            (base_data, what_data), _run_progress(progress, workers), workers=workers,
+            summarize=functools.partial(summarize_run, excluded=tuple(sorted(cancelled))))
+    except InvalidScenario as exc:  # a live state the contract cannot hold: say where
+        what = ("the snapshot", "the changes")[exc.index]
+        raise WhatIfError(f"{what}: {exc.message}") from exc
+    ran = time.perf_counter()
+    out = compare(summaries[0], summaries[1], excluded=cancelled)
     out.taken_at = snap.taken_at
     out.changes = changes.words()
     out.timings_s = {"snapshot": round(snap.read_s, 3), "build": round(built - started, 3),
@@ -410,13 +417,6 @@ def run_whatif(snap: Snapshot, changes: Changes, *, hours: float = DEFAULT_HOURS
     if progress is not None:
         progress(1.0, "done")
     return out, base_data
-
-
-def _validated(data: Mapping[str, Any], what: str) -> Scenario:
-    try:
-        return validate_scenario(data)
-    except ScenarioError as exc:  # a live state the contract cannot hold: say where
-        raise WhatIfError(f"{what}: {exc}") from exc
 
 
 def _run_progress(progress: ProgressFn | None, workers: int) -> list[Callable[[float], None]]:
@@ -496,36 +496,54 @@ _TEAM_FIELDS = ("mean_wait_s", "p95_wait_s", "gpus_held", "preemptions", "gpu_ho
                 "started")
 
 
-def compare(base: Scenario, before: Mapping[str, Any], after: Mapping[str, Any], *,
+def summarize_run(result: Mapping[str, Any], scenario: Scenario, *,
+                  excluded: Iterable[str] = ()) -> dict[str, Any]:
+    """What the comparison reads of one run (made where the run ran: a few megabytes
+    instead of every job's record): per team its figures and GPUs held over the horizon,
+    the starts of the jobs queued at t=0 with their teams and sizes. Both scenarios hold
+    the same teams and jobs (a change edits them, a cancel is an event), so either run's
+    is read as the baseline's."""
+    return {
+        "until_s": scenario.until_s,
+        "tenants": [t.name for t in scenario.tenants],
+        "teams": team_stats(result, scenario, excluded=excluded),
+        "starts": job_starts(result, scenario),
+        "sizes": {j.id: (j.spec.tenant, j.spec.gpus) for j in scenario.jobs
+                  if j.running is None},
+        "series": held_series(result, scenario),
+    }
+
+
+def compare(before: Mapping[str, Any], after: Mapping[str, Any], *,
             excluded: Iterable[str] = ()) -> WhatIf:
+    """The two runs' summaries (``summarize_run``) side by side."""
     skip = set(excluded)
-    b_stats = team_stats(before, base, excluded=skip)
-    a_stats = team_stats(after, base, excluded=skip)
+    b_stats, a_stats = before["teams"], after["teams"]
     tenants = []
-    for t in base.tenants:
-        row: dict[str, Any] = {"name": t.name, "waiting": b_stats[t.name]["waiting"]}
+    for name in before["tenants"]:
+        row: dict[str, Any] = {"name": name, "waiting": b_stats[name]["waiting"]}
         for key in _TEAM_FIELDS:
-            row[f"baseline_{key}"] = b_stats[t.name][key]
-            row[f"whatif_{key}"] = a_stats[t.name][key]
+            row[f"baseline_{key}"] = b_stats[name][key]
+            row[f"whatif_{key}"] = a_stats[name][key]
         tenants.append(row)
-    b_starts, a_starts = job_starts(before, base), job_starts(after, base)
-    until = base.until_s
-    specs = {j.id: j.spec for j in base.jobs}
+    b_starts, a_starts = before["starts"], after["starts"]
+    until = before["until_s"]
+    sizes = before["sizes"]
     jobs = []
     for job_id, b in b_starts.items():
         a = a_starts.get(job_id)
         # a cancelled job did not move: it left (the table says so, apart)
         moved = None if job_id in skip else (until if a is None else a) - (until if b is None
                                                                              else b)
-        jobs.append({"id": job_id, "tenant": specs[job_id].tenant, "gpus": specs[job_id].gpus,
+        tenant, gpus = sizes[job_id]
+        jobs.append({"id": job_id, "tenant": tenant, "gpus": gpus,
                      "baseline_start_in_s": b, "whatif_start_in_s": a,
                      "cancelled": job_id in skip, "moved_s": moved})
     jobs.sort(key=lambda j: (-abs(j["moved_s"] or 0), _id_key(j["id"])))
     return WhatIf(taken_at="", horizon_s=until, changes=[], assumptions=list(ASSUMPTIONS),
                   tenants=tenants, jobs=jobs,
                   series={"step_s": _step(until),
-                          "baseline": held_series(before, base),
-                          "whatif": held_series(after, base)})
+                          "baseline": before["series"], "whatif": after["series"]})
 
 
 def _id_key(job_id: str) -> tuple[int, str]:

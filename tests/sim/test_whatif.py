@@ -165,6 +165,9 @@ def test_the_horizon_bounds_the_starts(live):
      "--set-quota alpha=40: the guarantees would add up to 72 GPUs; the cluster has 48"),
     (("--add-nodes", "pod-z=2"), "--add-nodes pod-z=2: unknown pod pod-z"),
     (("--add-nodes", "pod-a=0"), "--add-nodes pod-a=0: must be from 1 to 100000"),
+    # within the flag's bound, not the contract's: refused by the changed run's validation
+    (("--add-nodes", "pod-a=100000"),
+     "the changes: cluster.pods[0].nodes: must list at most 100000 nodes"),
     (("--drain", "zz9"), "--drain zz9: unknown node"),
     (("--cancel", "999999"), "--cancel 999999: no such job running or queued"),
     (("--setting", "tick_intervals=5"), "--setting tick_intervals=5: unknown setting"),

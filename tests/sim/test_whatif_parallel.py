@@ -1,6 +1,7 @@
 """The what-if's two runs side by side (sim.parallel): the same result documents as one
 after the other, progress from both children, a child's failure raised with its run's
-number, and one process where children are not allowed."""
+number, a refused scenario with its run and the validator's words, and one process where
+children are not allowed."""
 
 from __future__ import annotations
 
@@ -38,10 +39,10 @@ def decisions(results: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 def test_side_by_side_gives_the_same_results_as_one_after_the_other():
     scenarios, datas = two_scenarios()
-    serial = parallel.run_scenarios(scenarios, datas, [lambda f: None] * 2, workers=1)
+    serial = parallel.run_scenarios(datas, [lambda f: None] * 2, workers=1,
+                                    scenarios=scenarios)
     seen: list[list[float]] = [[], []]
-    side = parallel.run_scenarios(scenarios, datas,
-                                  [seen[0].append, seen[1].append], workers=2)
+    side = parallel.run_scenarios(datas, [seen[0].append, seen[1].append], workers=2)
     assert decisions(side) == decisions(serial)
     # the change mattered: equal documents prove something
     assert serial[0]["jobs"] != serial[1]["jobs"]
@@ -49,13 +50,56 @@ def test_side_by_side_gives_the_same_results_as_one_after_the_other():
         assert len(fractions) > 2 and fractions == sorted(fractions) and fractions[-1] == 1.0
 
 
+def _refused(datas: list[dict[str, Any]], workers: int) -> parallel.InvalidScenario:
+    with pytest.raises(parallel.InvalidScenario) as caught:
+        parallel.run_scenarios(datas, [lambda f: None] * 2, workers=workers)
+    return caught.value
+
+
+def _broken(data: dict[str, Any]) -> dict[str, Any]:
+    broken = copy.deepcopy(data)
+    broken["tenants"][0]["guaranteed_gpus"] = -1
+    return broken
+
+
+@pytest.mark.parametrize("workers", (1, 2))
+def test_a_refused_scenario_is_raised_with_its_run_and_the_field(workers):
+    """Side by side, each child validates its own data: its refusal comes back with the
+    validator's words, as one after the other would say it."""
+    _scenarios, datas = two_scenarios()
+    refused = _refused([datas[0], _broken(datas[1])], workers)
+    assert refused.index == 1 and "guaranteed_gpus" in refused.message
+
+
+@pytest.mark.parametrize("workers", (1, 2))
+def test_when_both_are_refused_the_first_runs_refusal_is_raised(workers):
+    _scenarios, datas = two_scenarios()
+    assert _refused([_broken(datas[0]), _broken(datas[1])], workers).index == 0
+
+
+def _fails(result: dict[str, Any], scenario: Any) -> Any:
+    """The changed run's summary (its first team guarantees nothing) fails."""
+    if scenario.tenants[0].guaranteed_gpus == 0:
+        raise RuntimeError(f"no summary of {len(result['jobs'])} jobs")
+    return None
+
+
 def test_a_failing_child_is_raised_with_its_run_number():
-    scenarios, datas = two_scenarios()
-    broken = copy.deepcopy(datas[1])
-    broken["tenants"][0]["guaranteed_gpus"] = -1  # the child validates its data again
-    with pytest.raises(parallel.RunFailed, match=r"what-if run 2 failed: ScenarioError"):
-        parallel.run_scenarios(scenarios, [datas[0], broken], [lambda f: None] * 2,
-                               workers=2)
+    _scenarios, datas = two_scenarios()
+    with pytest.raises(parallel.RunFailed, match=r"what-if run 2 failed: RuntimeError: no summ"):
+        parallel.run_scenarios(datas, [lambda f: None] * 2, workers=2, summarize=_fails)
+
+
+def _team_names(result: dict[str, Any], scenario: Any) -> Any:
+    return [t.name for t in scenario.tenants], len(result["jobs"])
+
+
+def test_each_child_sends_back_its_summary_alone():
+    _scenarios, datas = two_scenarios()
+    got = parallel.run_scenarios(datas, [lambda f: None] * 2, workers=2,
+                                 summarize=_team_names)
+    names = [t["name"] for t in datas[0]["tenants"]]
+    assert got == [(names, len(datas[0]["jobs"]))] * 2
 
 
 def test_a_daemonic_process_runs_both_in_itself(monkeypatch):
@@ -71,8 +115,8 @@ def test_a_daemonic_process_runs_both_in_itself(monkeypatch):
 
     monkeypatch.setattr(parallel.multiprocessing, "get_context", no_children)
     assert parallel.default_workers() == 1
-    scenarios, datas = two_scenarios()
-    results = parallel.run_scenarios(scenarios, datas, [lambda f: None] * 2, workers=2)
+    _scenarios, datas = two_scenarios()
+    results = parallel.run_scenarios(datas, [lambda f: None] * 2, workers=2)
     assert len(results) == 2 and results[0]["jobs"] != results[1]["jobs"]
 
 
