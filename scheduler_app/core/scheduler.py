@@ -414,9 +414,10 @@ class Scheduler:
         self.vain_searches: dict[str, tuple[int, int, frozenset[str]]] = {}
         #: the last preemption search's candidates by job id (tick.Tick.candidates)
         self.candidates: dict[str, Any] = {}
-        #: (cluster_version, checkpoints, valid until, the list) of the last candidates
-        #: built: the same list while none of what they are made of changed
-        self.candidates_memo: tuple[int, int, int, list[Any]] | None = None
+        #: (cluster_version, valid until, the list) of the last candidates built: the
+        #: same list while none of what they are made of changed (the checkpoints
+        #: reported since ``kept_checkpoints`` are patched in: Tick._checkpointed_since)
+        self.candidates_memo: tuple[int, int, list[Any]] | None = None
         #: per team, the changes of cluster_version its own jobs made (one started,
         #: stopped, shrank or was asked to stop), and their sum: a team whose count holds
         #: has the same candidates as long as nothing else changed the cluster

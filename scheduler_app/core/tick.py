@@ -1571,13 +1571,13 @@ class Tick:
         if self._candidates is None:
             s = self.s
             memo = s.candidates_memo
-            if memo is not None and memo[0] == s.cluster_version and self.now < memo[2]:
-                if memo[1] != s.checkpoints:
+            if memo is not None and memo[0] == s.cluster_version and self.now < memo[1]:
+                if s.kept_checkpoints != s.checkpoints:
                     memo = self._checkpointed_since(memo)
                 if memo is not None:
-                    self._candidates = memo[3]
+                    self._candidates = memo[2]
                     self._count("candidates_kept")
-                    return memo[3]
+                    return memo[2]
             self._candidates = self._build_candidates()
         return self._candidates
 
@@ -1594,7 +1594,8 @@ class Tick:
         kept = s.candidates
         layout = s.cluster_version - s.touched_total
         slices = s.candidate_slices
-        if slices is None or s.slices_layout != layout or not self._kept_current(kept):
+        if (slices is None or s.slices_layout != layout
+                or self._kept_current(kept) is None):
             slices = {}
         cap_n = self.cfg.max_preemptions_per_job_per_day
         fresh: dict[str, Candidate] = {}
@@ -1651,59 +1652,48 @@ class Tick:
             s.candidate_slices = new_slices
         s.slices_layout = layout
         s.kept_checkpoints = s.checkpoints
-        s.candidates_memo = (s.cluster_version, s.checkpoints, valid_until, out)
+        s.candidates_memo = (s.cluster_version, valid_until, out)
         return out
 
-    def _kept_current(self, kept: dict[str, Candidate]) -> bool:
+    def _kept_current(self, kept: dict[str, Candidate]) -> dict[str, Candidate] | None:
         """Bring the kept Candidates up to date with the checkpoints reported since they
-        were last (their new last checkpoint); False if there were too many to tell."""
+        were last (``kept_checkpoints``): each job that checkpointed gets its new last
+        checkpoint. Returns the Candidates replaced, by job; None if there were too many
+        to tell (the scheduler remembers the last ``CHECKPOINTS_REMEMBERED``)."""
         s = self.s
         since = s.checkpoints - s.kept_checkpoints
+        changed: dict[str, Candidate] = {}
         if not since:
-            return True
-        if since > len(s.checkpointed):
-            return False
-        for job_id in list(s.checkpointed)[-since:]:
-            c = kept.get(job_id)
-            if c is not None:
-                last = s.jobs[job_id].last_checkpoint_s
-                if c.last_checkpoint_s != last:
-                    kept[job_id] = replace(c, last_checkpoint_s=last)
-        s.kept_checkpoints = s.checkpoints
-        return True
-
-    def _checkpointed_since(self, memo: tuple[int, int, int, list[Candidate]]
-                            ) -> tuple[int, int, int, list[Candidate]] | None:
-        """The last candidates with the checkpoints reported since (nothing else changed:
-        the same cluster_version, and no count against the daily cap moved): the jobs
-        that checkpointed get their new last checkpoint, the rest stay as they are. A
-        running job checkpoints every few minutes, so on a cluster of thousands of jobs
-        some did at nearly every tick, and building every candidate again cost an eighth
-        of a what-if run. None: too many to tell (the scheduler remembers the last
-        ``CHECKPOINTS_REMEMBERED``)."""
-        s = self.s
-        since = s.checkpoints - memo[1]
+            return changed
         if since > len(s.checkpointed):
             return None
-        out = memo[3]
-        kept = s.candidates
-        at: dict[str, int] | None = None
         for job_id in list(s.checkpointed)[-since:]:
             c = kept.get(job_id)
             if c is None:
                 continue  # not a candidate (its team within its guarantee, or leaving)
             last = s.jobs[job_id].last_checkpoint_s
-            if c.last_checkpoint_s == last:
-                continue
-            if at is None:
-                out = list(out)
-                at = {c.spec.id: i for i, c in enumerate(out)}
-            kept[job_id] = out[at[job_id]] = replace(c, last_checkpoint_s=last)
-        if at is not None:
-            self._count("candidates_checkpointed")
-        memo = (memo[0], s.checkpoints, memo[2], out)
-        s.candidates_memo = memo
+            if c.last_checkpoint_s != last:
+                kept[job_id] = changed[job_id] = replace(c, last_checkpoint_s=last)
         s.kept_checkpoints = s.checkpoints
+        return changed
+
+    def _checkpointed_since(self, memo: tuple[int, int, list[Candidate]]
+                            ) -> tuple[int, int, list[Candidate]] | None:
+        """The last candidates with the checkpoints reported since (nothing else changed:
+        the same cluster_version, and no count against the daily cap moved): the jobs
+        that checkpointed get their new last checkpoint, the rest stay as they are. A
+        running job checkpoints every few minutes, so on a cluster of thousands of jobs
+        some did at nearly every tick, and building every candidate again cost an eighth
+        of a what-if run. None: too many to tell."""
+        changed = self._kept_current(self.s.candidates)
+        if changed is None:
+            return None
+        out = memo[2]
+        if changed:
+            out = [changed.get(c.spec.id, c) for c in out]
+            self._count("candidates_checkpointed")
+        memo = (memo[0], memo[1], out)
+        self.s.candidates_memo = memo
         return memo
 
     # -- one job, policy fifo
