@@ -439,7 +439,7 @@ class Scheduler:
         # the fixed-point detection of tick() (see _note_quiet): the signature of the last
         # quiet tick, the fixed point found, and when the state last changed
         self._quiet: tuple[Any, ...] | None = None
-        self._fixed: tuple[int, int, tuple[Any, ...], int | None] | None = None
+        self._fixed: tuple[int, int, tuple[Any, ...], int | None, bool] | None = None
         self._seen_version = -1
         self._order_memo: tuple[int, dict[int, tuple[Any, ...]]] = (-1, {})
         self._share_memo: tuple[int, int, dict[str, ShareKey]] | None = None
@@ -608,10 +608,13 @@ class Scheduler:
         return result
 
     # A tick that decided nothing (no timer due, nothing placed, nobody asked to stop, its
-    # pass complete, no estimate round going on, no head the rule lets preempt left
-    # without a search by the tick's search budget) and left the reservations, quota holds
-    # and claims as the tick before it had them, with the same heap order and no state
-    # change in between, is a fixed point: the next tick would compute the same again.
+    # pass complete, no head the rule lets preempt left without a search by the tick's
+    # search budget) and left the reservations, quota holds and claims as the tick before
+    # it had them, with the same heap order and no state change in between, is a fixed
+    # point: the next tick would compute the same again. An estimate round going on
+    # makes it a fixed point but for the round (the last item of ``_fixed``): the next
+    # ticks plan more of the round and walk no queue (``looks_alone_due``), and none is
+    # skipped until the round ends (``quiet_until``).
     # What makes a later tick differ without any event is time alone: the fair-share
     # order (decayed usage; linear in 2^-t/H for each tenant, so an order seen at two
     # instants held between them) and a kept reservation's refresh
@@ -619,8 +622,7 @@ class Scheduler:
     # other input of a tick changes only with an event, and an event changes ``version``.
     def _note_quiet(self, result: TickResult, now: int) -> None:
         quiet = (not result.decisions and not result.stats.get("budget_exhausted")
-                 and not result.stats.get("search_denied")
-                 and self.estimate_round is None and not self.pass_seen)
+                 and not result.stats.get("search_denied") and not self.pass_seen)
         if not quiet:
             self._quiet = None
             self._fixed = None
@@ -644,7 +646,8 @@ class Scheduler:
             round_at = self.round_due(now, {r.job_id for r in self.reserved})
             if round_at is not None:
                 due = round_at if due is None else min(due, round_at)
-            self._fixed = (self.version, self.claims_version, sig[2], due)
+            self._fixed = (self.version, self.claims_version, sig[2], due,
+                           self.estimate_round is not None)
         else:
             self._fixed = None
         self._quiet = sig
@@ -727,9 +730,9 @@ class Scheduler:
         would decide and change nothing (the simulator skips them), else None. ``upto``
         is the next instant something happens anyway (an event, a timer)."""
         fixed = self._fixed_now(now)
-        if fixed is None:
-            return None
-        version, claims, order, due = fixed
+        if fixed is None or fixed[4]:
+            return None  # an estimate round going on: each tick plans more of it
+        version, claims, order, due, _rounding = fixed
         if due is not None:
             if due <= now:
                 return None
@@ -749,19 +752,23 @@ class Scheduler:
 
     def looks_alone_due(self, now: int) -> bool:
         """At a fixed point but for kept reservations due for their fresh look
-        (``RESERVATION_REFRESH_S``) or a round of estimates due (``round_due``): nothing
+        (``RESERVATION_REFRESH_S``), a round of estimates due (``round_due``) or one going
+        on (phase 4 plans ``estimate_plans_per_tick`` more of it at each tick): nothing
         happened since the last tick (the same state and claims, no timer due) and the
         walk's order is the same. Such a tick would replan those reservations and, if no
         fresh plan replaces one, walk the queues to the very answers of the last tick
         (``Tick(looks_alone=True)`` skips that walk; phase 4 still runs). On a loaded
         cluster these are many of the ticks that run (a quarter on the anchor window): a
         change of the cluster makes every reservation stale, and the looks come due two
-        at a time."""
+        at a time. A round of estimates spans many ticks (two plans each, by default) and
+        no walk reads what it plans: on the anchor window, a round was going on at two
+        ticks in three."""
         fixed = self._fixed_now(now)
-        return (fixed is not None and fixed[3] is not None and fixed[3] <= now
+        return (fixed is not None
+                and (fixed[4] or (fixed[3] is not None and fixed[3] <= now))
                 and self._order_sig(now) == fixed[2])
 
-    def _fixed_now(self, now: int) -> tuple[int, int, tuple[Any, ...], int | None] | None:
+    def _fixed_now(self, now: int) -> tuple[int, int, tuple[Any, ...], int | None, bool] | None:
         """The fixed point the last tick found, if the state and the claims are still as
         it saw them and no timer is due at ``now`` (else None)."""
         fixed = self._fixed

@@ -155,6 +155,48 @@ def test_a_look_ahead_round_spread_over_ticks_plans_what_one_tick_plans() -> Non
     assert {j: spread.sched.job(j).start_estimate_s for j in ids} == at_once
 
 
+def test_a_tick_while_a_round_goes_on_and_nothing_else_changed_plans_the_round_alone(
+) -> None:
+    # One plan per tick: the round started at t=10 goes on for several ticks with no
+    # event in between. Those ticks are at a fixed point but for the round: each ends
+    # after the looks (no job examined, no decision) and plans one more job of the round;
+    # the last one leaves a fixed point the simulator may skip past.
+    ids = [f"a{i}" for i in range(4)] + [f"b{i}" for i in range(4)]
+    sim = _look_ahead_sim(1)
+    sim.run(10)
+    assert sim.sched.estimate_round is not None
+    assert sim.sched.quiet_until(15, 15) is None  # the round needs ticks
+    alone: list[int] = []
+    t = 15
+    while sim.sched.estimate_round is not None and t < 80:
+        assert sim.sched.looks_alone_due(t)
+        left = len(sim.sched.estimate_round.line) - sim.sched.estimate_round.cursor
+        result = sim.sched.tick(t)
+        assert result.stats["looks_alone"] == 0  # nothing due but the round
+        assert result.stats["examined"] == 0 and not result.decisions
+        assert result.stats["estimate_plans"] == 1
+        assert result.stats.get("estimate_round_left", 0) < left
+        alone.append(t)
+        t += 5
+    assert len(alone) >= 4
+    assert sim.sched.estimate_round is None
+    assert sim.sched.quiet_until(t, t) == t
+    # ... and the estimates are those of one tick that plans the whole round
+    whole = _look_ahead_sim(100).run(20)
+    assert ({j: sim.sched.job(j).start_estimate_s for j in ids}
+            == {j: whole.sched.job(j).start_estimate_s for j in ids})
+
+
+def test_an_event_during_a_round_makes_the_next_tick_walk() -> None:
+    sim = _look_ahead_sim(1)
+    sim.run(10)
+    assert sim.sched.looks_alone_due(15)
+    sim.sched.submit(work("late", 8, 100, at=12, max_runtime_s=100).spec, 12)
+    assert not sim.sched.looks_alone_due(15)
+    result = sim.sched.tick(15)
+    assert "looks_alone" not in result.stats and result.stats["examined"] >= 1
+
+
 def test_a_kept_reservation_is_planned_afresh_when_its_node_is_drained() -> None:
     # The head is reserved on pod-a-000 from t=1000 (when "short" reaches its limit).
     # Draining that node makes the kept reservation invalid at once, before the 30 s
