@@ -369,6 +369,8 @@ class Scheduler:
         #: the last tick's picture with those reservations booked (tick.KeptLine), while
         #: nothing has changed since: the next tick takes it over instead of re-booking
         self.kept_line: Any = None
+        #: the searches the last tick's budget denied, in its walk's order (tick.Tick.denied)
+        self.denied_searches: list[tuple[str, int, frozenset[str]]] = []
         self.planned_at: dict[str, int] = {}
         #: when a kept reservation was last planned afresh and the fresh plan was not
         #: better (it was kept as it was): it is not due for another look until
@@ -622,7 +624,10 @@ class Scheduler:
     # other input of a tick changes only with an event, and an event changes ``version``.
     def _note_quiet(self, result: TickResult, now: int) -> None:
         quiet = (not result.decisions and not result.stats.get("budget_exhausted")
-                 and not result.stats.get("search_denied") and not self.pass_seen)
+                 and not self.pass_seen)
+        searching = bool(result.stats.get("search_denied"))
+        if searching and not self.denied_searches:
+            quiet = False  # its walk planned reservations: the next tick walks again
         if not quiet:
             self._quiet = None
             self._fixed = None
@@ -637,7 +642,12 @@ class Scheduler:
         # and a fixed point needs two ticks that leave the same.
         planned_all = (result.stats.get("reservations_planned", 0)
                        < self.config.reservation_plans_per_tick)
-        if planned_all or sig == self._quiet:
+        if (planned_all or sig == self._quiet) and (self.estimate_round is not None
+                                                     or searching):
+            # each tick plans more of the round, or makes one more search, whatever else
+            # is due: nothing to time
+            self._fixed = (self.version, self.claims_version, sig[2], None, True)
+        elif planned_all or sig == self._quiet:
             inputs = self.plan_inputs()
             stale = [self.looked_at(r.job_id, now) for r in self.reserved
                      if self.looked_sig.get(r.job_id) != inputs]
@@ -646,8 +656,7 @@ class Scheduler:
             round_at = self.round_due(now, {r.job_id for r in self.reserved})
             if round_at is not None:
                 due = round_at if due is None else min(due, round_at)
-            self._fixed = (self.version, self.claims_version, sig[2], due,
-                           self.estimate_round is not None)
+            self._fixed = (self.version, self.claims_version, sig[2], due, False)
         else:
             self._fixed = None
         self._quiet = sig

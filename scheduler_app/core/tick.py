@@ -112,6 +112,7 @@ from .layers import Layer
 from .placement import find_placement
 from .preemption import (
     Candidate,
+    PreemptionPlan,
     TenantLoad,
     VictimPool,
     cannot_make_room,
@@ -420,6 +421,15 @@ class Tick:
         self.searches = 0
         #: a head the rule lets preempt found no search left in this tick's budget
         self.search_denied = False
+        #: (head, its held GPUs, nodes to avoid) of each search asked for once the budget
+        #: was spent, in the walk's order: what the next tick searches for if nothing
+        #: else changed (Scheduler.denied_searches, :meth:`_searches_alone`)
+        self.denied: list[tuple[str, int, frozenset[str]]] = []
+        #: the walk planned a reservation (a head walked before it searched without it in
+        #: the way, the next tick's walk, which keeps it first, with it), or resumed a
+        #: pass (the next tick's walks from the heads): the next walk may search for
+        #: other heads than this one denied
+        self.walk_unlike_next = False
         self.placed = 0
         self.backfilled = 0
         self.preempt_requests = 0
@@ -457,6 +467,10 @@ class Tick:
             t0 = self.timer()
             phase()
             self.stats[f"phase_{name}_ms"] = round((self.timer() - t0) * 1000, 3)
+        # what the next tick may search for without a walk (only when this walk met its
+        # denied heads as the next one would)
+        self.s.denied_searches = (self.denied if self.search_denied
+                                  and not self.walk_unlike_next else [])
         self.stats.update(
             examined=self.examined, placed=self.placed, backfilled=self.backfilled,
             preemption_searches=self.searches, preempt_requests=self.preempt_requests,
@@ -553,13 +567,14 @@ class Tick:
         resuming = bool(s.pass_seen)
         if self.policy != "fifo":
             self._keep_reservations()
-            if self.looks_alone and self._kept_as_before():
+            if self.looks_alone and self._kept_as_before() and self._searches_alone():
                 # the walk would find the quota holds of the last tick, too
                 self.quota_holds = dict(s.quota_holds)
                 self.stats["looks_alone"] = len(self.looked)
                 return
         if resuming and self.policy != "fifo":
             self._restore_pass()
+        self.walk_unlike_next = self.walk_unlike_next or resuming
         blocked = s.pass_blocked if resuming else {}
         cursor = s.pass_cursor if resuming else {}
         seen = s.pass_seen
@@ -712,6 +727,39 @@ class Tick:
                 and all(b.res is r or (b.res.job_id == r.job_id and b.res.start_s == r.start_s
                                        and b.res.alloc == r.alloc)
                         for b, r in zip(self.reserved, s.reserved, strict=True)))
+
+    def _searches_alone(self) -> bool:
+        """At a fixed point but for heads the last tick's search budget left without a
+        search (``Scheduler.denied_searches``): the walk would meet the same heads in the
+        same state, pass the one searched in vain last tick (remembered as vain), and ask
+        for a search for the first of these. Their searches are asked for here, in that
+        order, as the walk asks (``_may_search``: the first allowed one is made, the next
+        one is denied again). True if no search found victims: the walk would then find
+        the last tick's answers, and is not run. False (the walk runs, and makes that
+        search again) if one found victims: the walk decides, and what it finds behind
+        that head changes."""
+        s = self.s
+        if s.denied_searches:
+            self._count("searches_alone")
+        for job_id, held, avoid in s.denied_searches:
+            rec = s.jobs[job_id]
+            if rec.state != S.QUEUED:  # (not at a fixed point) walk, to be safe
+                return self._searched_alone_none()
+            if not self._may_search(rec, held, avoid):
+                continue
+            read = (s.cluster_version, s.claims_version)
+            if self._victims_for(rec, held, avoid):
+                return self._searched_alone_none()
+            self.searches += 1
+            self._note_vain(job_id, avoid, read)
+        return True
+
+    def _searched_alone_none(self) -> bool:
+        """The walk runs after all: it asks for the searches itself."""
+        self.searches = 0
+        self.search_denied = False
+        self.denied = []
+        return False
 
     def _count(self, stat: str) -> None:
         self.stats[stat] = self.stats.get(stat, 0) + 1
@@ -1138,6 +1186,7 @@ class Tick:
             return  # it would take quota a higher job of its team holds its place in
         # seen now so that the next tick, if nothing changes, need not look again
         holds = line.still_holds(res, self._excluded(spec.id))
+        self.walk_unlike_next = True
         self._book(rec, res, planned_at,
                    holds_on=s.picture_sig() if holds else None)
 
@@ -1459,6 +1508,7 @@ class Tick:
             return False
         capped = self.searches >= self.cfg.max_preemption_searches_per_tick
         if capped and self.search_denied:
+            self.denied.append((spec.id, held, avoid))
             return False
         key = (self.s.version, spec.tenant, held, spec.gpus)
         allowed = self._may_memo.get(key)
@@ -1475,9 +1525,24 @@ class Tick:
             return False
         if capped:
             # the next tick searches for this head: this tick is no fixed point
-            self.search_denied = self.search_denied or allowed
+            if allowed:
+                self.search_denied = True
+                self.denied.append((spec.id, held, avoid))
             return False
         return allowed
+
+    def _victims_for(self, rec: JobRecord, held: int, avoid: frozenset[str]
+                     ) -> PreemptionPlan | None:
+        """The search itself (it changes nothing): the plan, if it found victims."""
+        cands = self.candidates()
+        if not cands:
+            return None
+        loads, exclude = self._as_head_sees(rec.spec, held, avoid)
+        plan = select_victims(
+            self.s.cap, rec.spec, cands, loads, self.now, config=self.cfg,
+            policy=self.policy, exclude=exclude, costs=self._victim_costs,
+        )
+        return plan if plan is not None and plan.victims else None
 
     def _cannot_make_room(self, rec: JobRecord, held: int, avoid: frozenset[str]) -> bool:
         """preemption.cannot_make_room for this head on the tick's candidates."""
@@ -1516,15 +1581,10 @@ class Tick:
         s = self.s
         spec = rec.spec
         cands = self.candidates()
-        if not cands:
+        plan = self._victims_for(rec, held, avoid)
+        if plan is None:
             return False
-        loads, exclude = self._as_head_sees(spec, held, avoid)
-        plan = select_victims(
-            s.cap, spec, cands, loads, self.now, config=self.cfg,
-            policy=self.policy, exclude=exclude, costs=self._victim_costs,
-        )
-        if plan is None or not plan.victims:
-            return False
+        exclude = self._excluded(spec.id) | avoid
         chosen = {v.job_id for v in plan.victims}
         self._candidates = [c for c in cands if c.spec.id not in chosen]
         self._pool = None  # its node masks are built when read: a rebuild costs a filter
