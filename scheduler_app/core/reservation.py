@@ -36,6 +36,7 @@ class Reservation:
     after_job: str | None  # the release that makes it fit (None: fits now / after preemption)
     _masks: dict[str, int] | None = field(default=None, init=False, repr=False,
                                           compare=False)
+    _gpus: int = field(default=-1, init=False, repr=False, compare=False)
 
     @property
     def masks(self) -> dict[str, int]:
@@ -50,7 +51,13 @@ class Reservation:
 
     @property
     def gpus(self) -> int:
-        return alloc_gpus(self.alloc)
+        """The GPUs held (counted once: the walk reads it for each booked reservation of a
+        team, at each job of the team it examines)."""
+        gpus = self._gpus
+        if gpus < 0:
+            gpus = alloc_gpus(self.alloc)
+            object.__setattr__(self, "_gpus", gpus)
+        return gpus
 
 
 def plan_reservation(
