@@ -613,10 +613,11 @@ class Scheduler:
     # pass complete, no head the rule lets preempt left without a search by the tick's
     # search budget) and left the reservations, quota holds and claims as the tick before
     # it had them, with the same heap order and no state change in between, is a fixed
-    # point: the next tick would compute the same again. An estimate round going on
-    # makes it a fixed point but for the round (the last item of ``_fixed``): the next
-    # ticks plan more of the round and walk no queue (``looks_alone_due``), and none is
-    # skipped until the round ends (``quiet_until``).
+    # point: the next tick would compute the same again. An estimate round going on, or
+    # heads the search budget left without a search, make it a fixed point but for that
+    # (the last item of ``_fixed``): the next ticks plan more of the round or make those
+    # searches, and walk no queue (``looks_alone_due``, ``Tick._searches_alone``); none
+    # is skipped until then (``quiet_until``).
     # What makes a later tick differ without any event is time alone: the fair-share
     # order (decayed usage; linear in 2^-t/H for each tenant, so an order seen at two
     # instants held between them) and a kept reservation's refresh
@@ -627,7 +628,9 @@ class Scheduler:
                  and not self.pass_seen)
         searching = bool(result.stats.get("search_denied"))
         if searching and not self.denied_searches:
-            quiet = False  # its walk planned reservations: the next tick walks again
+            # its walk planned a reservation or resumed a pass: the next walk may search
+            # for other heads (Tick.walk_unlike_next), so the next tick walks
+            quiet = False
         if not quiet:
             self._quiet = None
             self._fixed = None
@@ -740,8 +743,8 @@ class Scheduler:
         is the next instant something happens anyway (an event, a timer)."""
         fixed = self._fixed_now(now)
         if fixed is None or fixed[4]:
-            return None  # an estimate round going on: each tick plans more of it
-        version, claims, order, due, _rounding = fixed
+            return None  # a round going on, or searches denied: each tick does more
+        version, claims, order, due, _but_for = fixed
         if due is not None:
             if due <= now:
                 return None
@@ -771,7 +774,8 @@ class Scheduler:
         change of the cluster makes every reservation stale, and the looks come due two
         at a time. A round of estimates spans many ticks (two plans each, by default) and
         no walk reads what it plans: on the anchor window, a round was going on at two
-        ticks in three."""
+        ticks in three. Heads left without a search by the last tick's budget are
+        searched for alone, too (``Tick._searches_alone``)."""
         fixed = self._fixed_now(now)
         return (fixed is not None
                 and (fixed[4] or (fixed[3] is not None and fixed[3] <= now))

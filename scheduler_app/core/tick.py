@@ -82,7 +82,9 @@ Bounds (the tick never scans all jobs or all nodes):
 - At most ``config.max_preemption_searches_per_tick`` preemption searches per tick. A head
   that ``preemption.cannot_make_room`` shows no search could help (a bound on the tick's
   pool of possible victims, O(teams + their nodes)) takes none of them, and a head whose
-  search found nothing is not searched again until the cluster or the claims change.
+  search found nothing is not searched again until the cluster or the claims change. The
+  heads a tick's budget left without a search are searched for at the next tick, without
+  the walk if nothing else changed (``_searches_alone``).
 
 Policies: ``full`` (everything above); ``priority-kill`` (the same, but the victims are
 chosen most-recently-started first and killed at once, and the head starts in the same
@@ -384,9 +386,11 @@ class Tick:
     def __init__(self, sched: Scheduler, now: int, clock: Callable[[], float] | None, *,
                  looks_alone: bool = False) -> None:
         self.s = sched
-        #: a fixed point but for kept reservations due for their fresh look
-        #: (Scheduler.looks_alone_due): the tick ends after them if they are kept as
-        #: they were (:meth:`_kept_as_before`)
+        #: a fixed point but for kept reservations due for their fresh look, a round of
+        #: estimates going on or heads denied a search (Scheduler.looks_alone_due): the
+        #: tick ends after the looks if they keep the reservations as they were
+        #: (:meth:`_kept_as_before`) and the searches find no victims
+        #: (:meth:`_searches_alone`)
         self.looks_alone = looks_alone
         self.cfg = sched.config
         self.now = now
