@@ -609,8 +609,10 @@ class Scheduler:
         self._note_quiet(result, now)
         return result
 
-    # A tick that decided nothing (no timer due, nothing placed, nobody asked to stop, its
-    # pass complete, no head the rule lets preempt left without a search by the tick's
+    # A tick that decided nothing (no timer due, nothing placed, nobody asked to stop, a
+    # whole pass from the heads: not one resumed after the work budget, since the next
+    # tick's pass starts from the heads again and may spend its budget before reaching
+    # the jobs this one reached; no head the rule lets preempt left without a search by the tick's
     # search budget) and left the reservations, quota holds and claims as the tick before
     # it had them, with the same heap order and no state change in between, is a fixed
     # point: the next tick would compute the same again. An estimate round going on, or
@@ -625,7 +627,7 @@ class Scheduler:
     # other input of a tick changes only with an event, and an event changes ``version``.
     def _note_quiet(self, result: TickResult, now: int) -> None:
         quiet = (not result.decisions and not result.stats.get("budget_exhausted")
-                 and not self.pass_seen)
+                 and not self.pass_seen and not result.stats.get("resumed_pass"))
         searching = bool(result.stats.get("search_denied"))
         if searching and not self.denied_searches:
             # its walk planned a reservation or resumed a pass: the next walk may search
@@ -645,8 +647,8 @@ class Scheduler:
         # and a fixed point needs two ticks that leave the same.
         planned_all = (result.stats.get("reservations_planned", 0)
                        < self.config.reservation_plans_per_tick)
-        if (planned_all or sig == self._quiet) and (self.estimate_round is not None
-                                                     or searching):
+        but_for = self.estimate_round is not None or searching
+        if (planned_all or sig == self._quiet) and but_for:
             # each tick plans more of the round, or makes one more search, whatever else
             # is due: nothing to time
             self._fixed = (self.version, self.claims_version, sig[2], None, True)
@@ -662,7 +664,10 @@ class Scheduler:
             self._fixed = (self.version, self.claims_version, sig[2], due, False)
         else:
             self._fixed = None
-        self._quiet = sig
+        # a tick that was a fixed point but for a round or a search does not count as the
+        # first of two quiet ticks: it may have planned no reservation (it walked no
+        # queue, or its plan budget went to a look), so an equal sig proves nothing
+        self._quiet = None if but_for else sig
 
     def round_due(self, now: int, reserved: set[str]) -> int | None:
         """When a tick starts a round of start estimates (``Tick._new_round``), with the

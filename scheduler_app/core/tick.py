@@ -579,6 +579,10 @@ class Tick:
         if resuming and self.policy != "fifo":
             self._restore_pass()
         self.walk_unlike_next = self.walk_unlike_next or resuming
+        if resuming:
+            # no fixed point: the next tick's fresh pass walks from the heads, and may
+            # spend its budget before the jobs this one reached (Scheduler._note_quiet)
+            self.stats["resumed_pass"] = True
         blocked = s.pass_blocked if resuming else {}
         cursor = s.pass_cursor if resuming else {}
         seen = s.pass_seen
