@@ -578,11 +578,11 @@ class Tick:
                 return
         if resuming and self.policy != "fifo":
             self._restore_pass()
-        self.walk_unlike_next = self.walk_unlike_next or resuming
         if resuming:
             # no fixed point: the next tick's fresh pass walks from the heads, and may
             # spend its budget before the jobs this one reached (Scheduler._note_quiet)
             self.stats["resumed_pass"] = True
+            self.walk_unlike_next = True
         blocked = s.pass_blocked if resuming else {}
         cursor = s.pass_cursor if resuming else {}
         seen = s.pass_seen
@@ -1540,8 +1540,9 @@ class Tick:
         return allowed
 
     def _victims_for(self, rec: JobRecord, held: int, avoid: frozenset[str]
-                     ) -> PreemptionPlan | None:
-        """The search itself (it changes nothing): the plan, if it found victims."""
+                     ) -> tuple[PreemptionPlan, frozenset[str]] | None:
+        """The search itself (it changes nothing): the plan, if it found victims, and
+        the nodes the head may not use."""
         cands = self.candidates()
         if not cands:
             return None
@@ -1550,7 +1551,7 @@ class Tick:
             self.s.cap, rec.spec, cands, loads, self.now, config=self.cfg,
             policy=self.policy, exclude=exclude, costs=self._victim_costs,
         )
-        return plan if plan is not None and plan.victims else None
+        return (plan, exclude) if plan is not None and plan.victims else None
 
     def _cannot_make_room(self, rec: JobRecord, held: int, avoid: frozenset[str]) -> bool:
         """preemption.cannot_make_room for this head on the tick's candidates."""
@@ -1589,10 +1590,10 @@ class Tick:
         s = self.s
         spec = rec.spec
         cands = self.candidates()
-        plan = self._victims_for(rec, held, avoid)
-        if plan is None:
+        found = self._victims_for(rec, held, avoid)
+        if found is None:
             return False
-        exclude = self._excluded(spec.id) | avoid
+        plan, exclude = found
         chosen = {v.job_id for v in plan.victims}
         self._candidates = [c for c in cands if c.spec.id not in chosen]
         self._pool = None  # its node masks are built when read: a rebuild costs a filter
