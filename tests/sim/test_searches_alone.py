@@ -37,6 +37,22 @@ def test_searches_without_the_walk_change_no_decision(path: Any) -> None:
     assert_same_counting(load_scenario(path), "full", _WalkForEverySearch, "searches_alone")
 
 
+def test_a_search_budget_of_zero_denies_every_search_with_or_without_the_walk() -> None:
+    """An operator's ``max_preemption_searches_per_tick: 0`` (allowed: preemption off by
+    budget): every head that may preempt is denied at every tick, so every such tick
+    after the first is one of these, and none may search."""
+    total = 0
+    for path in ALL_SCENARIOS:
+        scenario = load_scenario(path)
+        settings = {**dict(scenario.settings), "max_preemption_searches_per_tick": 0}
+        scenario = dataclasses.replace(scenario, settings=tuple(sorted(settings.items())))
+        counted = assert_same_counting(scenario, "full", _WalkForEverySearch,
+                                       "searches_alone", "preemption_searches")
+        assert counted["preemption_searches"] == 0
+        total += counted["searches_alone"]
+    assert total > 0
+
+
 @pytest.mark.parametrize("views", (True, False))
 @pytest.mark.parametrize("policy", ("full", "priority-kill"))
 def test_searches_without_the_walk_change_no_decision_on_a_busy_half_hour(
