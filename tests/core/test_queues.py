@@ -367,3 +367,21 @@ def test_a_walk_after_an_entry_yields_the_live_jobs_past_it_in_order(ops, cut) -
     after = entry_key(specs[cut % len(specs)])
     full = list(q.iter_heap(key))
     assert list(q.iter_heap(key, after)) == [e for e in full if e[0] > after]
+
+
+def test_a_walk_after_a_requeued_job_skips_both_of_its_entries() -> None:
+    """A job that left and came back has two entries of the same key (the stale one and
+    the live one, by version): a walk after that key yields neither, a walk from the head
+    yields the job once, in its place."""
+    q = JobQueues()
+    specs = [job(f"j{i}", 1, seq=i) for i in range(6)]
+    for spec in specs:
+        q.push(spec)
+    q.remove("j2")
+    q.push(specs[2])  # requeued: same entry key, a new version
+    key = ("team-a", 0)
+    assert [j for _ek, j in q.iter_heap(key)] == ["j0", "j1", "j2", "j3", "j4", "j5"]
+    assert [j for _ek, j in q.iter_heap(key, entry_key(specs[2]))] == ["j3", "j4", "j5"]
+    assert [j for _ek, j in q.iter_heap(key, entry_key(specs[1]))] == ["j2", "j3", "j4", "j5"]
+    q.prune(key)  # the stale entry is not at the top: nothing to pop, order kept
+    assert [j for _ek, j in q.iter_heap(key)] == ["j0", "j1", "j2", "j3", "j4", "j5"]
