@@ -409,6 +409,13 @@ class Tick:
         self.reserved: list[Booked] = []
         self.reserved_ids: set[str] = set()
         self._booked_on_node: dict[str, list[Booked]] = {}  # node -> reservations there
+        self._booked_by_id: dict[str, Booked] = {}
+        #: bumped at every booking and every start of a reserved job (memo key)
+        self._reserved_version = 0
+        #: (alloc's id, _reserved_version) -> (alloc, the reservations it uses GPUs of);
+        #: the alloc is kept so that its id is not reused while the entry lives
+        self._overlaps_memo: dict[tuple[int, int], tuple[Allocation, list[Booked]]] = {}
+        self._avoid_memo: dict[tuple[int, tuple[int, ...]], frozenset[str]] = {}
         self.planned_at: dict[str, int] = {}
         self.checked_at: dict[str, int] = {}  # kept reservations planned afresh, not bettered
         self.looked_sig: dict[str, int] = {}  # Scheduler.plan_inputs() at their last look
@@ -915,11 +922,14 @@ class Tick:
             return "blocked"
         entitled = held + size <= s.tenants[team].guaranteed_gpus
         exclude = self._excluded(job_id)
-        own = (next(b for b in self.reserved if b.res.job_id == job_id)
-               if job_id in self.reserved_ids else None)
+        own = self._booked_by_id.get(job_id)
         binding = self.reserved if own is None else [b for b in self.reserved if b is not own]
-        alloc = self._own_gpus(own, size, exclude) or self._place(spec, size, exclude)
-        clash = self._clashes(binding, alloc, end) if alloc is not None and binding else []
+        alloc = self._own_gpus(own, size, exclude)
+        shared = alloc is None  # _place's answer is the memo's: shared by jobs of a shape
+        if shared:
+            alloc = self._place(spec, size, exclude)
+        clash = (self._clashes(own, alloc, end, shared=shared)
+                 if alloc is not None and binding else [])
         passed: list[Booked] = []
         if clash:
             # the first fit takes GPUs a higher-ranked job has reserved before this one
@@ -937,7 +947,7 @@ class Tick:
                     # borrower's future plan does not hold back a guarantee now (the
                     # borrower, once started, could be preempted for this job anyway):
                     # only reservations of jobs within their own guarantee make it wait
-                    avoid = frozenset(n for b in clash for n in b.res.alloc)
+                    avoid = self._avoid(clash)
                     outcome = self._try_reclaim(rec, held, avoid=avoid)
                     if outcome is not None:
                         return outcome
@@ -1039,13 +1049,15 @@ class Tick:
 
     def _start(self, rec: JobRecord, alloc: Allocation, reason: Reason,
                detail: dict[str, Any]) -> None:
+        alloc = dict(alloc)  # (an answer of _place is shared by the jobs of its shape)
         self.s.start(rec, alloc, reason, self.now, detail)
         self.placed += 1
         self.estimates[rec.spec.id] = rec.estimate
         if rec.spec.id in self.reserved_ids:  # it starts on (or instead of) its reservation
             self.reserved_ids.discard(rec.spec.id)
-            gone = next(b for b in self.reserved if b.res.job_id == rec.spec.id)
+            gone = self._booked_by_id.pop(rec.spec.id)
             self.reserved = [b for b in self.reserved if b is not gone]
+            self._reserved_version += 1
             for n in gone.masks:
                 self._booked_on_node[n].remove(gone)
             self.line = None  # rebuilt without it at the next need
@@ -1095,10 +1107,28 @@ class Tick:
         return spec.min_gpus if spec.elastic and spec.min_gpus else spec.gpus
 
     # -- reservations: placing around them
-    def _clashes(self, binding: list[Booked], alloc: Allocation, end: int | None
-                 ) -> list[Booked]:
-        """The reservations of ``binding`` that ``alloc`` would delay: it uses some of
-        their GPUs and does not end (by its declared limit) by their start. Looked up by
+    def _clashes(self, own: Booked | None, alloc: Allocation, end: int | None, *,
+                 shared: bool) -> list[Booked]:
+        """The reservations but ``own`` that ``alloc`` would delay: it uses some of their
+        GPUs and does not end (by its declared limit) by their start, in booking order.
+        ``shared``: ``alloc`` is an answer of :meth:`_place`, met again by every job of
+        its shape while the state holds, so the reservations it overlaps are
+        remembered (the jobs differ only in their ends)."""
+        if not shared:
+            overlaps = self._overlaps(alloc)
+        else:
+            key = (id(alloc), self._reserved_version)
+            found = self._overlaps_memo.get(key)
+            if found is None:
+                if len(self._overlaps_memo) > 1024:
+                    self._overlaps_memo.clear()
+                found = self._overlaps_memo[key] = (alloc, self._overlaps(alloc))
+            overlaps = found[1]
+        return [b for b in overlaps
+                if b is not own and (end is None or end > b.res.start_s)]
+
+    def _overlaps(self, alloc: Allocation) -> list[Booked]:
+        """The reservations that hold some GPU of ``alloc``, in booking order. Looked up by
         node (``alloc`` spans a few nodes, the reservations may span thousands)."""
         on_node = self._booked_on_node
         hit: set[int] = set()
@@ -1108,11 +1138,22 @@ class Tick:
                 continue
             m = mask_of(ix)
             for b in entries:
-                if m & b.masks[n] and (end is None or end > b.res.start_s):
+                if m & b.masks[n]:
                     hit.add(id(b))
         if not hit:
             return []
-        return [b for b in binding if id(b) in hit]
+        return [b for b in self.reserved if id(b) in hit]
+
+    def _avoid(self, clash: list[Booked]) -> frozenset[str]:
+        """The nodes of the reservations in ``clash`` (memo: the jobs of one shape meet the
+        same ones)."""
+        key = (self._reserved_version, tuple(id(b) for b in clash))
+        found = self._avoid_memo.get(key)
+        if found is None:
+            if len(self._avoid_memo) > 1024:
+                self._avoid_memo.clear()
+            found = self._avoid_memo[key] = frozenset(n for b in clash for n in b.res.alloc)
+        return found
 
     def _backfill_detail(self, binding: list[Booked], alloc: Allocation, end: int | None
                          ) -> dict[str, Any]:
@@ -1218,6 +1259,8 @@ class Tick:
         for n in masks:
             self._booked_on_node.setdefault(n, []).append(booked)
         self.reserved_ids.add(spec.id)
+        self._booked_by_id[spec.id] = booked
+        self._reserved_version += 1
         self.planned_at[spec.id] = planned_at
         if planned_at == self.now:
             self.looked.add(spec.id)
@@ -1370,6 +1413,8 @@ class Tick:
         return kw
 
     def _place(self, spec: JobSpec, size: int, exclude: frozenset[str]) -> Allocation | None:
+        """A placement now on the cluster's free GPUs. The answer is the memo's, shared by
+        every job of the shape while the state holds: read it, never modify it."""
         s = self.s
         kw = self._shape(spec, size)
         if kw is None:
@@ -1382,12 +1427,11 @@ class Tick:
                spec.interactive, exclude)
         places = self._places
         if key in places:
-            found = places[key]
-            return None if found is None else dict(found)
+            return places[key]
         alloc = self._search(spec, exclude, kw)
         if len(places) > 4096:
             places.clear()
-        places[key] = None if alloc is None else dict(alloc)
+        places[key] = alloc
         return alloc
 
     def _search(self, spec: JobSpec, exclude: frozenset[str], kw: dict[str, Any],

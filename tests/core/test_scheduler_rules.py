@@ -213,3 +213,28 @@ def test_a_kept_reservation_is_planned_afresh_when_its_node_is_drained() -> None
     assert sim.sched.job("head").start_estimate_s == 1000
     sim.run(22)
     assert sim.sched.job("head").start_estimate_s == 2000
+
+
+def test_jobs_of_one_shape_clash_with_a_reservation_by_their_own_ends() -> None:
+    # pod-a-001 is reserved for the 16-GPU head from t=1000 (when "hold" reaches its
+    # limit on pod-a-000). "long" and "short" ask for the same shape, so the tick finds
+    # both the same free GPUs (pod-a-001) on the same state, and "long" is looked at
+    # first (higher priority): it would hold them past the reserved start and waits;
+    # "short" ends by its limit before that start and is backfilled in the same tick.
+    # One reservation at most: "long" gets none, so nothing changes between the two looks.
+    sim = Sim(
+        nodes({"pod-a": 2}),
+        [tenant("team-a", 16), tenant("team-b", 8)],
+        [work("hold", 8, 1000, tenant="team-b", gpus_per_node=8, max_runtime_s=1000),
+         work("head", 16, 100, at=10, priority=10, gpus_per_node=8, max_runtime_s=100),
+         work("long", 8, 5000, at=20, priority=5, gpus_per_node=8, max_runtime_s=5000),
+         work("short", 8, 500, at=20, priority=1, gpus_per_node=8, max_runtime_s=500)],
+        config=cfg(reservation_depth=1),
+    ).run(20_000)
+    placed = sim.first("short", S.PLACING)
+    assert placed.at_s == 20 and placed.reason == Reason.BACKFILLED
+    assert placed.detail["ends_before"] == [{"job": "head", "start_s": 1000}]
+    tick = next(r for t, r in sim.ticks if t == 20)
+    assert tick.pending_reasons.get("long") == P.RESERVATION  # looked at in that tick
+    assert sim.started_at("head") == 1000
+    assert sim.started_at("long") >= sim.started_at("head")
