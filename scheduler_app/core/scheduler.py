@@ -81,6 +81,9 @@ POLICIES = ("full", "fifo", "priority-kill")
 #: checkpoints whose jobs the scheduler remembers (Scheduler.checkpointed): more between two
 #: preemption searches and the tick builds its candidates again
 CHECKPOINTS_REMEMBERED = 4096
+#: moves noted for the next tick's picture (Scheduler.picture_moves): more between two
+#: ticks and the tick builds a fresh picture
+PICTURE_MOVES_KEPT = 4096
 
 
 @dataclass(frozen=True, slots=True)
@@ -367,8 +370,14 @@ class Scheduler:
         #: they still hold)
         self.reserved: list[Reservation] = []
         #: the last tick's picture with those reservations booked (tick.KeptLine), while
-        #: nothing has changed since: the next tick takes it over instead of re-booking
+        #: nothing has changed since but what it can follow (``picture_moves``): the next
+        #: tick takes it over instead of re-booking
         self.kept_line: Any = None
+        #: each move into, out of or between the holding states since the last tick
+        #: handed its picture on, one per change of ``cluster_version`` (the tick checks
+        #: the count): ("end", job, its GPUs) when a job let its GPUs go, ("same", job,
+        #: None) when neither its GPUs nor its release changed, ("other", job, None) else
+        self.picture_moves: list[tuple[str, str, Allocation | None]] = []
         #: the searches the last tick's budget denied, in its walk's order (tick.Tick.denied)
         self.denied_searches: list[tuple[str, int, frozenset[str]]] = []
         self.planned_at: dict[str, int] = {}
@@ -1121,6 +1130,7 @@ class Scheduler:
     ) -> Decision:
         job_id = rec.spec.id
         frm = rec.state
+        touched = False
         if not (reason == Reason.CHECKPOINTED and frm == to):
             # A reported checkpoint changes what a victim would lose, never whether a job
             # fits, may be reserved or may be preempted: what ``version`` tells the tick's
@@ -1129,6 +1139,9 @@ class Scheduler:
             self.version += 1
             if frm in HOLDING_STATES or to in HOLDING_STATES:
                 self._touch(rec.spec.tenant)
+                touched = True
+        held_before = rec.alloc
+        release_before = self.releases.by_job_map().get(job_id)
         if frm is None:
             if to != S.SUBMITTED:
                 raise ValueError(f"job {job_id}: the first transition must be to SUBMITTED")
@@ -1175,9 +1188,28 @@ class Scheduler:
             detail=detail or {},
         )
         self._out.append(decision)
+        if touched:
+            self._note_picture_move(rec, frm, held_before, release_before)
         if ended_job:
             self._ended(rec, now)
         return decision
+
+    def _note_picture_move(self, rec: JobRecord, frm: JobState | None,
+                           held_before: Allocation | None, release_before: Any) -> None:
+        """What a move did to the cluster a picture shows (``picture_moves``). Past
+        ``PICTURE_MOVES_KEPT`` moves none is noted: the count then tells the tick that it
+        lost track, and it builds a fresh picture."""
+        moves = self.picture_moves
+        if len(moves) >= PICTURE_MOVES_KEPT:
+            return
+        job_id = rec.spec.id
+        if frm in HOLDING_STATES and rec.state not in HOLDING_STATES:
+            moves.append(("end", job_id, held_before))
+        elif (frm in HOLDING_STATES and rec.alloc is held_before
+              and self.releases.by_job_map().get(job_id) is release_before):
+            moves.append(("same", job_id, None))
+        else:
+            moves.append(("other", job_id, None))
 
     def _ended(self, rec: JobRecord, now: int) -> None:
         """A job reached a final state: the gates it held shut open (the jobs that waited

@@ -136,6 +136,9 @@ P = PendingReason
 
 #: jobs that could not start after which the walk leaves one (tenant, size class) heap
 BLOCKED_PER_HEAP = 16
+#: a picture followed across ticks (Tick._followed) keeps the jobs it saw start and end
+#: beside the index's maps; past this many entries a fresh picture is built instead
+PICTURE_FOLLOWED_ENTRIES = 20_000
 #: seconds after which the look-ahead estimates are replanned even if no job entered it
 ESTIMATE_REFRESH_S = 60
 #: seconds a still-valid reservation is kept before it is planned afresh
@@ -317,6 +320,38 @@ class _Line:
                 free_now[n] = left
         if free_now:
             self.hold(job_id, free_now, end)
+
+    def end(self, job_id: str, alloc: Allocation, reserved: dict[str, int]) -> None:
+        """A running job let ``alloc`` go: its release is gone, and its GPUs are free now
+        but for those a reservation holds (``reserved``: node -> the reservations'
+        GPUs), which stay the reservation's: a fresh picture would show them free, and
+        booking the reservation would take them again. (A GPU of the job that a
+        reservation counts on is the reservation's in the picture: taken from the job's
+        release when the plan was booked, or left to it when the job started ending
+        before it.)"""
+        by_id = self.by_id
+        r = by_id.get(job_id)
+        if r is not None:
+            releases = self.releases
+            i = bisect.bisect_left(releases, (r.end_s, job_id), key=_release_key)
+            del releases[i]
+            del by_id[job_id]
+            on_node = self.on_node
+            for n in r.alloc:
+                on_node[n] = on_node[n] - {job_id}
+        free: dict[str, int] = {}
+        for n, ix in alloc.items():
+            m = mask_of(ix) & ~reserved.get(n, 0)
+            if m:
+                free[n] = m
+        self.cap.give_back_masks(free)
+
+    def kept_entries(self) -> int:
+        """The entries this picture keeps beside the index's maps (its own writes, and
+        the values it saved of the index's changes): they grow while it is followed."""
+        by_id, on_node = self.by_id, self.on_node
+        return (len(by_id.own) + len(by_id.journal.saved)
+                + len(on_node.own) + len(on_node.journal.saved))
 
     def still_holds(self, res: Reservation, exclude: frozenset[str]) -> bool:
         """Each GPU of ``res`` is free in the picture, or given back by its start, on a node
@@ -678,6 +713,8 @@ class Tick:
         kept = s.kept_line
         s.kept_line = None
         sig = s.picture_sig()
+        if kept is not None and kept.sig != sig:
+            kept = self._followed(kept, sig)
         following = (kept is not None and kept.sig == sig
                      and len(kept.reserved) == len(s.reserved)
                      and all(a is b for a, b in zip(kept.reserved, s.reserved, strict=True)))
@@ -728,6 +765,29 @@ class Tick:
             self.line, self._line_masks, self._line_sig = kept.line, kept.masks, sig
             self.line_version += 1
             self.stats["picture_taken_over"] = True
+
+    def _followed(self, kept: KeptLine, sig: tuple[int, int]) -> KeptLine | None:
+        """The last tick's picture brought to the cluster as it is now, when only jobs
+        letting their GPUs go (or moving between the holding states on the same GPUs and
+        release) changed it since (``Scheduler.picture_moves``): each such end frees the
+        GPUs the picture shows its job holding (``_Line.end``), which is the picture a
+        fresh copy with the same reservations booked would show. None if anything else
+        changed (a start, a request to stop, a health or quota change, a claim): a fresh
+        picture is built."""
+        moves = self.s.picture_moves
+        if (kept.sig[1] != sig[1] or sig[0] - kept.sig[0] != len(moves)
+                or any(kind == "other" for kind, _j, _a in moves)
+                or kept.line.kept_entries() + len(kept.masks) > PICTURE_FOLLOWED_ENTRIES):
+            return None
+        reserved: dict[str, int] = {}
+        for res in kept.reserved:
+            for n, m in res.masks.items():
+                reserved[n] = reserved.get(n, 0) | m
+        for kind, job_id, alloc in moves:
+            if kind == "end" and alloc:
+                kept.line.end(job_id, alloc, reserved)
+        self._count("picture_followed")
+        return replace(kept, sig=sig)
 
     def _kept_as_before(self) -> bool:
         """At a fixed point but for the looks just taken (``looks_alone``): every
@@ -799,6 +859,7 @@ class Tick:
                                    self._line_masks)
         else:
             s.kept_line = None
+        s.picture_moves.clear()  # what the next tick's picture must follow starts now
 
     @staticmethod
     def _takes_others(new: Reservation, old: Reservation, held: dict[str, int]) -> bool:
@@ -1050,6 +1111,7 @@ class Tick:
     def _start(self, rec: JobRecord, alloc: Allocation, reason: Reason,
                detail: dict[str, Any]) -> None:
         alloc = dict(alloc)  # (an answer of _place is shared by the jobs of its shape)
+        before = self.s.picture_sig()
         self.s.start(rec, alloc, reason, self.now, detail)
         self.placed += 1
         self.estimates[rec.spec.id] = rec.estimate
@@ -1067,6 +1129,25 @@ class Tick:
             end = None if spec.max_runtime_s is None else self.now + spec.max_runtime_s
             self.line.occupy(spec.id, alloc, end)
             self.line_version += 1
+            self._follow_start(before, detail)
+
+    def _follow_start(self, before: tuple[int, int], detail: dict[str, Any]) -> None:
+        """The picture, with the job just started occupying it, is the one a fresh copy
+        would show with the same reservations booked (``_Line.occupy``), and each
+        reservation still holds: the job used none of their GPUs, or ends by its
+        declared limit before their starts. So the picture and the reservations seen to
+        hold on it follow the start (the next tick may take it over). Not after a start
+        that took GPUs a borrower's reservation held (``entitled_past``: that reservation
+        no longer holds) or one that changed the claims (a handover)."""
+        after = self.s.picture_sig()
+        if (self._line_sig != before or after[1] != before[1]
+                or "entitled_past" in detail):
+            return
+        self._line_sig = after
+        holds_on = self._holds_on
+        for job_id, on in holds_on.items():
+            if on == before:
+                holds_on[job_id] = after
 
     def _held(self, team: str, *, besides: str | None = None) -> int:
         """GPUs the team holds that are not on their way out, plus those being reclaimed

@@ -16,8 +16,10 @@ from typing import Any
 import pytest
 
 from scheduler_app.core import tick as tick_module
+from scheduler_app.core.scheduler import Scheduler
 from scheduler_app.core.states import JobState
 from scheduler_app.core.tick import RESERVATION_REFRESH_S, Tick
+from scheduler_app.core.types import JobSpec, SchedulerConfig
 from scheduler_app.sim.engine import Simulation
 from scheduler_app.sim.scenario import validate_scenario
 from scheduler_app.workloads.synthetic import SyntheticParams, generate
@@ -191,3 +193,58 @@ def test_a_tick_due_only_for_a_look_that_finds_a_better_plan_walks_the_queues() 
     assert result.stats["examined"] >= 1
     assert sim.sched.reserved[0].start_s == 2000
     assert sim.sched.job("head").start_estimate_s == 2000
+
+
+def _picture_after(change: Any) -> dict[str, Any]:
+    """The stats of the tick after ``change`` (a call on the Scheduler at t=20), on a
+    cluster where "head" is reserved on both nodes from t=2000: "short" holds pod-a-000
+    until its limit (1000), "long" pod-a-001 until 2000, "placing" a GPU of a third node
+    that it has not confirmed yet."""
+    sched = Scheduler(nodes({"pod-a": 3}), [tenant("team-a", 24), tenant("team-b", 16, 8)],
+                      SchedulerConfig(), now=0)
+    specs = [JobSpec(id="short", seq=1, tenant="team-b", gpus=8, gpus_per_node=8,
+                     submit_s=0, max_runtime_s=1000, checkpointable=True),
+             JobSpec(id="long", seq=2, tenant="team-b", gpus=8, gpus_per_node=8,
+                     submit_s=0, max_runtime_s=2000),
+             JobSpec(id="placing", seq=3, tenant="team-a", gpus=1, submit_s=0,
+                     max_runtime_s=5000)]
+    for spec in specs:
+        sched.submit(spec, 0)
+    sched.tick(0)
+    for job_id in ("short", "long"):
+        sched.confirm_start(job_id, 1)
+    sched.submit(JobSpec(id="head", seq=4, tenant="team-a", gpus=16, gpus_per_node=8,
+                         submit_s=10, max_runtime_s=100), 10)
+    sched.tick(10)
+    assert sched.reserved[0].job_id == "head" and sched.kept_line is not None
+    change(sched)
+    return sched.tick(20).stats
+
+
+def _late() -> Any:
+    return JobSpec(id="late", seq=5, tenant="team-a", gpus=8, submit_s=20, max_runtime_s=100)
+
+
+@pytest.mark.parametrize(("change", "followed", "taken_over"), [
+    (lambda s: s.submit(_late(), 20), False, True),  # no GPU changed: taken over as it is
+    (lambda s: s.job_exited("short", 20, "completed"), True, True),
+    (lambda s: s.confirm_start("placing", 20), True, True),  # same GPUs, same release
+    (lambda s: s.cancel("long", 20), True, True),
+    (lambda s: s.request_preempt(s.jobs["short"], "head", 20, {}), False, False),  # new end
+    (lambda s: s.node_drain("pod-a-002", 20), False, False),
+    (lambda s: s.set_quota("team-b", 8, 8, 20), False, False),
+], ids=["arrival", "exit", "confirm", "cancel", "preempt-request", "drain", "quota"])
+def test_the_picture_follows_jobs_letting_go_and_nothing_else(
+        change: Any, followed: bool, taken_over: bool) -> None:
+    stats = _picture_after(change)
+    assert bool(stats.get("picture_followed")) == followed
+    assert bool(stats.get("picture_taken_over")) == taken_over
+
+
+def test_a_picture_that_kept_too_much_beside_the_index_is_built_afresh(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    # a followed picture keeps the starts and ends it saw beside the index's maps: its
+    # memory is bounded by building a fresh one past tick.PICTURE_FOLLOWED_ENTRIES
+    monkeypatch.setattr(tick_module, "PICTURE_FOLLOWED_ENTRIES", 0)
+    stats = _picture_after(lambda s: s.job_exited("short", 20, "completed"))
+    assert not stats.get("picture_followed") and not stats.get("picture_taken_over")
