@@ -212,6 +212,13 @@ class EstimateRound:
     masks: dict[int, Any] = field(default_factory=dict)
 
 
+def _min_gpus(spec: JobSpec, size: int) -> int | None | bool:
+    """The fewest GPUs an elastic job may start on (None: not elastic, its whole size);
+    False if that is more than ``size``: no placement on ``size`` GPUs."""
+    min_gpus = spec.min_gpus if spec.elastic else None
+    return False if min_gpus is not None and min_gpus > size else min_gpus
+
+
 def _size(spec: JobSpec, room: int, user_room: int | None) -> int:
     """The most GPUs a job starts on: its request, within its team's room and its owner's
     room under the per-user cap (None: no cap). An elastic job takes what they leave."""
@@ -1281,14 +1288,14 @@ class Tick:
                        ) -> Allocation | None:
         """A placement now on GPUs that no reservation holds (the picture's free GPUs)."""
         line = self._line()
-        kw = self._shape(spec, size)
-        if kw is None:
+        min_gpus = _min_gpus(spec, size)
+        if min_gpus is False:
             return None
-        key = (self.line_version, size, spec.gpus_per_node, spec.gpu_type, kw["min_gpus"],
+        key = (self.line_version, size, spec.gpus_per_node, spec.gpu_type, min_gpus,
                spec.interactive, exclude)
         if key in self._failed_places:
             return None
-        alloc = self._search(spec, exclude, kw, cap=line.cap)
+        alloc = self._search(spec, exclude, self._shape(spec, size, min_gpus), cap=line.cap)
         if alloc is None:
             self._failed_places.add(key)
         return alloc
@@ -1484,32 +1491,30 @@ class Tick:
                                               planned=self._team_reserved(spec.tenant))
         return at is not None and at <= start_s
 
-    def _shape(self, spec: JobSpec, size: int) -> dict[str, Any] | None:
-        kw: dict[str, Any] = dict(
-            gpus=size, gpus_per_node=spec.gpus_per_node, gpu_type=spec.gpu_type,
-            min_gpus=spec.min_gpus if spec.elastic else None,
-        )
-        if kw["min_gpus"] is not None and kw["min_gpus"] > size:
-            return None
-        return kw
+    @staticmethod
+    def _shape(spec: JobSpec, size: int, min_gpus: int | None) -> dict[str, Any]:
+        """find_placement's arguments for the job on ``size`` GPUs (built on a memo's miss
+        only: the walk asks for hundreds of placements a tick, most of them remembered)."""
+        return dict(gpus=size, gpus_per_node=spec.gpus_per_node, gpu_type=spec.gpu_type,
+                    min_gpus=min_gpus)
 
     def _place(self, spec: JobSpec, size: int, exclude: frozenset[str]) -> Allocation | None:
         """A placement now on the cluster's free GPUs. The answer is the memo's, shared by
         every job of the shape while the state holds: read it, never modify it."""
         s = self.s
-        kw = self._shape(spec, size)
-        if kw is None:
+        min_gpus = _min_gpus(spec, size)
+        if min_gpus is False:
             return None
         # Jobs of one heap often ask for the same shape: the search is deterministic and
         # its answer holds until the state changes (every start, end or health change
         # bumps Scheduler.version), so it is not repeated; a job that then clashes with
         # a reservation leaves the GPUs as they were for the next one.
-        key = (s.version, size, spec.gpus_per_node, spec.gpu_type, kw["min_gpus"],
+        key = (s.version, size, spec.gpus_per_node, spec.gpu_type, min_gpus,
                spec.interactive, exclude)
         places = self._places
         if key in places:
             return places[key]
-        alloc = self._search(spec, exclude, kw)
+        alloc = self._search(spec, exclude, self._shape(spec, size, min_gpus))
         if len(places) > 4096:
             places.clear()
         places[key] = alloc
