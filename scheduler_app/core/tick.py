@@ -249,13 +249,17 @@ class _Line:
         nodes = self.cap.nodes
         free_now: dict[str, int] = {}
         later: dict[str, int] = {}  # node -> GPUs a running job holds now
+        whole: set[str] = set()  # nodes where the plan takes every GPU held now
         for n, ix in alloc.items():
             m = mask_of(ix) if masks is None else masks[n]
-            free_mask = nodes[n].free_mask
+            node = nodes[n]
+            free_mask = node.free_mask
             if m & free_mask:
                 free_now[n] = m & free_mask
             if m & ~free_mask:
                 later[n] = m & ~free_mask
+                if m | free_mask == (1 << node.gpus) - 1:
+                    whole.add(n)
         if free_now:
             self.cap.take_masks(free_now)
         releases, by_id, on_node = self.releases, self.by_id, self.on_node
@@ -274,7 +278,9 @@ class _Line:
                     if taken is None:
                         kept[n] = ix
                         continue
-                    left = tuple(i for i in ix if not taken >> i & 1)
+                    # (a gang's plan mostly takes whole nodes: every release there
+                    # loses all of its GPUs on the node, with no index to test)
+                    left = () if n in whole else tuple(i for i in ix if not taken >> i & 1)
                     if len(left) == len(ix):
                         kept[n] = ix
                         continue
