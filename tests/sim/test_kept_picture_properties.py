@@ -14,11 +14,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from scheduler_app.core.scheduler import Scheduler
-from scheduler_app.sim.engine import Simulation
-from scheduler_app.sim.result import build_result
 from scheduler_app.sim.scenario import validate_scenario
 
-from .helpers import core_keeping_no
+from .helpers import assert_same_runs, core_keeping_no
 from .test_shortcuts_properties import NODES, contested
 
 _FreshPicture = core_keeping_no("kept_line")
@@ -47,23 +45,9 @@ def contested_with_events(draw: st.DrawFn) -> dict[str, Any]:
     return data
 
 
-def _run(data: dict[str, Any], policy: str, factory: Any, *, views: bool) -> dict[str, Any]:
-    sim = Simulation(validate_scenario(data), policy=policy, views=views,
-                     scheduler_factory=factory)
-    result = build_result(sim.run())
-    for key in ("ticks", "tick_ms_p50", "tick_ms_p99", "tick_ms_max"):
-        result["metrics"].pop(key)
-    return result
-
-
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(data=contested_with_events(), policy=st.sampled_from(["full", "priority-kill"]),
        views=st.booleans())
 def test_a_followed_picture_decides_as_a_fresh_one(data: dict[str, Any], policy: str,
                                                    views: bool) -> None:
-    got = _run(data, policy, Scheduler, views=views)
-    want = _run(data, policy, _FreshPicture, views=views)
-    assert got["preemptions"] == want["preemptions"]
-    for job_id, job in want["jobs"].items():
-        assert got["jobs"][job_id] == job, job_id
-    assert got == want
+    assert_same_runs(validate_scenario(data), policy, Scheduler, _FreshPicture, views=views)
