@@ -38,7 +38,7 @@ import bisect
 import hashlib
 import heapq
 from collections import deque
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Container, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -678,7 +678,7 @@ class Scheduler:
         # queue, or its plan budget went to a look), so an equal sig proves nothing
         self._quiet = None if but_for else sig
 
-    def round_due(self, now: int, reserved: set[str]) -> int | None:
+    def round_due(self, now: int, reserved: Container[str]) -> int | None:
         """When a tick starts a round of start estimates (``Tick._new_round``), with the
         jobs ``reserved`` holding reservations: once the state changed since the last
         round, at once if a job entered the look-ahead, else when that round is
@@ -693,7 +693,7 @@ class Scheduler:
             return now
         return self.estimates_at + ESTIMATE_REFRESH_S
 
-    def look_ahead_jobs(self, reserved: set[str]) -> Iterator[tuple[str, Any, str]]:
+    def look_ahead_jobs(self, reserved: Container[str]) -> Iterator[tuple[str, Any, str]]:
         """(tenant, entry key, job id) of the jobs a round of estimates plans: the first
         ``estimate_lookahead`` jobs of each tenant's queue, but those in ``reserved``."""
         n = self.config.estimate_lookahead
@@ -1140,8 +1140,9 @@ class Scheduler:
             if frm in HOLDING_STATES or to in HOLDING_STATES:
                 self._touch(rec.spec.tenant)
                 touched = True
-        held_before = rec.alloc
-        release_before = self.releases.by_job_map().get(job_id)
+                # what the move changes in a picture (_note_picture_move, below)
+                held_before = rec.alloc
+                release_before = self.releases.by_job_map().get(job_id)
         if frm is None:
             if to != S.SUBMITTED:
                 raise ValueError(f"job {job_id}: the first transition must be to SUBMITTED")

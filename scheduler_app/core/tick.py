@@ -212,11 +212,25 @@ class EstimateRound:
     masks: dict[int, Any] = field(default_factory=dict)
 
 
-def _min_gpus(spec: JobSpec, size: int) -> int | None | bool:
-    """The fewest GPUs an elastic job may start on (None: not elastic, its whole size);
-    False if that is more than ``size``: no placement on ``size`` GPUs."""
+#: what a placement reads of a job: (GPUs, gpus_per_node, gpu_type, min_gpus, interactive)
+Shape = tuple[int, int | None, str | None, int | None, bool]
+
+
+def _shape_of(spec: JobSpec, size: int) -> Shape | None:
+    """The job's placement on ``size`` GPUs as a memo key reads it (the walk asks for
+    hundreds of placements a tick, most of them remembered); None if an elastic job's
+    minimum is more than ``size``: no placement."""
     min_gpus = spec.min_gpus if spec.elastic else None
-    return False if min_gpus is not None and min_gpus > size else min_gpus
+    if min_gpus is not None and min_gpus > size:
+        return None
+    return (size, spec.gpus_per_node, spec.gpu_type, min_gpus, spec.interactive)
+
+
+def _placement_args(shape: Shape) -> dict[str, Any]:
+    """find_placement's arguments for ``shape`` (built on a memo's miss only)."""
+    gpus, gpus_per_node, gpu_type, min_gpus, _interactive = shape
+    return dict(gpus=gpus, gpus_per_node=gpus_per_node, gpu_type=gpu_type,
+                min_gpus=min_gpus)
 
 
 def _size(spec: JobSpec, room: int, user_room: int | None) -> int:
@@ -455,9 +469,9 @@ class Tick:
         self.order: list[tuple[tuple[bool, Any, EntryKey], str, QueueKey, Iterator]] = []
         #: this tick's reservations, in rank order, and the picture they are planned on
         self.reserved: list[Booked] = []
-        self.reserved_ids: set[str] = set()
+        #: job id -> its reservation in ``reserved`` (the jobs that hold one)
+        self.booked: dict[str, Booked] = {}
         self._booked_on_node: dict[str, list[Booked]] = {}  # node -> reservations there
-        self._booked_by_id: dict[str, Booked] = {}
         #: bumped at every booking and every start of a reserved job (memo key)
         self._reserved_version = 0
         #: (alloc's id, _reserved_version) -> (alloc, the reservations it uses GPUs of);
@@ -996,7 +1010,7 @@ class Tick:
             return "blocked"
         entitled = held + size <= s.tenants[team].guaranteed_gpus
         exclude = self._excluded(job_id)
-        own = self._booked_by_id.get(job_id)
+        own = self.booked.get(job_id)
         binding = self.reserved if own is None else [b for b in self.reserved if b is not own]
         alloc = self._own_gpus(own, size, exclude)
         shared = alloc is None  # _place's answer is the memo's: shared by jobs of a shape
@@ -1128,9 +1142,8 @@ class Tick:
         self.s.start(rec, alloc, reason, self.now, detail)
         self.placed += 1
         self.estimates[rec.spec.id] = rec.estimate
-        if rec.spec.id in self.reserved_ids:  # it starts on (or instead of) its reservation
-            self.reserved_ids.discard(rec.spec.id)
-            gone = self._booked_by_id.pop(rec.spec.id)
+        gone = self.booked.pop(rec.spec.id, None)
+        if gone is not None:  # it starts on (or instead of) its reservation
             self.reserved = [b for b in self.reserved if b is not gone]
             self._reserved_version += 1
             for n in gone.masks:
@@ -1294,14 +1307,13 @@ class Tick:
                        ) -> Allocation | None:
         """A placement now on GPUs that no reservation holds (the picture's free GPUs)."""
         line = self._line()
-        min_gpus = _min_gpus(spec, size)
-        if min_gpus is False:
+        shape = _shape_of(spec, size)
+        if shape is None:
             return None
-        key = (self.line_version, size, spec.gpus_per_node, spec.gpu_type, min_gpus,
-               spec.interactive, exclude)
+        key = (self.line_version, shape, exclude)
         if key in self._failed_places:
             return None
-        alloc = self._search(spec, exclude, self._shape(spec, size, min_gpus), cap=line.cap)
+        alloc = self._search(spec, exclude, _placement_args(shape), cap=line.cap)
         if alloc is None:
             self._failed_places.add(key)
         return alloc
@@ -1314,7 +1326,7 @@ class Tick:
         s = self.s
         spec = rec.spec
         if (self.policy == "fifo" or len(self.reserved) >= self.cfg.reservation_depth
-                or spec.id in self.reserved_ids or spec.id in s.claims
+                or spec.id in self.booked or spec.id in s.claims
                 or self.plans_left <= 0):
             return
         line = self._line()
@@ -1352,8 +1364,7 @@ class Tick:
         self.reserved.append(booked)
         for n in masks:
             self._booked_on_node.setdefault(n, []).append(booked)
-        self.reserved_ids.add(spec.id)
-        self._booked_by_id[spec.id] = booked
+        self.booked[spec.id] = booked
         self._reserved_version += 1
         self.planned_at[spec.id] = planned_at
         if planned_at == self.now:
@@ -1497,30 +1508,22 @@ class Tick:
                                               planned=self._team_reserved(spec.tenant))
         return at is not None and at <= start_s
 
-    @staticmethod
-    def _shape(spec: JobSpec, size: int, min_gpus: int | None) -> dict[str, Any]:
-        """find_placement's arguments for the job on ``size`` GPUs (built on a memo's miss
-        only: the walk asks for hundreds of placements a tick, most of them remembered)."""
-        return dict(gpus=size, gpus_per_node=spec.gpus_per_node, gpu_type=spec.gpu_type,
-                    min_gpus=min_gpus)
-
     def _place(self, spec: JobSpec, size: int, exclude: frozenset[str]) -> Allocation | None:
         """A placement now on the cluster's free GPUs. The answer is the memo's, shared by
         every job of the shape while the state holds: read it, never modify it."""
         s = self.s
-        min_gpus = _min_gpus(spec, size)
-        if min_gpus is False:
+        shape = _shape_of(spec, size)
+        if shape is None:
             return None
         # Jobs of one heap often ask for the same shape: the search is deterministic and
         # its answer holds until the state changes (every start, end or health change
         # bumps Scheduler.version), so it is not repeated; a job that then clashes with
         # a reservation leaves the GPUs as they were for the next one.
-        key = (s.version, size, spec.gpus_per_node, spec.gpu_type, min_gpus,
-               spec.interactive, exclude)
+        key = (s.version, shape, exclude)
         places = self._places
         if key in places:
             return places[key]
-        alloc = self._search(spec, exclude, self._shape(spec, size, min_gpus))
+        alloc = self._search(spec, exclude, _placement_args(shape))
         if len(places) > 4096:
             places.clear()
         places[key] = alloc
@@ -1990,7 +1993,7 @@ class Tick:
         # the tick respected them (a start can only take GPUs no reservation needs)
         inputs = s.plan_inputs()
         for job_id in self.looked:
-            if job_id in self.reserved_ids:
+            if job_id in self.booked:
                 self.looked_sig[job_id] = inputs
         s.looked_sig = self.looked_sig
 
@@ -2010,11 +2013,11 @@ class Tick:
         too). Nothing changed: not even the look-ahead is walked.
         """
         s = self.s
-        due = s.round_due(self.now, self.reserved_ids)
+        due = s.round_due(self.now, self.booked)
         if due is None or due > self.now:
             return None
         wanted = sorted(((s.share_keys.get(name, _ZERO_SHARE), ek), job_id)
-                        for name, ek, job_id in s.look_ahead_jobs(self.reserved_ids))
+                        for name, ek, job_id in s.look_ahead_jobs(self.booked))
         return EstimateRound(line=[j for _k, j in wanted], version=s.version,
                              started_s=self.now)
 
@@ -2040,7 +2043,7 @@ class Tick:
             rec = s.jobs[rnd.line[rnd.cursor]]
             rnd.cursor += 1
             job_id = rec.spec.id
-            if rec.state != S.QUEUED or job_id in self.reserved_ids:
+            if rec.state != S.QUEUED or job_id in self.booked:
                 continue
             claim = s.claims.get(job_id)
             if claim is not None:
