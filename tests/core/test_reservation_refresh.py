@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 
+from scheduler_app.core import scheduler as scheduler_module
 from scheduler_app.core import tick as tick_module
 from scheduler_app.core.scheduler import Scheduler
 from scheduler_app.core.states import JobState
@@ -247,4 +248,22 @@ def test_a_picture_that_kept_too_much_beside_the_index_is_built_afresh(
     # memory is bounded by building a fresh one past tick.PICTURE_FOLLOWED_ENTRIES
     monkeypatch.setattr(tick_module, "PICTURE_FOLLOWED_ENTRIES", 0)
     stats = _picture_after(lambda s: s.job_exited("short", 20, "completed"))
+    assert not stats.get("picture_followed") and not stats.get("picture_taken_over")
+
+
+def test_moves_past_the_kept_count_between_ticks_make_a_fresh_picture(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    # no tick for a while (a dead beat, a slow leader) while agents keep reporting: the
+    # moves noted for the next picture stop at scheduler.PICTURE_MOVES_KEPT, and the tick,
+    # told of fewer moves than changes, builds a fresh picture instead of following
+    monkeypatch.setattr(scheduler_module, "PICTURE_MOVES_KEPT", 1)
+    noted: list[int] = []
+
+    def two_exits(s: Scheduler) -> None:
+        s.job_exited("short", 20, "completed")
+        s.job_exited("long", 20, "completed")
+        noted.append(len(s.picture_moves))
+
+    stats = _picture_after(two_exits)
+    assert noted == [1]
     assert not stats.get("picture_followed") and not stats.get("picture_taken_over")
