@@ -607,3 +607,41 @@ def test_cannot_make_room_counts_whole_nodes_for_a_gang_of_whole_nodes():
     plan = select_victims(cap, whole, cands, loads, NOW, config=CFG)
     assert plan is None or not plan.victims
     assert not cannot_make_room(cap, job("any", 16, tenant="team-a"), loads, pool)
+
+
+def test_a_search_no_set_can_help_ends_after_one_trial_with_every_eligible_job_gone(
+        monkeypatch):
+    # Three nodes of 8. n0 and n1 are full of team-b's jobs (guarantee 8, holding 16:
+    # share 2): x (2 GPUs) on n0, y (4) on n1, z (10) across both; n2 holds team-c's job
+    # that cannot checkpoint, 2 GPUs free. The head (team-a, 8 GPUs in whole nodes)
+    # brings its team's share to 1, so team-b may give 8 GPUs, but not z: without it the
+    # team would hold 6 (share 0.75). Free and eligible GPUs make 8, and team-b's jobs
+    # could empty either node (cannot_make_room cannot tell), but x and y alone empty no
+    # node: the search ends after one trial with both gone, before singles, pairs, walks.
+    cap = cluster({"pod-a": 3})
+    n0, n1, n2 = sorted(cap.nodes)
+    cands = [candidate(cap, "x", {n0: [0, 1]}, checkpointable=True),
+             candidate(cap, "y", {n1: [0, 1, 2, 3]}, checkpointable=True),
+             candidate(cap, "z", {n0: range(2, 8), n1: range(4, 8)}, checkpointable=True),
+             candidate(cap, "c", {n2: 6}, tenant="team-c", checkpointable=False)]
+    loads = {"team-a": load("team-a", 8, 0), "team-b": load("team-b", 8, 16),
+             "team-c": load("team-c", 0, 6)}
+    head = job("head", 8, tenant="team-a", gpus_per_node=8)
+    assert not cannot_make_room(cap, head, loads, victim_pool(cands, CFG, "full"))
+    import scheduler_app.core.preemption as preemption
+
+    calls: list[dict[str, Any]] = []
+
+    def counted(*args: Any, **kw: Any) -> Any:
+        calls.append(kw)
+        return find_placement(*args, **kw)
+
+    monkeypatch.setattr(preemption, "find_placement", counted)
+    assert select_victims(cap, head, cands, loads, NOW, config=CFG) is None
+    assert len(calls) == 2  # does it fit as it is? with x and y gone?
+    # the same cluster with team-b able to give z: the search runs and takes z
+    calls.clear()
+    loads["team-b"] = load("team-b", 4, 16)
+    plan = select_victims(cap, head, cands, loads, NOW, config=CFG)
+    assert plan is not None and "z" in {v.job_id for v in plan.victims}
+    assert len(calls) > 2
