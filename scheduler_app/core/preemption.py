@@ -477,22 +477,22 @@ def select_victims(
     need = head.min_gpus if head.min_gpus is not None else head.gpus
     if cap.free_gpus(head.gpu_type) + sum(c.gpus for c in eligible) < need:
         return None
-    # Nor if the head does not fit with every eligible victim's GPUs back: every set the
-    # search tries is a subset of those, and fitting is monotone (more GPUs back never
-    # hurts). One trial placement instead of the singles, pairs and walks (on the loaded
-    # anchor window, nine in ten searches that find nothing end here, at a fifth of the
-    # cost: the enough GPUs sit on nodes the head's shape cannot use).
-    with cap.trial():
-        for c in eligible:
-            cap.give_back(c.alloc)
-        if place(materialise=False) is None:
-            return None
 
-    def fits(victims: Iterable[Candidate], only: list[str] | None = None) -> Allocation | None:
+    def fits(victims: Iterable[Candidate], only: list[str] | None = None,
+             materialise: bool = True) -> Allocation | None:
         with cap.trial():
             for v in victims:
                 cap.give_back(v.alloc)
-            return place(only)
+            return place(only, materialise)
+
+    # Nor if the head does not fit with every eligible victim's GPUs back: every set the
+    # search tries is a subset of those, and fitting is monotone (more GPUs back never
+    # hurts; find_placement is complete). One trial placement instead of the singles,
+    # pairs and walks (on the loaded anchor window, nine in ten searches that find nothing
+    # end here, at a fifth of the cost: the GPUs are there, on nodes the head's shape
+    # cannot use).
+    if fits(eligible, materialise=False) is None:
+        return None
 
     def lost(victims: Iterable[Candidate]) -> int:
         return sum(costs[v.spec.id].est_gpu_s_lost for v in victims)
