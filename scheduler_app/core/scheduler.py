@@ -416,6 +416,9 @@ class Scheduler:
         self.behind_marks: dict[Any, tuple[str, int, tuple[tuple[str, int | None], ...],
                                            Any]] = {}
         self.claims_version = 0
+        #: (picture_sig(), team -> at or above its guarantee): the walk's first key
+        #: (Tick.order_heaps), read from what only picture_sig() tracks changes of
+        self.borrows_memo: tuple[tuple[int, int], dict[str, bool]] | None = None
         #: bumped by every change of what a preemption search reads: the jobs holding GPUs
         #: (started, stopping, gone), the nodes' health, the teams' quotas. A job that
         #: arrives, waits or leaves the queue changes ``version`` only.

@@ -569,11 +569,16 @@ class Tick:
 
     # ------------------------------------------------------------------ 2. order
     def order_heaps(self) -> None:
-        s = self.s
         # fixed for the whole walk: a team that reaches its guarantee halfway through the
         # tick keeps its place, so its own jobs keep their order
-        self._borrows = {} if self.policy == "fifo" else {
-            n: self._held(n) >= s.tenants[n].guaranteed_gpus for n in s.tenant_names}
+        self._borrows = {} if self.policy == "fifo" else self._borrowing()
+        if not self.looks_alone:
+            self._order_heads()
+        # else put off to pop_heads: the tick may end after the looks, with no walk
+
+    def _order_heads(self) -> None:
+        """Each heap's first job the walk has not passed, in the walk's order."""
+        s = self.s
         q = s.queues
         cursor = s.pass_cursor if s.pass_seen else {}
         claimed = {q.key_of(s.jobs[j].spec) for j in s.claims} if cursor else set()
@@ -593,6 +598,19 @@ class Tick:
                     if pushed:
                         self._count("resumed_past_pushes")
             self._advance(key, q.iter_heap(key, after))
+
+    def _borrowing(self) -> dict[str, bool]:
+        """Each team: at or above its guarantee. It reads the GPUs held, those on their way
+        out, the claims and the quotas, all of which ``picture_sig()`` follows, so the
+        answer is kept from tick to tick until one of them changes (on a backlog most
+        ticks change none: jobs only arrive)."""
+        s = self.s
+        sig = s.picture_sig()
+        memo = s.borrows_memo
+        if memo is None or memo[0] != sig:
+            memo = s.borrows_memo = (sig, {
+                n: self._held(n) >= s.tenants[n].guaranteed_gpus for n in s.tenant_names})
+        return memo[1]
 
     def _advance(self, key: QueueKey, it: Iterator[tuple[EntryKey, str]]) -> None:
         """Put the heap's next job in the walk's order: the jobs of teams below their
@@ -645,6 +663,8 @@ class Tick:
                 self.quota_holds = dict(s.quota_holds)
                 self.stats["looks_alone"] = len(self.looked)
                 return
+        if self.looks_alone:
+            self._order_heads()
         if resuming and self.policy != "fifo":
             self._restore_pass()
         if resuming:

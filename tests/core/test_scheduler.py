@@ -442,6 +442,27 @@ def test_fair_share_puts_the_team_with_less_decayed_usage_first() -> None:
         assert placed == [want], (ua, ub, ga, gb)
 
 
+def test_a_team_that_falls_below_its_guarantee_between_ticks_is_walked_first_next() -> None:
+    """The walk's first key (a team below its guarantee before one at or above it) is
+    read afresh once a job ends between ticks: b, far ahead on usage, drops below its
+    guarantee when b1 ends, and its head takes the 4 GPUs freed before a's."""
+    ts = [TenantSpec("a", 2, 8, 10.0, 0), TenantSpec("b", 4, 8, 100_000.0, 0)]
+    sched = Scheduler(nodes({"pod-a": 1}), ts, cfg(), now=0)
+    for seq, (job, team, gpus) in enumerate((("a1", "a", 2), ("b1", "b", 4), ("b2", "b", 2))):
+        sched.submit(JobSpec(id=job, seq=seq, tenant=team, gpus=gpus, submit_s=0), 0)
+    assert len([d for d in sched.tick(0).decisions if d.to_state == S.PLACING]) == 3
+    for job in ("a1", "b1", "b2"):
+        sched.confirm_start(job, 0)
+    sched.submit(JobSpec(id="qa", seq=3, tenant="a", gpus=4, submit_s=1), 1)
+    sched.submit(JobSpec(id="qb", seq=4, tenant="b", gpus=4, submit_s=1), 1)
+    # both teams at or above their guarantee: a, with less usage, leads; nothing is free
+    # and neither is entitled to preempt
+    assert [d.job_id for d in sched.tick(1).decisions] == []
+    sched.job_exited("b1", 2, "completed")  # b now holds 2 of its 4
+    placed = [d.job_id for d in sched.tick(2).decisions if d.to_state == S.PLACING]
+    assert placed == ["qb"]
+
+
 def test_usage_accrues_while_a_team_holds_gpus() -> None:
     sched = Scheduler(nodes({"pod-a": 1}), [tenant("a", 8), tenant("b", 8)], cfg())
     sched.submit(JobSpec(id="a1", seq=1, tenant="a", gpus=8, submit_s=0), 0)
