@@ -101,10 +101,10 @@ def fifo_entry_key(spec: JobSpec) -> EntryKey:
 
 
 class JobQueues:
-    """Heaps of queued job ids per (tenant, size class), with lazy deletion."""
+    """Heaps of queued job ids per (tenant, size class). A job that leaves is taken out
+    of its heap at once, but while the heaps are walked (``hold``): then its entry stays,
+    dead, until the walk ends (a sorted list must not change under its iterators)."""
 
-    #: rebuild a heap once it holds more stale entries than this and than live ones
-    COMPACT_MIN_STALE = 64
     #: pushes remembered per heap (pushed_since): while jobs arrive, a heap has a few
     #: pushes a tick at most
     PUSHES_TRACKED = 32
@@ -116,7 +116,8 @@ class JobQueues:
         # job id -> (heap key, entry key, version, tenant)
         self._live: dict[str, tuple[QueueKey, EntryKey, int, str]] = {}
         self._count: dict[QueueKey, int] = {}
-        self._stale: dict[QueueKey, int] = {}
+        #: entries of the jobs that left while the heaps were held, taken out at the end
+        self._dead: list[tuple[QueueKey, _Entry]] = []
         self._tenant_count: dict[str, int] = {}
         self._version = 0
         #: heap key -> the version of its last push (a walk's "nothing new here" check)
@@ -164,7 +165,7 @@ class JobQueues:
         self._tenant_count[spec.tenant] = self._tenant_count.get(spec.tenant, 0) + 1
 
     def remove(self, job_id: str) -> bool:
-        """Lazy delete (the job left QUEUED). O(1) amortised. False if it was not queued."""
+        """The job left QUEUED. O(log n). False if it was not queued."""
         if self._held:
             for i, spec in enumerate(self._deferred):
                 if spec.id == job_id:
@@ -173,52 +174,34 @@ class JobQueues:
         found = self._live.pop(job_id, None)
         if found is None:
             return False
-        key, _ek, _ver, tenant = found
+        key, ek, ver, tenant = found
         self._count[key] -= 1
         self._tenant_count[tenant] -= 1
-        self._stale[key] = self._stale.get(key, 0) + 1
-        if not self._held:
-            self._maybe_compact(key)
+        # a dead entry left in place is stepped over by every walk of the heap until it
+        # goes: on a backlog a quarter of the walks' steps, when heaps were compacted
+        # only once they held as many dead entries as live ones
+        if self._held:
+            self._dead.append((key, (ek, ver, job_id)))
+        else:
+            self._heaps[key].remove((ek, ver, job_id))
         return True
 
     @contextmanager
     def hold(self) -> Iterator[None]:
-        """Defer pushes and compaction while heaps are being walked (the tick's phase 3)."""
+        """Defer pushes and the removal of entries while heaps are being walked (the
+        tick's phase 3)."""
         self._held += 1
         try:
             yield
         finally:
             self._held -= 1
             if not self._held:
+                dead, self._dead = self._dead, []
+                for key, entry in dead:
+                    self._heaps[key].remove(entry)
                 deferred, self._deferred = self._deferred, []
                 for spec in deferred:
                     self.push(spec)
-                for key in sorted(k for k, n in self._stale.items() if n):
-                    self._maybe_compact(key)
-
-    def _maybe_compact(self, key: QueueKey) -> None:
-        stale = self._stale.get(key, 0)
-        if stale > self.COMPACT_MIN_STALE and stale > self._count.get(key, 0):
-            # already in order: SortedList's sort of a sorted input is linear
-            self._heaps[key] = SortedList(e for e in self._heaps[key] if self._is_live(e))
-            self._stale[key] = 0
-
-    def prune(self, key: QueueKey) -> None:
-        """Pop the stale entries off the top of one heap (jobs that left QUEUED since).
-
-        Every walk of the heap would otherwise step over them again each tick until a
-        compaction. The live entries keep their order (it is total: entry key, version).
-        Not while the heaps are held: a walk may be under way.
-        """
-        if self._held or not self._stale.get(key):
-            return  # (no stale entry at all: the top is live)
-        heap = self._heaps[key]
-        popped = 0
-        while heap and not self._is_live(heap[0]):
-            heap.pop(0)
-            popped += 1
-        if popped:
-            self._stale[key] = max(0, self._stale.get(key, 0) - popped)
 
     def _is_live(self, entry: _Entry) -> bool:
         live = self._live.get(entry[2])

@@ -583,7 +583,6 @@ class Tick:
         cursor = s.pass_cursor if s.pass_seen else {}
         claimed = {q.key_of(s.jobs[j].spec) for j in s.claims} if cursor else set()
         for key in q.heap_keys():
-            q.prune(key)  # the heads that left since the last tick, once
             at = cursor.get(key)
             # A resumed pass walks on from the last job it examined in the heap when
             # every job ahead of it was examined in this pass: nothing was pushed ahead

@@ -254,25 +254,33 @@ def test_compaction_keeps_the_order() -> None:
 
 
 @settings(max_examples=100, deadline=None)
-@given(st.lists(st.tuples(st.integers(0, 3), st.booleans()), min_size=1, max_size=60))
-def test_pruning_stale_heads_keeps_the_order_and_the_counts(ops) -> None:
+@given(st.lists(st.tuples(st.integers(0, 3), st.booleans(), st.booleans()), min_size=1,
+                max_size=60))
+def test_a_job_that_leaves_takes_its_entry_out_but_during_a_walk(ops) -> None:
+    """Outside a walk a heap holds its queued jobs' entries only, in order; a job that
+    leaves while the heaps are held leaves its entry (dead, stepped over) until the walk
+    ends, so that the sorted list never changes under an iterator."""
     q = JobQueues()
-    for i, (prio, _gone) in enumerate(ops):
+    for i, (prio, _gone, _during) in enumerate(ops):
         q.push(job(f"j{i}", 1, seq=i, priority=prio))
-    for i, (_prio, gone) in enumerate(ops):
-        if gone:
-            q.remove(f"j{i}")
     key = ("team-a", 0)
-    before = _order(q, key)
-    q.prune(key)
-    heap = q._heaps[key]
-    assert not heap or q._is_live(heap[0])  # the top is a queued job now
-    assert _order(q, key) == before and q.count(key) == len(before)
-    if before:
-        with q.hold():  # never while a walk may be under way
-            q.remove(before[0])
-            q.prune(key)
-            assert len(q._heaps[key]) == len(heap)
+    for i, (_prio, gone, during) in enumerate(ops):
+        if gone and not during:
+            q.remove(f"j{i}")
+    walked = [j for _ek, j in q.iter_heap(key)]
+    assert all(q._is_live(e) for e in q._heaps[key])
+    assert walked == [e[2] for e in q._heaps[key]] and q.count(key) == len(walked)
+    late = [f"j{i}" for i, (_p, gone, during) in enumerate(ops) if gone and during]
+    with q.hold():
+        it = q.iter_heap(key)
+        first = next(it, None)
+        for job_id in late:
+            q.remove(job_id)
+        assert len(q._heaps[key]) == len(walked)  # still there, dead
+        rest = [j for _ek, j in it]
+        assert first is None or first[1] == walked[0]
+        assert rest == [j for j in walked[1:] if j not in late]  # the dead ones stepped over
+    assert [e[2] for e in q._heaps[key]] == [j for j in walked if j not in late]
 
 
 def test_walking_a_heap_does_not_change_it() -> None:
@@ -383,5 +391,4 @@ def test_a_walk_after_a_requeued_job_skips_both_of_its_entries() -> None:
     assert [j for _ek, j in q.iter_heap(key)] == ["j0", "j1", "j2", "j3", "j4", "j5"]
     assert [j for _ek, j in q.iter_heap(key, entry_key(specs[2]))] == ["j3", "j4", "j5"]
     assert [j for _ek, j in q.iter_heap(key, entry_key(specs[1]))] == ["j2", "j3", "j4", "j5"]
-    q.prune(key)  # the stale entry is not at the top: nothing to pop, order kept
-    assert [j for _ek, j in q.iter_heap(key)] == ["j0", "j1", "j2", "j3", "j4", "j5"]
+    assert [e[2] for e in q._heaps[key]] == ["j0", "j1", "j2", "j3", "j4", "j5"]  # no dead
