@@ -37,6 +37,7 @@ Positions (the cost is bounded by one tenant's queue, never the whole cluster's)
 
 from __future__ import annotations
 
+import bisect
 import heapq
 import math
 from collections import deque
@@ -118,6 +119,9 @@ class JobQueues:
         self._count: dict[QueueKey, int] = {}
         #: entries of the jobs that left while the heaps were held, taken out at the end
         self._dead: list[tuple[QueueKey, _Entry]] = []
+        #: per heap, the entries of the jobs pushed that nobody has yet said are settled
+        #: (``unsettled_behind``): a superset of the jobs still without a pending reason
+        self._fresh: dict[QueueKey, SortedList] = {}
         self._tenant_count: dict[str, int] = {}
         self._version = 0
         #: heap key -> the version of its last push (a walk's "nothing new here" check)
@@ -152,7 +156,12 @@ class JobQueues:
         heap = self._heaps.get(key)
         if heap is None:
             heap = self._heaps[key] = SortedList()
-        heap.add((ek, self._version, spec.id))
+        entry = (ek, self._version, spec.id)
+        heap.add(entry)
+        fresh = self._fresh.get(key)
+        if fresh is None:
+            fresh = self._fresh[key] = SortedList()
+        fresh.add(entry)
         self._last_push[key] = self._version
         log = self._push_log.get(key)
         if log is None:
@@ -184,6 +193,7 @@ class JobQueues:
             self._dead.append((key, (ek, ver, job_id)))
         else:
             self._heaps[key].remove((ek, ver, job_id))
+            self._fresh[key].discard((ek, ver, job_id))
         return True
 
     @contextmanager
@@ -199,6 +209,7 @@ class JobQueues:
                 dead, self._dead = self._dead, []
                 for key, entry in dead:
                     self._heaps[key].remove(entry)
+                    self._fresh[key].discard(entry)
                 deferred, self._deferred = self._deferred, []
                 for spec in deferred:
                     self.push(spec)
@@ -259,6 +270,42 @@ class JobQueues:
             found = live.get(entry[2])
             if found is not None and found[2] == entry[1]:
                 yield entry[0], entry[2]
+
+    def unsettled_behind(self, job_id: str, n: int,
+                         settled: Callable[[str], bool]) -> list[str] | None:
+        """The queued jobs among the ``n`` right behind ``job_id`` in its heap that are not
+        ``settled``, in order; None if ``job_id`` is not queued. A job found settled is
+        forgotten until it is pushed again (the caller's promise: a job once settled stays
+        so while it stays queued).
+
+        Read from the jobs pushed and not yet found settled, each placed by bisection:
+        O(log n) a job, where a walk of the stretch steps over all ``n`` (at every tick,
+        as the walk moves on through a heap that jobs keep arriving on)."""
+        live = self._live.get(job_id)
+        if live is None:
+            return None
+        key, ek, ver, _tenant = live
+        heap, fresh = self._heaps[key], self._fresh[key]
+        start = (ek, ver, job_id)
+        first = heap.bisect_left(start) + 1
+        # entries of jobs gone while a walk is under way stay in the list until it ends
+        dead = sorted(e for k, e in self._dead if k == key and e > start)
+        out: list[str] = []
+        gone: list[_Entry] = []
+        for entry in fresh.irange(start, inclusive=(False, False)):
+            behind = heap.bisect_left(entry) - first - bisect.bisect_left(dead, entry)
+            if behind >= n:
+                break
+            found = self._live.get(entry[2])
+            if found is None or found[2] != entry[1]:
+                continue  # dead (taken out when the walk ends), or an older entry
+            if settled(entry[2]):
+                gone.append(entry)
+            else:
+                out.append(entry[2])
+        for entry in gone:
+            fresh.remove(entry)
+        return out
 
     def head(self, key: QueueKey) -> tuple[EntryKey, str] | None:
         return next(self.iter_heap(key), None)

@@ -410,11 +410,6 @@ class Scheduler:
         #: records no view (the benchmarks, what-if) turns this off, and the reserved jobs'
         #: and quota holders' estimates, and the examined jobs' reasons, are still published
         self.look_ahead = True
-        #: heap key -> (job the walk left it at, the heap's last push then, the jobs it
-        #: walked with their entries' stamps, the last one's entry key or None at the
-        #: heap's end): Tick._behind
-        self.behind_marks: dict[Any, tuple[str, int, tuple[tuple[str, int | None], ...],
-                                           Any]] = {}
         self.claims_version = 0
         #: (picture_sig(), team -> at or above its guarantee): the walk's first key
         #: (Tick.order_heaps), read from what only picture_sig() tracks changes of

@@ -925,41 +925,27 @@ class Tick:
         """The walk leaves a heap: the next ``estimate_lookahead`` jobs in it, if nothing
         was said about them yet, wait behind jobs that rank higher (Priority).
 
-        Only a push puts a job without a reason into a heap, so when the walk leaves the
-        heap at the same job as last time, the jobs it walked then are all still there
-        (the same entries: none left, none pushed again) and no push since landed among
-        them (nor, if the heap ended there, anywhere behind the job), they have their
-        reason already: they are not walked again. While jobs arrive, every heap has
-        pushes at every tick, mostly at its far end; walking the stretch again at each
-        tick cost more than half the heap traversals of a tick on a busy hour."""
+        Only a push puts a job without a reason into a heap, and a reason once said never
+        goes back to none while the job stays queued: the queues keep the jobs pushed that
+        were not yet found with a reason, and only those of them in the stretch are read
+        (``JobQueues.unsettled_behind``). While jobs arrive, the walk moves on through
+        each heap at every tick, and walking the stretch behind where it stopped each time
+        was a seventh of a busy day's run."""
         s = self.s
         if not s.look_ahead:
             return  # no view is kept (a benchmark, a what-if): nobody reads these reasons
-        q = s.queues
-        mark = s.behind_marks.get(key)
+        jobs = s.jobs
         n = self.cfg.estimate_lookahead
-        if mark is not None and mark[0] == left_at:
-            _left, version, walked, end = mark
-            start = q.entry(left_at)
-            pushed = q.pushed_since(key, version)
-            if (start is not None and pushed is not None
-                    and (end is None or len(walked) == n + 1)
-                    and not any(start < ek and (end is None or ek <= end) for ek in pushed)
-                    and all(q.stamp(job_id) == stamp for job_id, stamp in walked)):
-                if pushed:
-                    self._count("stretches_kept_past_pushes")
-                return
-        stamped: list[tuple[str, int | None]] = [(left_at, q.stamp(left_at))]
-        last: EntryKey | None = None
-        for _i, (ek, job_id) in zip(range(n), it, strict=False):
-            stamped.append((job_id, q.stamp(job_id)))
-            last = ek
-            rec = s.jobs[job_id]
+        waiting = s.queues.unsettled_behind(
+            left_at, n, lambda job_id: jobs[job_id].pending_reason != P.NONE)
+        if waiting is None:  # the job the walk stopped at is no longer queued: walk on
+            waiting = [job_id for _i, (_ek, job_id) in zip(range(n), it, strict=False)]
+        else:
+            self._count("stretches_read_unsettled")
+        for job_id in waiting:
+            rec = jobs[job_id]
             if rec.state == S.QUEUED and rec.pending_reason == P.NONE:
                 self._wait(rec, P.PRIORITY)
-        # the stretch ends at its last job if it is full, else at the heap's end (None)
-        s.behind_marks[key] = (left_at, q.last_push(key), tuple(stamped),
-                               last if len(stamped) > n else None)
 
     def hand_over(self) -> None:
         """Reclaimed GPUs go to the head they were reclaimed for as soon as its victims have
