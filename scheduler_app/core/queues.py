@@ -237,21 +237,11 @@ class JobQueues:
             return None
         return [ek for ver, ek in self._push_log[key] if ver > version]
 
-    def stamp(self, job_id: str) -> int | None:
-        """The version of the job's live entry (None: not queued). A job that leaves and
-        is pushed again gets a new one."""
-        live = self._live.get(job_id)
-        return None if live is None else live[2]
-
     def count(self, key: QueueKey) -> int:
         return self._count.get(key, 0)
 
     def tenant_count(self, tenant: str) -> int:
         return self._tenant_count.get(tenant, 0)
-
-    def entry(self, job_id: str) -> EntryKey | None:
-        live = self._live.get(job_id)
-        return None if live is None else live[1]
 
     def iter_heap(self, key: QueueKey, after: EntryKey | None = None
                   ) -> Iterator[tuple[EntryKey, str]]:
@@ -296,9 +286,8 @@ class JobQueues:
             behind = heap.bisect_left(entry) - first - bisect.bisect_left(dead, entry)
             if behind >= n:
                 break
-            found = self._live.get(entry[2])
-            if found is None or found[2] != entry[1]:
-                continue  # dead (taken out when the walk ends), or an older entry
+            if not self._is_live(entry):
+                continue  # dead: taken out when the walk ends
             if settled(entry[2]):
                 gone.append(entry)
             else:
