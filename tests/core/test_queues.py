@@ -392,3 +392,40 @@ def test_a_walk_after_a_requeued_job_skips_both_of_its_entries() -> None:
     assert [j for _ek, j in q.iter_heap(key, entry_key(specs[2]))] == ["j3", "j4", "j5"]
     assert [j for _ek, j in q.iter_heap(key, entry_key(specs[1]))] == ["j2", "j3", "j4", "j5"]
     assert [e[2] for e in q._heaps[key]] == ["j0", "j1", "j2", "j3", "j4", "j5"]  # no dead
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    jobs=st.lists(st.tuples(st.integers(0, 3), st.sampled_from(("keep", "settle", "leave",
+                                                                "leave-during"))),
+                  min_size=1, max_size=40),
+    stop=st.integers(0, 39),
+    n=st.sampled_from((0, 1, 3, 10, 10**9)),
+    asked_twice=st.booleans(),
+)
+def test_unsettled_behind_answers_as_a_walk_of_the_stretch(jobs, stop, n, asked_twice) -> None:
+    """The jobs ``unsettled_behind`` names are those a walk of the ``n`` queued jobs behind
+    the stop finds unsettled, in order, whatever left before or during the walk, for any
+    look-ahead an operator may set (0 and an absurd one included), and asked again after
+    it forgot the settled ones."""
+    q = JobQueues()
+    for i, (prio, _fate) in enumerate(jobs):
+        q.push(job(f"j{i}", 1, seq=i, priority=prio))
+    settled = {f"j{i}" for i, (_p, fate) in enumerate(jobs) if fate == "settle"}
+    for i, (_p, fate) in enumerate(jobs):
+        if fate == "leave":
+            q.remove(f"j{i}")
+    key = ("team-a", 0)
+    with q.hold():
+        for i, (_p, fate) in enumerate(jobs):
+            if fate == "leave-during":
+                q.remove(f"j{i}")
+        queued = [j for _ek, j in q.iter_heap(key)]
+        stop_id = f"j{stop}"
+        if stop_id not in queued:
+            assert q.unsettled_behind(stop_id, n, settled.__contains__) is None
+            return
+        behind = queued[queued.index(stop_id) + 1:][:n]
+        want = [j for j in behind if j not in settled]
+        for _round in range(2 if asked_twice else 1):
+            assert q.unsettled_behind(stop_id, n, settled.__contains__) == want
