@@ -124,7 +124,7 @@ class PodIndex:
     def clone(self) -> PodIndex:
         """A copy whose buckets change independently (names and ordinals are shared:
         they never change)."""
-        c = PodIndex.__new__(PodIndex)
+        c = PodIndex(self.name, self.index, ())  # (no __new__: mypyc's classes need __init__)
         c.name, c.index, c.names, c.ordinal = self.name, self.index, self.names, self.ordinal
         c.buckets = dict(self.buckets)
         return c
@@ -212,7 +212,7 @@ class Capacity:
         picture does, copies only those (copying 2,048 node objects was 3 ms a tick)."""
         if self._journal is not None:
             raise RuntimeError("clone() inside a trial: the copy would keep its changes")
-        c = Capacity.__new__(Capacity)
+        c = Capacity(())  # an empty cluster, filled in below (mypyc's classes need __init__)
         c.nodes = dict(self.nodes)
         c._owned = set()
         self._owned = set()  # every node object is now shared with the clone
@@ -336,7 +336,8 @@ class Capacity:
         Trials nest; each undoes only its own changes, newest first, also on an exception.
         """
         outer = self._journal
-        self._journal = journal = []
+        journal: list[tuple[str, str, object]] = []
+        self._journal = journal
         try:
             yield self
         finally:

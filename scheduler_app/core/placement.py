@@ -29,6 +29,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Collection, Container
 from dataclasses import dataclass
+from functools import partial
 
 from .capacity import Capacity, PodIndex, indices_of, lowest_bits
 from .types import Allocation
@@ -293,7 +294,7 @@ def _plan_shaped(views: list[_PodView], g: int, n: int) -> list[_Pick] | None:
     for i, v in enumerate(order):
         if room[v.pod.name] >= need:
             rest = [w for w in order[i:] if room[w.pod.name] >= need]
-            return plan + _best(rest, lambda w, need=need: _shaped_in_pod(w, g, need))
+            return plan + _best(rest, partial(_shaped_in_pod, g=g, n=need))
         plan += _shaped_in_pod(v, g, room[v.pod.name])[1]
         need -= room[v.pod.name]
     return None
@@ -341,7 +342,7 @@ def _plan_split(views: list[_PodView], gpus: int) -> list[_Pick] | None:
     for i, v in enumerate(order):
         if v.free >= need:
             rest = [w for w in order[i:] if w.free >= need]
-            return plan + _best(rest, lambda w, need=need: _split_in_pod(w, need))
+            return plan + _best(rest, partial(_split_in_pod, gpus=need))
         plan += [(e, e.count, e.free) for e in v.entries]  # the whole pod
         need -= v.free
     return None

@@ -1025,7 +1025,9 @@ class Scheduler:
 
     def in_slice(self, alloc: Allocation | None) -> bool:
         """The allocation lies entirely inside the interactive slice."""
-        return bool(alloc) and all(n in self.interactive_nodes for n in alloc)
+        if not alloc:
+            return False
+        return all(n in self.interactive_nodes for n in alloc)
 
     def start(self, rec: JobRecord, alloc: Allocation, reason: Reason, now: int,
               detail: dict[str, Any] | None = None) -> Decision:

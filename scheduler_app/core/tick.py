@@ -962,11 +962,12 @@ class Tick:
 
     def _victims_holding(self, claim: ReclaimClaim) -> bool:
         s = self.s
-        return any(
-            s.jobs[v].state in (S.PREEMPT_REQUESTED, S.CHECKPOINTING)
-            and s.jobs[v].alloc and not claim.nodes.isdisjoint(s.jobs[v].alloc)
-            for v in claim.victims
-        )
+        for v in claim.victims:
+            victim = s.jobs[v]
+            if (victim.state in (S.PREEMPT_REQUESTED, S.CHECKPOINTING)
+                    and victim.alloc and not claim.nodes.isdisjoint(victim.alloc)):
+                return True
+        return False
 
     def _heap_is_stuck(self, rec: JobRecord) -> bool:
         """Nothing behind this job in its heap can start in this tick, nor take a
@@ -1077,11 +1078,11 @@ class Tick:
                 self._wait(rec, P.PREEMPTING)
                 return "waiting"
             s.drop_claim(job_id)  # the victims are gone and it still does not fit: start over
-        reason = self._diagnose(spec, need, exclude)
+        pending = self._diagnose(spec, need, exclude)
         outcome = self._try_reclaim(rec, held)
         if outcome is not None:
             return outcome
-        self._wait(rec, reason)
+        self._wait(rec, pending)
         self._reserve(rec)
         return "blocked"
 
