@@ -14,11 +14,12 @@ PYTEST_ARGS ?=
 # pytest-xdist workers, a module's tests on one (tests/conftest.py)
 XDIST ?=
 
-.PHONY: help venv install demo test lint migrate seed serve replay bench bench-quick scenarios clean
+.PHONY: help venv install core demo test lint migrate seed serve replay bench bench-quick scenarios clean
 
 help:
 	@echo "make demo    create .venv, install, migrate SQLite, seed the demo, serve on $(HOST):$(PORT)"
 	@echo "make test    create .venv, install, run the whole test suite (SQLite unless DATABASE_URL)"
+	@echo "make core    compile the scheduling core with mypyc into build/core (demo, test, bench do)"
 	@echo "make lint    ruff check"
 	@echo "make bench   run the benchmarks (minutes); make bench-quick for a smoke run"
 	@echo "make scenarios   simulate the worked examples in scenarios/examples/"
@@ -35,13 +36,19 @@ $(VENV)/.installed: pyproject.toml clients/python/pyproject.toml
 
 venv install: $(VENV)/.installed
 
+# The scheduling core compiled by mypyc into build/core/ (about a minute; nothing to do
+# when the build there was made from the same sources). Without a C compiler the core
+# runs its Python sources: same decisions, slower (SCHED_CORE_STRICT=1 makes it an error).
+core: $(VENV)/.installed
+	$(BIN)/python -m scheduler_app.core_build
+
 migrate: $(VENV)/.installed
 	$(BIN)/python manage.py migrate --no-input
 
-seed: migrate
+seed: migrate core
 	$(BIN)/python manage.py seed_demo
 
-serve: $(VENV)/.installed
+serve: $(VENV)/.installed core
 	$(BIN)/python manage.py runserver $(HOST):$(PORT)
 
 # The web server and the embedded scheduler loop (`run_scheduler`) side by side: Ctrl-C
@@ -59,25 +66,25 @@ demo: seed
 	echo "scheduler loop (pid $$loop), real node agents on $(DEMO_REAL_NODES) (pid $$real) and simulated agents (pid $$agents) running; web on http://$(HOST):$(PORT)"; \
 	$(BIN)/python manage.py runserver $(HOST):$(PORT)
 
-test: $(VENV)/.installed
+test: $(VENV)/.installed core
 	$(BIN)/python -m pytest $(XDIST) $(PYTEST_ARGS)
 
 lint: $(VENV)/.installed
 	$(BIN)/ruff check .
 
-replay: $(VENV)/.installed
+replay: $(VENV)/.installed core
 	$(BIN)/python manage.py replay --verify
 
 # Benchmarks live outside the test suite (they take minutes); results go to
 # bench/results/*.json and docs/PERFORMANCE.md with the machine and the date.
-bench: $(VENV)/.installed
+bench: $(VENV)/.installed core
 	$(BIN)/python -m bench.run_all
 
-bench-quick: $(VENV)/.installed
+bench-quick: $(VENV)/.installed core
 	$(BIN)/python -m bench.run_all --quick
 
 # Run the three worked scenarios through the simulator and check each result.
-scenarios: $(VENV)/.installed
+scenarios: $(VENV)/.installed core
 	@mkdir -p bench/out
 	@for f in scenarios/examples/*.yaml; do \
 	    out=bench/out/$$(basename $$f .yaml).json; \
@@ -86,4 +93,4 @@ scenarios: $(VENV)/.installed
 	done
 
 clean:
-	rm -rf $(VENV) .pytest_cache .hypothesis staticfiles
+	rm -rf $(VENV) .pytest_cache .hypothesis staticfiles build/core

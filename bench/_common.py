@@ -19,6 +19,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from scheduler_app import core
+
 REPO = Path(__file__).resolve().parents[1]
 RESULTS_DIR = REPO / "bench" / "results"
 PERF_DOC = REPO / "docs" / "PERFORMANCE.md"
@@ -94,6 +96,8 @@ def machine() -> dict[str, Any]:
         "memory_gib": mem_gib,
         "python": platform.python_version(),
         "platform": platform.platform(),
+        # the core's modules: compiled by mypyc (make core) or the Python sources
+        "core": "compiled" if core.COMPILED else "python",
     }
 
 
@@ -122,7 +126,8 @@ def machine_line(m: dict[str, Any] | None = None) -> str:
     cores = m.get("cores_used", 1)  # a benchmark that runs side by side says how many
     used = "one core used" if cores == 1 else f"{cores} cores used, one a process"
     return (f"{m['cpu_model']}, nproc {m['nproc']} ({used}), "
-            f"{m['memory_gib']} GiB RAM, Python {m['python']}{shared}")
+            f"{m['memory_gib']} GiB RAM, Python {m['python']}{shared}"
+            f"{', core ' + m['core'] if 'core' in m else ''}")
 
 
 def update_doc_section(name: str, markdown: str, doc: Path | None = None) -> Path:
