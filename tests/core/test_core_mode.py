@@ -1,0 +1,95 @@
+"""How the core picks its modules (scheduler_app/core/__init__.py) and how ``make core``
+builds them (scheduler_app/core_build.py): a build is used only while it matches the
+sources, a mode that is not one is refused with the choices named, and a build that
+fails leaves the last one as it was and says so (an error when strict)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import scheduler_app.core as core
+from scheduler_app import core_build
+
+REPO = Path(__file__).resolve().parents[2]
+PROBE = ("import scheduler_app.core as c, scheduler_app.core.tick as t; "
+         "print(c.COMPILED, t.__file__)")
+
+
+def _probe(**env: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-c", PROBE], cwd=REPO, capture_output=True,
+                          text=True, env={**os.environ, **env}, timeout=120)
+
+
+def _fake_build(where: Path, digest: str) -> Path:
+    """A build directory whose stamp says ``digest`` (no modules in it)."""
+    (where / "scheduler_app" / "core").mkdir(parents=True)
+    (where / "DIGEST").write_text(digest + "\n")
+    return where
+
+
+@pytest.mark.parametrize("mode", ["auto", "pure", ""])
+def test_a_build_of_other_sources_is_never_used(tmp_path, mode) -> None:
+    stale = _fake_build(tmp_path / "b", "0" * 64)
+    done = _probe(SCHED_CORE=mode, SCHED_CORE_BUILD=str(stale))
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["False", str(REPO / "scheduler_app/core/tick.py")]
+
+
+def test_compiled_without_a_matching_build_is_refused_with_the_fix(tmp_path) -> None:
+    stale = _fake_build(tmp_path / "b", "0" * 64)
+    done = _probe(SCHED_CORE="compiled", SCHED_CORE_BUILD=str(stale))
+    assert done.returncode != 0
+    assert "ImportError" in done.stderr and "make core" in done.stderr
+
+
+def test_a_mode_that_is_not_one_is_refused_naming_the_choices() -> None:
+    done = _probe(SCHED_CORE="fast")
+    assert done.returncode != 0
+    assert "SCHED_CORE='fast'" in done.stderr and "auto, pure, compiled" in done.stderr
+
+
+def test_the_digest_follows_every_compiled_source(tmp_path, monkeypatch) -> None:
+    copy = tmp_path / "core"
+    copy.mkdir()
+    for name in core.COMPILED_MODULES:
+        (copy / f"{name}.py").write_bytes((core._HERE / f"{name}.py").read_bytes())
+    monkeypatch.setattr(core, "_HERE", copy)
+    before = core.sources_digest()
+    for name in ("tick", "types"):
+        path = copy / f"{name}.py"
+        path.write_text(path.read_text() + "\n# an edit\n")
+        after = core.sources_digest()
+        assert after != before, name
+        before = after
+
+
+def test_an_up_to_date_build_is_left_alone(tmp_path) -> None:
+    dest = _fake_build(tmp_path / "b", core.sources_digest())
+    (dest / "marker").write_text("kept")
+    out = tmp_path / "log"
+    with out.open("w") as f:
+        assert core_build.build(dest, out=f) is True
+    assert "up to date" in out.read_text()
+    assert (dest / "marker").read_text() == "kept"
+
+
+@pytest.mark.slow
+def test_a_failed_build_keeps_the_last_one_and_fails_when_strict(tmp_path) -> None:
+    last = _fake_build(tmp_path / "b", "0" * 64)
+    (last / "marker").write_text("kept")
+    env = {**os.environ, "SCHED_CORE_BUILD": str(last), "CC": str(tmp_path / "no-cc")}
+    cmd = [sys.executable, "-m", "scheduler_app.core_build"]
+    lax = subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True, timeout=600)
+    assert lax.returncode == 0
+    assert "mypyc failed" in lax.stdout and "runs as pure Python" in lax.stdout
+    strict = subprocess.run([*cmd, "--strict"], cwd=REPO, env=env, capture_output=True,
+                            text=True, timeout=600)
+    assert strict.returncode == 1
+    assert (last / "DIGEST").read_text().strip() == "0" * 64
+    assert (last / "marker").read_text() == "kept"
+    assert not list(tmp_path.glob(".core-*"))  # no staging directory left behind
