@@ -122,6 +122,12 @@ class JobQueues:
         #: per heap, the entries of the jobs pushed that nobody has yet said are settled
         #: (``unsettled_behind``): a superset of the jobs still without a pending reason
         self._fresh: dict[QueueKey, SortedList] = {}
+        #: heap key -> a number that changes whenever its heap, its unsettled jobs or its
+        #: dead entries change; and the last (number, job id, n) for which
+        #: ``unsettled_behind`` found nothing: the same question then has the same answer
+        self._changes = 0
+        self._changed: dict[QueueKey, int] = {}
+        self._none_behind: dict[QueueKey, tuple[int, str, int]] = {}
         self._tenant_count: dict[str, int] = {}
         self._version = 0
         #: heap key -> the version of its last push (a walk's "nothing new here" check)
@@ -162,6 +168,8 @@ class JobQueues:
         if fresh is None:
             fresh = self._fresh[key] = SortedList()
         fresh.add(entry)
+        self._changes += 1
+        self._changed[key] = self._changes
         self._last_push[key] = self._version
         log = self._push_log.get(key)
         if log is None:
@@ -194,6 +202,8 @@ class JobQueues:
         else:
             self._heaps[key].remove((ek, ver, job_id))
             self._fresh[key].discard((ek, ver, job_id))
+        self._changes += 1
+        self._changed[key] = self._changes
         return True
 
     @contextmanager
@@ -210,6 +220,8 @@ class JobQueues:
                 for key, entry in dead:
                     self._heaps[key].remove(entry)
                     self._fresh[key].discard(entry)
+                    self._changes += 1
+                    self._changed[key] = self._changes
                 deferred, self._deferred = self._deferred, []
                 for spec in deferred:
                     self.push(spec)
@@ -268,32 +280,56 @@ class JobQueues:
         forgotten until it is pushed again (the caller's promise: a job once settled stays
         so while it stays queued).
 
-        Read from the jobs pushed and not yet found settled, each placed by bisection:
-        O(log n) a job, where a walk of the stretch steps over all ``n`` (at every tick,
-        as the walk moves on through a heap that jobs keep arriving on)."""
+        Read from the jobs pushed and not yet found settled, between ``job_id`` and the
+        entry ``n`` places behind it (found by position): O(log n) and a step a job read,
+        where a walk of the stretch steps over all ``n`` (at every tick, as the walk moves
+        on through a heap that jobs keep arriving on). While a walk leaves dead entries in
+        the heap, each job is placed by a bisection of its own instead."""
         live = self._live.get(job_id)
         if live is None:
             return None
         key, ek, ver, _tenant = live
+        asked = (self._changed.get(key, 0), job_id, n)
+        if self._none_behind.get(key) == asked:
+            return []  # asked at every tick while nothing changed in the heap
         heap, fresh = self._heaps[key], self._fresh[key]
         start = (ek, ver, job_id)
+        if not fresh or fresh[-1] <= start:
+            self._none_behind[key] = asked
+            return []  # nothing unsettled behind it, without a bisection
         first = heap.bisect_left(start) + 1
         # entries of jobs gone while a walk is under way stay in the list until it ends
-        dead = sorted(e for k, e in self._dead if k == key and e > start)
+        dead = sorted(e for k, e in self._dead if k == key and e > start) if self._dead else []
         out: list[str] = []
         gone: list[_Entry] = []
-        for entry in fresh.irange(start, inclusive=(False, False)):
-            behind = heap.bisect_left(entry) - first - bisect.bisect_left(dead, entry)
-            if behind >= n:
-                break
-            if not self._is_live(entry):
-                continue  # dead: taken out when the walk ends
-            if settled(entry[2]):
-                gone.append(entry)
-            else:
-                out.append(entry[2])
+        if not dead:
+            # the stretch ends before the heap's entry n places behind: one bisection
+            # bounds it, where placing each unsettled job took one of its own
+            end = first + n
+            limit = heap[end] if end < len(heap) else None
+            for entry in fresh.irange(start, limit, inclusive=(False, False)):
+                if settled(entry[2]):
+                    gone.append(entry)
+                else:
+                    out.append(entry[2])
+        else:
+            for entry in fresh.irange(start, inclusive=(False, False)):
+                behind = heap.bisect_left(entry) - first - bisect.bisect_left(dead, entry)
+                if behind >= n:
+                    break
+                if not self._is_live(entry):
+                    continue  # dead: taken out when the walk ends
+                if settled(entry[2]):
+                    gone.append(entry)
+                else:
+                    out.append(entry[2])
         for entry in gone:
             fresh.remove(entry)
+        if gone:
+            self._changes += 1
+            self._changed[key] = self._changes
+        if not out:
+            self._none_behind[key] = (self._changed.get(key, 0), job_id, n)
         return out
 
     def head(self, key: QueueKey) -> tuple[EntryKey, str] | None:
