@@ -32,6 +32,7 @@ import itertools
 import math
 from collections.abc import Callable, Container, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
+from functools import partial
 
 from .capacity import Capacity, mask_of
 from .placement import find_placement, nodes_with_room
@@ -239,22 +240,8 @@ def share_order(
     held = {t: tenants[t].held_gpus for t in per_team}
     nxt = dict.fromkeys(per_team, 0)
     heap: list[tuple[float, tuple[object, ...], str]] = []
-
-    def offer(team: str) -> None:
-        """Push the team's next job that it may give, if any."""
-        jobs, g = per_team[team], tenants[team].guaranteed_gpus
-        i = nxt[team]
-        while i < len(jobs) and not may_give(held[team], g, jobs[i].gpus, head_share_after):
-            if not may_give(held[team], g, 0, head_share_after):
-                i = len(jobs)  # the team itself may give nothing more
-                break
-            i += 1  # too large to lose: held only falls, so it never becomes allowed
-        nxt[team] = i
-        if i < len(jobs):
-            heapq.heappush(heap, (-held_share(held[team], g), within(jobs[i]), team))
-
     for team in sorted(per_team):
-        offer(team)
+        _offer(team, per_team, tenants, held, nxt, heap, head_share_after, within)
     out: list[Candidate] = []
     while heap:
         _share, _key, team = heapq.heappop(heap)
@@ -262,8 +249,26 @@ def share_order(
         out.append(c)
         held[team] -= c.gpus
         nxt[team] += 1
-        offer(team)
+        _offer(team, per_team, tenants, held, nxt, heap, head_share_after, within)
     return out
+
+
+def _offer(team: str, per_team: dict[str, list[Candidate]],
+           tenants: Mapping[str, TenantLoad], held: dict[str, int], nxt: dict[str, int],
+           heap: list[tuple[float, tuple[object, ...], str]], head_share_after: float,
+           within: Callable[[Candidate], tuple[object, ...]]) -> None:
+    """share_order: push the team's next job that it may give, if any. (A function of
+    its own, not a nested one: see _Search.)"""
+    jobs, g = per_team[team], tenants[team].guaranteed_gpus
+    i = nxt[team]
+    while i < len(jobs) and not may_give(held[team], g, jobs[i].gpus, head_share_after):
+        if not may_give(held[team], g, 0, head_share_after):
+            i = len(jobs)  # the team itself may give nothing more
+            break
+        i += 1  # too large to lose: held only falls, so it never becomes allowed
+    nxt[team] = i
+    if i < len(jobs):
+        heapq.heappush(heap, (-held_share(held[team], g), within(jobs[i]), team))
 
 
 # ---- the bound: when no search can help ----------------------------------------------------
@@ -377,6 +382,125 @@ def cannot_make_room(cap: Capacity, head: JobSpec, tenants: Mapping[str, TenantL
 # ---- the search ---------------------------------------------------------------------------
 
 
+class _Search:
+    """What one victim search reads, and its steps (:func:`select_victims`).
+
+    A class and not closures: compiled (mypyc), nested functions live in a cycle with
+    their environment, which only the cyclic collector frees, and with it the tick's cost
+    cache and the cluster copies they read (a tenth of a compiled busy day went to the
+    collector)."""
+
+    def __init__(self, cap: Capacity, head: JobSpec, exclude: Container[str],
+                 costs: dict[str, VictimCost], tenants: Mapping[str, TenantLoad],
+                 after: float) -> None:
+        self.cap, self.head, self.exclude = cap, head, exclude
+        self.costs, self.tenants, self.after = costs, tenants, after
+        self.rank_of: dict[str, int] = {}
+
+    @staticmethod
+    def place_head(cap: Capacity, head: JobSpec, exclude: Container[str],
+                   only: list[str] | None = None, materialise: bool = True
+                   ) -> Allocation | None:
+        return find_placement(
+            cap,
+            gpus=head.gpus,
+            gpus_per_node=head.gpus_per_node,
+            gpu_type=head.gpu_type,
+            min_gpus=head.min_gpus,
+            exclude=exclude,
+            only=only,
+            materialise=materialise,
+        )
+
+    def place(self, only: list[str] | None = None, materialise: bool = True
+              ) -> Allocation | None:
+        return self.place_head(self.cap, self.head, self.exclude, only, materialise)
+
+    def fits(self, victims: Iterable[Candidate], only: list[str] | None = None,
+             materialise: bool = True) -> Allocation | None:
+        cap = self.cap
+        with cap.trial():
+            for v in victims:
+                cap.give_back(v.alloc)
+            return self.place(only, materialise)
+
+    def lost(self, victims: Iterable[Candidate]) -> int:
+        costs = self.costs
+        return sum(costs[v.spec.id].est_gpu_s_lost for v in victims)
+
+    def by_lost(self, c: Candidate) -> tuple[object, ...]:
+        return (self.costs[c.spec.id].est_gpu_s_lost, c.spec.seq)
+
+    def by_cost_per_gpu(self, c: Candidate) -> tuple[object, ...]:
+        cost = self.costs[c.spec.id]
+        return (cost.cost_s, cost.est_gpu_s_lost, c.spec.seq)
+
+    def walk(self, pool: Iterable[Candidate],
+             within: Callable[[Candidate], tuple[object, ...]]) -> list[Candidate]:
+        return share_order(pool, self.tenants, self.after, within)
+
+    def _give(self, seq: list[Candidate], lo: int, hi: int) -> None:
+        cap = self.cap
+        for c in seq[lo:hi]:
+            cap.give_back(c.alloc)
+
+    def shortest_prefix(self, seq: list[Candidate], only: list[str] | None
+                        ) -> list[Candidate] | None:
+        """The shortest prefix of ``seq`` whose eviction lets the head fit: gallop (1, 2,
+        4, ... more victims), then bisect; O(log n) placements. Fitting is monotone in the
+        prefix (more GPUs back never hurts), and the empty prefix does not fit."""
+        cap, give = self.cap, self._give
+        with cap.trial():
+            done, step = 0, 1
+            while done < len(seq):
+                hi = min(len(seq), done + step)
+                with cap.trial():
+                    give(seq, done, hi)
+                    ok = self.place(only, materialise=False) is not None
+                if not ok:
+                    give(seq, done, hi)
+                    done, step = hi, step * 2
+                    continue
+                lo = done
+                while hi - lo > 1:  # fails with lo victims, fits with hi
+                    mid = (lo + hi) // 2
+                    with cap.trial():
+                        give(seq, done, mid)
+                        ok = self.place(only, materialise=False) is not None
+                    lo, hi = (lo, mid) if ok else (mid, hi)
+                return seq[:hi]
+        return None
+
+    def prune(self, victims: list[Candidate], drop_order: list[Candidate]
+              ) -> list[Candidate]:
+        """Drop victims the head does not need, as long as its placement spans no more
+        pods than with all of them. One trial: every victim's GPUs go back, then each in
+        ``drop_order`` is handed its GPUs again and stays if the head still fits."""
+        cap = self.cap
+        dropped: set[int] = set()
+        with cap.trial():
+            for v in victims:
+                cap.give_back(v.alloc)
+            base = _pods(cap, self.place())
+            for v in drop_order:
+                if len(dropped) == len(victims) - 1:
+                    break
+                cap.take(v.alloc)
+                alloc = self.place()
+                if alloc is not None and _pods(cap, alloc) <= base:
+                    dropped.add(id(v))
+                else:
+                    cap.give_back(v.alloc)
+        return [v for v in victims if id(v) not in dropped]
+
+    def rank(self, victims: list[Candidate]) -> tuple[object, ...]:
+        """The winner's key: fewest pods, fewest GPU-seconds lost, fewest victims, then
+        the earliest in ``rank_of`` order."""
+        rank_of = self.rank_of
+        keys = sorted(rank_of.get(v.spec.id, len(rank_of)) for v in victims)
+        return (_pods(self.cap, self.fits(victims)), self.lost(victims), len(victims), keys)
+
+
 def select_victims(
     cap: Capacity,
     head: JobSpec,
@@ -432,19 +556,7 @@ def select_victims(
     if policy not in ("full", "priority-kill"):
         raise ValueError(f"policy {policy!r} does not preempt")
 
-    def place(only: list[str] | None = None, materialise: bool = True) -> Allocation | None:
-        return find_placement(
-            cap,
-            gpus=head.gpus,
-            gpus_per_node=head.gpus_per_node,
-            gpu_type=head.gpu_type,
-            min_gpus=head.min_gpus,
-            exclude=exclude,
-            only=only,
-            materialise=materialise,
-        )
-
-    if place() is not None:
+    if _Search.place_head(cap, head, exclude) is not None:
         return None  # nothing to reclaim: the head fits as it is
     mine = tenants.get(head.tenant, TenantLoad(head.tenant, 0, 0))
     after = share_after(mine, head.gpus)
@@ -468,6 +580,10 @@ def select_victims(
         return None
     if costs is None:
         costs = {}
+    search = _Search(cap, head, exclude, costs, tenants, after)
+    fits, lost = search.fits, search.lost
+    by_lost, by_cost_per_gpu, walk = search.by_lost, search.by_cost_per_gpu, search.walk
+    shortest_prefix, prune = search.shortest_prefix, search.prune
     for c in eligible:  # only these are weighed: a protected job's cost is never read
         if c.spec.id not in costs:
             costs[c.spec.id] = victim_cost(c, now)
@@ -478,13 +594,6 @@ def select_victims(
     if cap.free_gpus(head.gpu_type) + sum(c.gpus for c in eligible) < need:
         return None
 
-    def fits(victims: Iterable[Candidate], only: list[str] | None = None,
-             materialise: bool = True) -> Allocation | None:
-        with cap.trial():
-            for v in victims:
-                cap.give_back(v.alloc)
-            return place(only, materialise)
-
     # Nor if the head does not fit with every eligible victim's GPUs back: every set the
     # search tries is a subset of those, and fitting is monotone (more GPUs back never
     # hurts; find_placement is complete). One trial placement instead of the singles,
@@ -493,69 +602,6 @@ def select_victims(
     # cannot use).
     if fits(eligible, materialise=False) is None:
         return None
-
-    def lost(victims: Iterable[Candidate]) -> int:
-        return sum(costs[v.spec.id].est_gpu_s_lost for v in victims)
-
-    def by_lost(c: Candidate) -> tuple[object, ...]:
-        return (costs[c.spec.id].est_gpu_s_lost, c.spec.seq)
-
-    def by_cost_per_gpu(c: Candidate) -> tuple[object, ...]:
-        return (costs[c.spec.id].cost_s, costs[c.spec.id].est_gpu_s_lost, c.spec.seq)
-
-    def walk(pool: Iterable[Candidate], within: Callable[[Candidate], tuple[object, ...]]
-             ) -> list[Candidate]:
-        return share_order(pool, tenants, after, within)
-
-    def shortest_prefix(seq: list[Candidate], only: list[str] | None) -> list[Candidate] | None:
-        """The shortest prefix of ``seq`` whose eviction lets the head fit: gallop (1, 2,
-        4, ... more victims), then bisect; O(log n) placements. Fitting is monotone in the
-        prefix (more GPUs back never hurts), and the empty prefix does not fit."""
-
-        def give(lo: int, hi: int) -> None:
-            for c in seq[lo:hi]:
-                cap.give_back(c.alloc)
-
-        with cap.trial():
-            done, step = 0, 1
-            while done < len(seq):
-                hi = min(len(seq), done + step)
-                with cap.trial():
-                    give(done, hi)
-                    ok = place(only, materialise=False) is not None
-                if not ok:
-                    give(done, hi)
-                    done, step = hi, step * 2
-                    continue
-                lo = done
-                while hi - lo > 1:  # fails with lo victims, fits with hi
-                    mid = (lo + hi) // 2
-                    with cap.trial():
-                        give(done, mid)
-                        ok = place(only, materialise=False) is not None
-                    lo, hi = (lo, mid) if ok else (mid, hi)
-                return seq[:hi]
-        return None
-
-    def prune(victims: list[Candidate], drop_order: list[Candidate]) -> list[Candidate]:
-        """Drop victims the head does not need, as long as its placement spans no more
-        pods than with all of them. One trial: every victim's GPUs go back, then each in
-        ``drop_order`` is handed its GPUs again and stays if the head still fits."""
-        dropped: set[int] = set()
-        with cap.trial():
-            for v in victims:
-                cap.give_back(v.alloc)
-            base = _pods(cap, place())
-            for v in drop_order:
-                if len(dropped) == len(victims) - 1:
-                    break
-                cap.take(v.alloc)
-                alloc = place()
-                if alloc is not None and _pods(cap, alloc) <= base:
-                    dropped.add(id(v))
-                else:
-                    cap.give_back(v.alloc)
-        return [v for v in victims if id(v) not in dropped]
 
     if policy == "priority-kill":
         chosen = shortest_prefix(walk(eligible, recency_key), None)
@@ -571,7 +617,7 @@ def select_victims(
         return _plan(cap, head, chosen, fits(chosen), costs, eligible, refused, now,
                      runner_up=None, policy=policy, tenants=tenants, after=after)
 
-    rank_of = {c.spec.id: i for i, c in enumerate(walk(eligible, by_lost))}
+    search.rank_of = {c.spec.id: i for i, c in enumerate(walk(eligible, by_lost))}
 
     # 1. The cheapest single victims and pairs of the highest-share team(s): cheap to check,
     # and they give the walks below a bound to beat.
@@ -637,11 +683,8 @@ def select_victims(
     if not found:
         return None
 
-    def rank(victims: list[Candidate]) -> tuple[object, ...]:
-        keys = sorted(rank_of.get(v.spec.id, len(rank_of)) for v in victims)
-        return (_pods(cap, fits(victims)), lost(victims), len(victims), keys)
-
-    ranked = sorted({tuple(v.spec.id for v in s): s for s in found}.values(), key=rank)
+    ranked = sorted({tuple(v.spec.id for v in s): s for s in found}.values(),
+                    key=search.rank)
     chosen = ranked[0]
     runner_up = ranked[1] if len(ranked) > 1 else None
     if runner_up is None:
@@ -652,6 +695,20 @@ def select_victims(
                 break
     return _plan(cap, head, chosen, fits(chosen), costs, eligible, refused, now,
                  runner_up=runner_up, policy=policy, tenants=tenants, after=after)
+
+
+def _weigh(eligible: Sequence[Candidate], costs: Mapping[str, VictimCost], ids: set[str],
+           refused: Mapping[str, str]) -> tuple[VictimCost, ...]:
+    """Every candidate, chosen or not, and why (``PreemptionPlan.weighed``, written when
+    read). A partial of a module function, not a closure: see _Search."""
+    weighed = []
+    for c in sorted(eligible, key=lambda c: (costs[c.spec.id].est_gpu_s_lost, c.spec.seq)):
+        vc = costs[c.spec.id]
+        verb = "evicted" if c.spec.id in ids else "kept"
+        weighed.append(replace(vc, text=f"{verb} {vc.words}"))
+    for job_id in sorted(refused):
+        weighed.append(VictimCost(job_id, 0, 0, 0, text=f"job {job_id}: {refused[job_id]}"))
+    return tuple(weighed)
 
 
 def _least_loss(short: int, offers: list[tuple[int, int]]) -> int | None:
@@ -799,17 +856,7 @@ def _plan(
             tail = f"one of {len(chosen)} victims, of {n_elig} candidates"
         victims.append(replace(vc, text=f"evicted {vc.words}, {tail}"))
 
-    def weigh() -> tuple[VictimCost, ...]:
-        weighed = []
-        for c in sorted(eligible, key=lambda c: (costs[c.spec.id].est_gpu_s_lost,
-                                                 c.spec.seq)):
-            vc = costs[c.spec.id]
-            verb = "evicted" if c.spec.id in ids else "kept"
-            weighed.append(replace(vc, text=f"{verb} {vc.words}"))
-        for job_id in sorted(refused):
-            weighed.append(VictimCost(job_id, 0, 0, 0,
-                                      text=f"job {job_id}: {refused[job_id]}"))
-        return tuple(weighed)
+    weigh = partial(_weigh, eligible, costs, ids, refused)
 
     total = sum(costs[c.spec.id].est_gpu_s_lost for c in chosen)
     names = _join([c.spec.id for c in chosen])

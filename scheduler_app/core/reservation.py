@@ -10,7 +10,7 @@ limit".
 
 from __future__ import annotations
 
-from collections.abc import Callable, Container, Sequence
+from collections.abc import Callable, Container, Iterator, Sequence
 from dataclasses import dataclass, field
 
 from .capacity import Capacity, mask_of
@@ -89,21 +89,7 @@ def plan_reservation(
     all of them; an out-of-order list then raises ValueError instead of planning wrong.
     """
 
-    def place(materialise: bool = True) -> Allocation | None:
-        return find_placement(
-            cap,
-            gpus=spec.gpus,
-            gpus_per_node=spec.gpus_per_node,
-            gpu_type=spec.gpu_type,
-            min_gpus=spec.min_gpus,
-            exclude=exclude,
-            materialise=materialise,
-        )
-
-    def fits() -> bool:
-        return place(materialise=False) is not None
-
-    alloc = place()
+    alloc = _place(cap, spec, exclude)
     if alloc is not None:
         return Reservation(
             spec.id,
@@ -112,70 +98,11 @@ def plan_reservation(
             f"reserved {_where(cap, alloc, spec)} from t={now}: they are free now",
             after_job=None,
         )
-
-    groups: list[tuple[int, list[Release]]] = []
     src = iter(releases if presorted else sorted(releases, key=lambda r: (r.end_s, r.job_id)))
-    peek: list[Release | None] = [next(src, None)]
-
-    def has(i: int) -> bool:
-        """Group ``i`` exists (grouping the releases up to it, lazily)."""
-        while len(groups) <= i:
-            r = peek[0]
-            if r is None:
-                return False
-            rels = [r]
-            nxt = next(src, None)
-            while nxt is not None and nxt.end_s == r.end_s:
-                if nxt.job_id < rels[-1].job_id:
-                    raise ValueError(f"releases out of (end_s, job_id) order at {nxt.job_id}")
-                rels.append(nxt)
-                nxt = next(src, None)
-            if nxt is not None and nxt.end_s < r.end_s:
-                raise ValueError(f"releases out of (end_s, job_id) order at {nxt.job_id}")
-            peek[0] = nxt
-            groups.append((r.end_s, rels))
-        return True
-
+    plan = _Groups(cap, spec, src, mask_cache)
+    has, group, give, give_one_by_one = plan.has, plan.group, plan.give, plan.give_one_by_one
+    groups = plan.groups
     need = spec.min_gpus if spec.min_gpus is not None else spec.gpus
-
-    def give_one_by_one(lo: int, hi: int) -> None:
-        for _end, rels in groups[lo:hi]:
-            for r in rels:
-                try:
-                    cap.give_back(r.alloc)
-                except ValueError as e:  # a caller's bug: say which release, not just where
-                    raise ValueError(
-                        f"release of {r.job_id} (end t={r.end_s}) gives back GPUs that are"
-                        f" not held: {e}. Releases must be disjoint allocations held now."
-                    ) from e
-
-    # Each group as per-node bitmasks (None: malformed, left to give_one_by_one to name)
-    # and the GPUs it frees in the aggregate free_gpus(spec.gpu_type) counts, computed
-    # once per plan: the gallop gives the same groups back several times.
-    merged: list[tuple[dict[str, int], int] | None] = []
-
-    def group(i: int) -> tuple[dict[str, int], int] | None:
-        while len(merged) <= i:
-            merged.append(_merge(cap, groups[len(merged)][1], spec.gpu_type, mask_cache))
-        return merged[i]
-
-    def give(lo: int, hi: int) -> None:
-        """Give groups [lo, hi) back in one batch: the same state as one by one."""
-        batch: dict[str, int] = {}
-        for i in range(lo, hi):
-            g = group(i)
-            if g is None:
-                return give_one_by_one(lo, hi)  # raises, naming the release
-            for name, m in g[0].items():
-                old = batch.get(name, 0)
-                if old & m:
-                    return give_one_by_one(lo, hi)
-                batch[name] = old | m
-        try:
-            cap.give_back_masks(batch)
-        except ValueError:  # nothing was applied: replay one by one for the message
-            give_one_by_one(lo, hi)
-            raise
 
     with cap.trial():
         done = 0  # groups given back so far
@@ -193,7 +120,7 @@ def plan_reservation(
         give(0, done)
         if cap.free_gpus(spec.gpu_type) < need:
             return None
-        if done and (alloc := place()) is not None:
+        if done and (alloc := _place(cap, spec, exclude)) is not None:
             return _reserved(cap, spec, groups, done, alloc, now)
         # Gallop: find a prefix that fits, then bisect between the last failure and it.
         # A step that does not fit is kept (the next step starts from it); one that fits
@@ -204,7 +131,7 @@ def plan_reservation(
             hi = done + step if has(done + step - 1) else len(groups)
             mark = cap.mark()
             give(done, hi)
-            if not fits():
+            if _place(cap, spec, exclude, materialise=False) is None:
                 done = hi
                 step *= 2
                 continue
@@ -214,13 +141,13 @@ def plan_reservation(
                 mid = (lo + hi) // 2
                 mark = cap.mark()
                 give(lo, mid)
-                if not fits():
+                if _place(cap, spec, exclude, materialise=False) is None:
                     lo = mid
                 else:
                     hi = mid
                     cap.rollback(mark)
             give(lo, hi)
-            alloc = place()
+            alloc = _place(cap, spec, exclude)
             assert alloc is not None  # same state as the trial that fitted
             return _reserved(cap, spec, groups, hi, alloc, now)
     return None
@@ -245,6 +172,94 @@ def backfill_allowed(res: Reservation, alloc: Allocation, end_s: int | None) -> 
 # ---- helpers -------------------------------------------------------------------------
 
 
+def _place(cap: Capacity, spec: JobSpec, exclude: Container[str],
+           materialise: bool = True) -> Allocation | None:
+    return find_placement(
+        cap,
+        gpus=spec.gpus,
+        gpus_per_node=spec.gpus_per_node,
+        gpu_type=spec.gpu_type,
+        min_gpus=spec.min_gpus,
+        exclude=exclude,
+        materialise=materialise,
+    )
+
+
+class _Groups:
+    """A plan's releases grouped by end instant, lazily, and given back to ``cap``.
+
+    A class and not closures: compiled (mypyc), nested functions live in a cycle with
+    their environment, which only the cyclic collector frees, and with it every copy of
+    the cluster the plan read (a tenth of a compiled busy day went to the collector)."""
+
+    def __init__(self, cap: Capacity, spec: JobSpec, src: Iterator[Release],
+                 mask_cache: dict[int, tuple[Release, list[tuple[str, int, int]]]] | None
+                 ) -> None:
+        self.cap, self.spec, self.src, self.mask_cache = cap, spec, src, mask_cache
+        self.groups: list[tuple[int, list[Release]]] = []
+        self.peek: Release | None = next(src, None)
+        # Each group as per-node bitmasks (None: malformed, left to give_one_by_one to
+        # name) and the GPUs it frees in the aggregate free_gpus(spec.gpu_type) counts,
+        # computed once per plan: the gallop gives the same groups back several times.
+        self.merged: list[tuple[dict[str, int], int] | None] = []
+
+    def has(self, i: int) -> bool:
+        """Group ``i`` exists (grouping the releases up to it, lazily)."""
+        groups, src = self.groups, self.src
+        while len(groups) <= i:
+            r = self.peek
+            if r is None:
+                return False
+            rels = [r]
+            nxt = next(src, None)
+            while nxt is not None and nxt.end_s == r.end_s:
+                if nxt.job_id < rels[-1].job_id:
+                    raise ValueError(f"releases out of (end_s, job_id) order at {nxt.job_id}")
+                rels.append(nxt)
+                nxt = next(src, None)
+            if nxt is not None and nxt.end_s < r.end_s:
+                raise ValueError(f"releases out of (end_s, job_id) order at {nxt.job_id}")
+            self.peek = nxt
+            groups.append((r.end_s, rels))
+        return True
+
+    def give_one_by_one(self, lo: int, hi: int) -> None:
+        for _end, rels in self.groups[lo:hi]:
+            for r in rels:
+                try:
+                    self.cap.give_back(r.alloc)
+                except ValueError as e:  # a caller's bug: say which release, not just where
+                    raise ValueError(
+                        f"release of {r.job_id} (end t={r.end_s}) gives back GPUs that are"
+                        f" not held: {e}. Releases must be disjoint allocations held now."
+                    ) from e
+
+    def group(self, i: int) -> tuple[dict[str, int], int] | None:
+        merged = self.merged
+        while len(merged) <= i:
+            merged.append(_merge(self.cap, self.groups[len(merged)][1], self.spec.gpu_type,
+                                 self.mask_cache))
+        return merged[i]
+
+    def give(self, lo: int, hi: int) -> None:
+        """Give groups [lo, hi) back in one batch: the same state as one by one."""
+        batch: dict[str, int] = {}
+        for i in range(lo, hi):
+            g = self.group(i)
+            if g is None:
+                return self.give_one_by_one(lo, hi)  # raises, naming the release
+            for name, m in g[0].items():
+                old = batch.get(name, 0)
+                if old & m:
+                    return self.give_one_by_one(lo, hi)
+                batch[name] = old | m
+        try:
+            self.cap.give_back_masks(batch)
+        except ValueError:  # nothing was applied: replay one by one for the message
+            self.give_one_by_one(lo, hi)
+            raise
+
+
 def _enough_nodes(
     cap: Capacity,
     spec: JobSpec,
@@ -264,11 +279,10 @@ def _enough_nodes(
     healthy = NodeHealth.HEALTHY
     gpu_type = spec.gpu_type
     nodes = cap.nodes
-
-    def usable(name: str) -> bool:
-        node = nodes[name]
-        return (node.health is healthy and node.gpus >= g and name not in exclude
-                and (gpu_type is None or node.gpu_type == gpu_type))
+    # (a set, not a nested function: see _Groups)
+    usable = {name for name, node in nodes.items()
+              if node.health is healthy and node.gpus >= g and name not in exclude
+              and (gpu_type is None or node.gpu_type == gpu_type)}
 
     back: dict[str, int] = {}  # node -> GPUs given back by the groups counted so far
     for i in range(done):
@@ -279,7 +293,7 @@ def _enough_nodes(
             back[name] = back.get(name, 0) | m
     enough = 0
     for name, node in nodes.items():
-        if usable(name) and (node.free_mask | back.get(name, 0)).bit_count() >= g:
+        if name in usable and (node.free_mask | back.get(name, 0)).bit_count() >= g:
             enough += 1
     while enough < want and has(done):
         got = group(done)
@@ -288,7 +302,7 @@ def _enough_nodes(
         for name, m in got[0].items():
             old = back.get(name, 0)
             back[name] = old | m
-            if usable(name):
+            if name in usable:
                 free_mask = nodes[name].free_mask
                 if (free_mask | old).bit_count() < g <= (free_mask | old | m).bit_count():
                     enough += 1
