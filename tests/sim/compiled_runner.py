@@ -1,12 +1,16 @@
 """Runs the comparison workloads of tests/sim/test_compiled_core.py in this process's core
-(``SCHED_CORE`` picks it) and writes their results, without tick timings, as JSON:
+(``SCHED_CORE`` picks it) and writes their results, without tick timings, as JSON,
+with the reference cycles each run left for the cyclic collector (by type, the project's
+types only; the simulator pauses the collector on the promise that there are none):
 
     SCHED_CORE=compiled python -m tests.sim.compiled_runner OUT.json
 """
 
 from __future__ import annotations
 
+import collections
 import dataclasses
+import gc
 import json
 import sys
 from collections.abc import Callable, Iterator
@@ -45,11 +49,21 @@ def workloads() -> Iterator[tuple[str, Callable[[], Scenario], tuple[str, ...]]]
 
 def main(out: str) -> None:
     results: dict[str, Any] = {
-        "compiled": core.COMPILED, "tick_module": tick.__file__, "runs": {}}
+        "compiled": core.COMPILED, "tick_module": tick.__file__, "runs": {}, "cycles": {}}
+    gc.collect()
+    gc.set_debug(gc.DEBUG_SAVEALL)  # what a collection finds is kept in gc.garbage
     for name, make, policies in workloads():
         scenario = make()
         for policy in policies:
-            results["runs"][f"{name}/{policy}"] = run_untimed(scenario, policy, None)
+            run = f"{name}/{policy}"
+            gc.garbage.clear()
+            results["runs"][run] = run_untimed(scenario, policy, None)
+            gc.collect()
+            found = collections.Counter(
+                f"{type(o).__module__}.{type(o).__qualname__}" for o in gc.garbage
+                if type(o).__module__.startswith("scheduler_app"))
+            results["cycles"][run] = dict(found)
+    gc.set_debug(0)
     with open(out, "w") as f:
         json.dump(results, f, sort_keys=True)
 

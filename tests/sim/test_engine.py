@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
+
 from scheduler_app.sim.engine import Simulation, simulate
 from scheduler_app.sim.result import build_result
 from scheduler_app.sim.scenario import validate_scenario
@@ -222,3 +224,38 @@ def test_a_tick_that_places_thousands_of_jobs_does_not_recurse() -> None:
     finally:
         sys.setrecursionlimit(limit)
     assert all(result["jobs"][j["id"]]["first_start_s"] == 0 for j in jobs)
+
+
+def test_the_memory_engine_pauses_the_cyclic_collector_for_its_run_only() -> None:
+    """Its runs make no reference cycle (tests/sim/test_compiled_core.py checks both
+    cores), so the collector is paused while it runs, and restored after, also after an
+    error; a run on another scheduler (the db engine's) leaves it alone."""
+    import gc
+
+    from scheduler_app.core.scheduler import Scheduler
+
+    scenario = validate_scenario(make(jobs=[job("j1", submit_at_s=7), job("j2", submit_at_s=9)]))
+    seen: list[bool] = []
+    assert gc.isenabled()
+    Simulation(scenario, progress=lambda now: seen.append(gc.isenabled())).run()
+    assert seen and not any(seen)
+    assert gc.isenabled()
+
+    seen.clear()
+    Simulation(scenario, scheduler_factory=Scheduler,
+               progress=lambda now: seen.append(gc.isenabled())).run()
+    assert seen and all(seen)
+
+    def fail(now: int) -> None:
+        raise RuntimeError("a progress callback that fails")
+
+    with pytest.raises(RuntimeError, match="fails"):
+        Simulation(scenario, progress=fail).run()
+    assert gc.isenabled()
+
+    gc.disable()  # a caller that paused it already keeps it paused
+    try:
+        Simulation(scenario).run()
+        assert not gc.isenabled()
+    finally:
+        gc.enable()
