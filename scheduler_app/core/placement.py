@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from functools import partial
 
 from .capacity import Capacity, PodIndex, indices_of, lowest_bits
-from .types import Allocation
+from .types import Allocation, JobSpec
 
 
 @dataclass(slots=True)
@@ -137,6 +137,16 @@ def find_placement(
     if not materialise:
         return {} if plan else None  # what _materialise would say, without the indices
     return _materialise(cap, plan)
+
+
+def place_spec(cap: Capacity, spec: JobSpec, exclude: Container[str] = frozenset(),
+               only: Collection[str] | None = None, materialise: bool = True
+               ) -> Allocation | None:
+    """:func:`find_placement` for a job's own shape (GPUs, per node, type, elastic
+    minimum)."""
+    return find_placement(cap, gpus=spec.gpus, gpus_per_node=spec.gpus_per_node,
+                          gpu_type=spec.gpu_type, min_gpus=spec.min_gpus, exclude=exclude,
+                          only=only, materialise=materialise)
 
 
 # ---- the view of the index that the request sees -----------------------------------------

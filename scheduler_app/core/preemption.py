@@ -35,7 +35,7 @@ from dataclasses import dataclass, replace
 from functools import partial
 
 from .capacity import Capacity, mask_of
-from .placement import find_placement, nodes_with_room
+from .placement import nodes_with_room, place_spec
 from .types import Allocation, JobSpec, SchedulerConfig, alloc_gpus
 
 #: the cheapest candidates of the highest-share teams tried alone, and in pairs (bounds)
@@ -401,16 +401,7 @@ class _Search:
     def place_head(cap: Capacity, head: JobSpec, exclude: Container[str],
                    only: list[str] | None = None, materialise: bool = True
                    ) -> Allocation | None:
-        return find_placement(
-            cap,
-            gpus=head.gpus,
-            gpus_per_node=head.gpus_per_node,
-            gpu_type=head.gpu_type,
-            min_gpus=head.min_gpus,
-            exclude=exclude,
-            only=only,
-            materialise=materialise,
-        )
+        return place_spec(cap, head, exclude, only, materialise)
 
     def place(self, only: list[str] | None = None, materialise: bool = True
               ) -> Allocation | None:

@@ -14,7 +14,7 @@ from collections.abc import Callable, Container, Iterator, Sequence
 from dataclasses import dataclass, field
 
 from .capacity import Capacity, mask_of
-from .placement import find_placement
+from .placement import place_spec
 from .types import Allocation, JobSpec, NodeHealth, alloc_gpus
 
 
@@ -174,15 +174,7 @@ def backfill_allowed(res: Reservation, alloc: Allocation, end_s: int | None) -> 
 
 def _place(cap: Capacity, spec: JobSpec, exclude: Container[str],
            materialise: bool = True) -> Allocation | None:
-    return find_placement(
-        cap,
-        gpus=spec.gpus,
-        gpus_per_node=spec.gpus_per_node,
-        gpu_type=spec.gpu_type,
-        min_gpus=spec.min_gpus,
-        exclude=exclude,
-        materialise=materialise,
-    )
+    return place_spec(cap, spec, exclude, materialise=materialise)
 
 
 class _Groups:

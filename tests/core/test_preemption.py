@@ -628,7 +628,7 @@ def test_a_search_no_set_can_help_ends_after_one_trial_with_every_eligible_job_g
              "team-c": load("team-c", 0, 6)}
     head = job("head", 8, tenant="team-a", gpus_per_node=8)
     assert not cannot_make_room(cap, head, loads, victim_pool(cands, CFG, "full"))
-    import scheduler_app.core.preemption as preemption
+    import scheduler_app.core.placement as placement
 
     calls: list[dict[str, Any]] = []
 
@@ -636,7 +636,8 @@ def test_a_search_no_set_can_help_ends_after_one_trial_with_every_eligible_job_g
         calls.append(kw)
         return find_placement(*args, **kw)
 
-    monkeypatch.setattr(preemption, "find_placement", counted)
+    # (the search places the head through placement.place_spec)
+    monkeypatch.setattr(placement, "find_placement", counted)
     assert select_victims(cap, head, cands, loads, NOW, config=CFG) is None
     assert len(calls) == 2  # does it fit as it is? with x and y gone?
     # the same cluster with team-b able to give z: the search runs and takes z
