@@ -397,15 +397,9 @@ class _Search:
         self.costs, self.tenants, self.after = costs, tenants, after
         self.rank_of: dict[str, int] = {}
 
-    @staticmethod
-    def place_head(cap: Capacity, head: JobSpec, exclude: Container[str],
-                   only: list[str] | None = None, materialise: bool = True
-                   ) -> Allocation | None:
-        return place_spec(cap, head, exclude, only, materialise)
-
     def place(self, only: list[str] | None = None, materialise: bool = True
               ) -> Allocation | None:
-        return self.place_head(self.cap, self.head, self.exclude, only, materialise)
+        return place_spec(self.cap, self.head, self.exclude, only, materialise)
 
     def fits(self, victims: Iterable[Candidate], only: list[str] | None = None,
              materialise: bool = True) -> Allocation | None:
@@ -547,7 +541,7 @@ def select_victims(
     if policy not in ("full", "priority-kill"):
         raise ValueError(f"policy {policy!r} does not preempt")
 
-    if _Search.place_head(cap, head, exclude) is not None:
+    if place_spec(cap, head, exclude) is not None:
         return None  # nothing to reclaim: the head fits as it is
     mine = tenants.get(head.tenant, TenantLoad(head.tenant, 0, 0))
     after = share_after(mine, head.gpus)

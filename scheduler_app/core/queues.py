@@ -168,8 +168,7 @@ class JobQueues:
         if fresh is None:
             fresh = self._fresh[key] = SortedList()
         fresh.add(entry)
-        self._changes += 1
-        self._changed[key] = self._changes
+        self._mark_changed(key)
         self._last_push[key] = self._version
         log = self._push_log.get(key)
         if log is None:
@@ -202,8 +201,7 @@ class JobQueues:
         else:
             self._heaps[key].remove((ek, ver, job_id))
             self._fresh[key].discard((ek, ver, job_id))
-        self._changes += 1
-        self._changed[key] = self._changes
+        self._mark_changed(key)
         return True
 
     @contextmanager
@@ -220,11 +218,16 @@ class JobQueues:
                 for key, entry in dead:
                     self._heaps[key].remove(entry)
                     self._fresh[key].discard(entry)
-                    self._changes += 1
-                    self._changed[key] = self._changes
+                    self._mark_changed(key)
                 deferred, self._deferred = self._deferred, []
                 for spec in deferred:
                     self.push(spec)
+
+    def _mark_changed(self, key: QueueKey) -> None:
+        """Heap ``key``, its unsettled jobs or its dead entries changed: what
+        ``unsettled_behind`` remembers for it no longer holds."""
+        self._changes += 1
+        self._changed[key] = self._changes
 
     def _is_live(self, entry: _Entry) -> bool:
         live = self._live.get(entry[2])
@@ -326,8 +329,7 @@ class JobQueues:
         for entry in gone:
             fresh.remove(entry)
         if gone:
-            self._changes += 1
-            self._changed[key] = self._changes
+            self._mark_changed(key)
         if not out:
             self._none_behind[key] = (self._changed.get(key, 0), job_id, n)
         return out

@@ -89,7 +89,7 @@ def plan_reservation(
     all of them; an out-of-order list then raises ValueError instead of planning wrong.
     """
 
-    alloc = _place(cap, spec, exclude)
+    alloc = place_spec(cap, spec, exclude)
     if alloc is not None:
         return Reservation(
             spec.id,
@@ -120,7 +120,7 @@ def plan_reservation(
         give(0, done)
         if cap.free_gpus(spec.gpu_type) < need:
             return None
-        if done and (alloc := _place(cap, spec, exclude)) is not None:
+        if done and (alloc := place_spec(cap, spec, exclude)) is not None:
             return _reserved(cap, spec, groups, done, alloc, now)
         # Gallop: find a prefix that fits, then bisect between the last failure and it.
         # A step that does not fit is kept (the next step starts from it); one that fits
@@ -131,7 +131,7 @@ def plan_reservation(
             hi = done + step if has(done + step - 1) else len(groups)
             mark = cap.mark()
             give(done, hi)
-            if _place(cap, spec, exclude, materialise=False) is None:
+            if place_spec(cap, spec, exclude, materialise=False) is None:
                 done = hi
                 step *= 2
                 continue
@@ -141,13 +141,13 @@ def plan_reservation(
                 mid = (lo + hi) // 2
                 mark = cap.mark()
                 give(lo, mid)
-                if _place(cap, spec, exclude, materialise=False) is None:
+                if place_spec(cap, spec, exclude, materialise=False) is None:
                     lo = mid
                 else:
                     hi = mid
                     cap.rollback(mark)
             give(lo, hi)
-            alloc = _place(cap, spec, exclude)
+            alloc = place_spec(cap, spec, exclude)
             assert alloc is not None  # same state as the trial that fitted
             return _reserved(cap, spec, groups, hi, alloc, now)
     return None
@@ -170,11 +170,6 @@ def backfill_allowed(res: Reservation, alloc: Allocation, end_s: int | None) -> 
 
 
 # ---- helpers -------------------------------------------------------------------------
-
-
-def _place(cap: Capacity, spec: JobSpec, exclude: Container[str],
-           materialise: bool = True) -> Allocation | None:
-    return place_spec(cap, spec, exclude, materialise=materialise)
 
 
 class _Groups:

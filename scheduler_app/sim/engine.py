@@ -157,7 +157,9 @@ class Simulation:
         self._now = 0
         self._ticked_at = -1  # instant of the last tick: later reactions go to the next second
         # The state is hundreds of thousands of long-lived objects: freezing them as it
-        # grows keeps the cyclic collector's full passes (hundreds of ms each) out of ticks.
+        # grows keeps the cyclic collector's full passes (hundreds of ms each) out of the
+        # ticks of a run that keeps the collector (below), and out of the first pass after
+        # a run that paused it.
         self._freezer = FreezeAsItGrows(factor=2, slack=10_000)
         # The memory engine's run makes no reference cycle (the core's and the engine's
         # objects are freed by reference counting, compiled or not: tests/sim/
