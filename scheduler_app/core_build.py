@@ -28,8 +28,7 @@ PACKAGE = Path(core.__file__).resolve().parent
 def build(dest: Path, *, force: bool = False, out=sys.stdout) -> bool:
     """Build into ``dest``; True if a build of the current sources is there afterwards."""
     digest = core.sources_digest()
-    stamp = dest / "DIGEST"
-    if not force and stamp.is_file() and stamp.read_text().strip() == digest:
+    if not force and core.built_digest(dest) == digest:
         print(f"core: the build in {dest} is up to date", file=out)
         return True
     started = time.monotonic()

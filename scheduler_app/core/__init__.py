@@ -20,6 +20,7 @@ from __future__ import annotations
 import hashlib
 import os
 import sys
+from importlib.machinery import EXTENSION_SUFFIXES
 from pathlib import Path
 
 #: the modules the build compiles. layers.py stays Python: its journals are held by weak
@@ -44,9 +45,20 @@ def sources_digest() -> str:
     return h.hexdigest()
 
 
-def built_digest() -> str | None:
-    stamp = BUILD_DIR / "DIGEST"
-    return stamp.read_text().strip() if stamp.is_file() else None
+def built_digest(where: Path | None = None) -> str | None:
+    """The digest of the sources the build in ``where`` (by default ``BUILD_DIR``) was
+    made from; None when there is no build,
+    or when one of its modules is missing (a build emptied by hand must not be taken
+    for one: the sources would run while ``COMPILED`` said otherwise)."""
+    build = BUILD_DIR if where is None else where
+    stamp = build / "DIGEST"
+    if not stamp.is_file():
+        return None
+    modules = build / "scheduler_app" / "core"
+    for name in COMPILED_MODULES:
+        if not any((modules / f"{name}{suffix}").is_file() for suffix in EXTENSION_SUFFIXES):
+            return None
+    return stamp.read_text().strip()
 
 
 def _use_build() -> bool:

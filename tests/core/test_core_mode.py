@@ -8,6 +8,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+from importlib.machinery import EXTENSION_SUFFIXES
 from pathlib import Path
 
 import pytest
@@ -25,9 +26,13 @@ def _probe(**env: str) -> subprocess.CompletedProcess[str]:
                           text=True, env={**os.environ, **env}, timeout=120)
 
 
-def _fake_build(where: Path, digest: str) -> Path:
-    """A build directory whose stamp says ``digest`` (no modules in it)."""
+def _fake_build(where: Path, digest: str, *, modules: bool = False) -> Path:
+    """A build directory whose stamp says ``digest``; ``modules``: with an empty file in
+    place of each compiled module (enough for the checks that a build is whole)."""
     (where / "scheduler_app" / "core").mkdir(parents=True)
+    if modules:
+        for name in core.COMPILED_MODULES:
+            (where / "scheduler_app" / "core" / f"{name}{EXTENSION_SUFFIXES[0]}").touch()
     (where / "DIGEST").write_text(digest + "\n")
     return where
 
@@ -45,6 +50,21 @@ def test_compiled_without_a_matching_build_is_refused_with_the_fix(tmp_path) -> 
     done = _probe(SCHED_CORE="compiled", SCHED_CORE_BUILD=str(stale))
     assert done.returncode != 0
     assert "ImportError" in done.stderr and "make core" in done.stderr
+
+
+def test_a_build_with_a_module_missing_is_no_build(tmp_path) -> None:
+    """The stamp matches the sources but the modules are gone (a build emptied by
+    hand): auto runs the sources and says so, compiled is refused, and `make core` does
+    not take it for an up-to-date build."""
+    emptied = _fake_build(tmp_path / "b", core.sources_digest())
+    assert core.built_digest(emptied) is None  # what the builder's up-to-date check reads
+    assert core.built_digest(_fake_build(tmp_path / "whole", core.sources_digest(),
+                                         modules=True)) == core.sources_digest()
+    auto = _probe(SCHED_CORE="auto", SCHED_CORE_BUILD=str(emptied))
+    assert auto.returncode == 0, auto.stderr
+    assert auto.stdout.split() == ["False", str(REPO / "scheduler_app/core/tick.py")]
+    compiled = _probe(SCHED_CORE="compiled", SCHED_CORE_BUILD=str(emptied))
+    assert compiled.returncode != 0 and "make core" in compiled.stderr
 
 
 def test_a_mode_that_is_not_one_is_refused_naming_the_choices() -> None:
@@ -69,7 +89,7 @@ def test_the_digest_follows_every_compiled_source(tmp_path, monkeypatch) -> None
 
 
 def test_an_up_to_date_build_is_left_alone(tmp_path) -> None:
-    dest = _fake_build(tmp_path / "b", core.sources_digest())
+    dest = _fake_build(tmp_path / "b", core.sources_digest(), modules=True)
     (dest / "marker").write_text("kept")
     out = tmp_path / "log"
     with out.open("w") as f:
