@@ -47,9 +47,9 @@ def sources_digest() -> str:
 
 def built_digest(where: Path | None = None) -> str | None:
     """The digest of the sources the build in ``where`` (by default ``BUILD_DIR``) was
-    made from; None when there is no build,
-    or when one of its modules is missing (a build emptied by hand must not be taken
-    for one: the sources would run while ``COMPILED`` said otherwise)."""
+    made from; None when there is no build, or when one of its modules is missing (a
+    build emptied by hand must not be taken for one: the sources would run while
+    ``COMPILED`` said otherwise)."""
     build = BUILD_DIR if where is None else where
     stamp = build / "DIGEST"
     if not stamp.is_file():
