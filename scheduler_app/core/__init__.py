@@ -23,11 +23,11 @@ import sys
 from importlib.machinery import EXTENSION_SUFFIXES
 from pathlib import Path
 
-#: the modules the build compiles. layers.py stays Python: its journals are held by weak
-#: reference, which mypyc's native classes do not support; it is not on the hot path.
+#: the modules the build compiles (every module of the core: layers.py's journals, held
+#: by weak reference, are the one class left a Python class there)
 COMPILED_MODULES: tuple[str, ...] = (
-    "capacity", "fairshare", "gates", "placement", "preemption", "queues", "records",
-    "reservation", "scheduler", "states", "tick", "types",
+    "capacity", "fairshare", "gates", "layers", "placement", "preemption", "queues", "records",
+    "reservation", "scheduler", "sortedlist", "states", "tick", "types",
 )
 MODES = ("auto", "pure", "compiled")
 
@@ -73,8 +73,8 @@ def _use_build() -> bool:
                 f"SCHED_CORE=compiled, but {BUILD_DIR} holds no build of these sources: "
                 "run `make core` (or unset SCHED_CORE to run the Python sources)")
         return False
-    # the modules' extensions first, then the sources (layers.py); the build's shared
-    # library is a top-level module of its own
+    # the modules' extensions first, then the sources (any module not compiled); the
+    # build's shared library is a top-level module of its own
     __path__.insert(0, str(BUILD_DIR / "scheduler_app" / "core"))  # noqa: F821 (package)
     sys.path.append(str(BUILD_DIR))
     return True

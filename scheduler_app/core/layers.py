@@ -19,11 +19,14 @@ from __future__ import annotations
 import weakref
 from typing import Any
 
+from mypy_extensions import mypyc_attr
+
 #: in a journal: the key was absent when lent; in a layer: the picture deleted it
 GONE: Any = object()
 _MISS: Any = object()
 
 
+@mypyc_attr(native_class=False)  # a compiled (native) class cannot be weakly referenced
 class Journal:
     """The values a map's keys had when it was lent, for the keys changed since."""
 
@@ -70,17 +73,18 @@ class Lender:
 class Layer:
     """A map as lent, with this picture's own writes and deletions kept apart."""
 
-    __slots__ = ("base", "journal", "own")
+    __slots__ = ("base", "journal", "saved", "own")
 
     def __init__(self, base: dict[str, Any], journal: Journal) -> None:
         self.base = base
-        self.journal = journal
+        self.journal = journal  # kept alive by the layer: the lender holds it weakly
+        self.saved = journal.saved  # (read at every get: the journal's is a slower read)
         self.own: dict[str, Any] = {}
 
     def get(self, key: str, default: Any = None) -> Any:
         value = self.own.get(key, _MISS)
         if value is _MISS:
-            value = self.journal.saved.get(key, _MISS)
+            value = self.saved.get(key, _MISS)
             if value is _MISS:
                 return self.base.get(key, default)
         return default if value is GONE else value

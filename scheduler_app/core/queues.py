@@ -14,7 +14,7 @@ entry stays in the list, marked stale by a version number, and is skipped; a hea
 stale entries outnumber its live ones is rebuilt). The tick therefore never scans all
 queued jobs: it walks heaps in order from their heads and stops when its budget says so.
 
-Why a sorted list (``sortedcontainers.SortedList``) and not a binary heap: the tick walks
+Why a sorted list (``sortedlist.SortedList``) and not a binary heap: the tick walks
 heaps far more than it pushes onto them. A binary heap yields its entries in order only
 through a frontier heap (a pop and two pushes per entry), and a pass that resumes behind
 its last job had to step through every entry before it; on the 100,000-job busy day that
@@ -45,8 +45,7 @@ from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any
 
-from sortedcontainers import SortedList
-
+from .sortedlist import SortedList
 from .types import JobSpec, size_class
 
 #: (tenant, size class index). In ``fifo`` mode every job shares FIFO_KEY.

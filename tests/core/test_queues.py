@@ -289,7 +289,7 @@ def test_walking_a_heap_does_not_change_it() -> None:
         q.push(job(f"j{i}", 1, seq=20 - i))
     before = list(q._heaps[("team-a", 0)])
     assert _order(q, ("team-a", 0)) == [f"j{i}" for i in range(19, -1, -1)]
-    assert q._heaps[("team-a", 0)] == before
+    assert list(q._heaps[("team-a", 0)]) == before
 
 
 def test_pushes_wait_while_heaps_are_held() -> None:
