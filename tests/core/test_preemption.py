@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import itertools
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields, replace
 from typing import Any
 
 import pytest
@@ -17,6 +17,7 @@ from scheduler_app.core.placement import find_placement
 from scheduler_app.core.preemption import (
     Candidate,
     TenantLoad,
+    VictimCost,
     _allowed,
     cannot_make_room,
     held_share,
@@ -72,6 +73,15 @@ def test_victim_cost_words_show_the_arithmetic():
     assert victim_cost(c, NOW).words == (
         "job sweep-17: last checkpoint 4 min ago + 1 min restart on 8 GPUs = 0.67 GPU-hours"
     )
+
+
+def test_a_told_cost_is_the_same_cost_with_its_sentence():
+    """``told`` copies every field by hand: a field added to VictimCost and not to it
+    would be lost from the sentences' costs (each field here differs from its default)."""
+    vc = VictimCost("j", 8, 300, 2400, None, 240, 60, True, 90)
+    assert all(getattr(vc, f.name) != f.default for f in fields(VictimCost)
+               if f.name != "text")
+    assert vc.told("evicted j") == replace(vc, text="evicted j")
 
 
 def test_a_declared_checkpoint_time_changes_neither_cost_nor_protection():
