@@ -4,10 +4,10 @@ The queues (``queues.py``) keep each heap as a sorted list: walked in order by p
 iteration, a resumed walk's place found by bisection. ``sortedcontainers.SortedList``
 did this in pure Python, and its methods were about 7 % of the 100,000-job busy day
 (a push adds two entries, a walk starts with a bisection, ``unsettled_behind`` bisects
-and reads ranges at every tick). This is the part of its interface the queues use, on
-the same layout: sublists of at most ``2 * LOAD`` entries and the largest entry of each,
-so an insertion moves at most ``2 * LOAD`` references however long the heap (a fifo
-heap holds every queued job: a million on the largest what-if).
+and reads ranges at every tick). This is the part of its interface the queues use (and a
+membership test), on the same layout: sublists of at most ``2 * LOAD`` entries and the
+largest entry of each, so an insertion moves at most ``2 * LOAD`` references however
+long the heap (a fifo heap holds every queued job: a million on the largest what-if).
 
 Positions (``bisect_left``, ``islice``, ``[i]``) count from the whole list's start: the
 sublists' starting offsets are summed again after a change, when a position is next read
@@ -49,12 +49,16 @@ class SortedList:
             yield from sub
 
     def __contains__(self, value: Any) -> bool:
+        return self._find(value) is not None
+
+    def _find(self, value: Any) -> tuple[int, int] | None:
+        """(sublist, index in it) of an entry equal to ``value``; None if there is none."""
         pos = bisect_left(self._maxes, value)
         if pos == len(self._maxes):
-            return False
+            return None
         sub = self._lists[pos]
         i = bisect_left(sub, value)
-        return i < len(sub) and sub[i] == value
+        return (pos, i) if i < len(sub) and sub[i] == value else None
 
     # -- changes --------------------------------------------------------------------------
     def add(self, value: Any) -> None:
@@ -72,25 +76,26 @@ class SortedList:
             maxes[pos] = value
         else:
             insort(lists[pos], value)
-        sub = lists[pos]
-        load = self._load
-        if len(sub) > 2 * load:
-            half = sub[load:]
-            del sub[load:]
-            maxes[pos] = sub[-1]
-            lists.insert(pos + 1, half)
-            maxes.insert(pos + 1, half[-1])
+        if len(lists[pos]) > 2 * self._load:
+            self._split(pos, self._load)
+
+    def _split(self, pos: int, at: int) -> None:
+        """Sublist ``pos`` keeps its first ``at`` entries; the rest become the next one."""
+        sub = self._lists[pos]
+        half = sub[at:]
+        del sub[at:]
+        self._maxes[pos] = sub[-1]
+        self._lists.insert(pos + 1, half)
+        self._maxes.insert(pos + 1, half[-1])
 
     def discard(self, value: Any) -> bool:
         """Take ``value`` out; False if it is not in the list."""
+        found = self._find(value)
+        if found is None:
+            return False
+        pos, i = found
         lists, maxes = self._lists, self._maxes
-        pos = bisect_left(maxes, value)
-        if pos == len(maxes):
-            return False
         sub = lists[pos]
-        i = bisect_left(sub, value)
-        if i == len(sub) or sub[i] != value:
-            return False
         del sub[i]
         self._len -= 1
         self._offsets = []
@@ -108,11 +113,7 @@ class SortedList:
             lists[left] = merged
             maxes[left] = merged[-1]
             if len(merged) > 2 * self._load:
-                half = merged[len(merged) // 2:]
-                del merged[len(merged) // 2:]
-                maxes[left] = merged[-1]
-                lists.insert(left + 1, half)
-                maxes.insert(left + 1, half[-1])
+                self._split(left, len(merged) // 2)
         return True
 
     def remove(self, value: Any) -> None:
@@ -139,8 +140,9 @@ class SortedList:
 
     def _locate(self, index: int) -> tuple[int, int]:
         """(sublist, index in it) of position ``index`` (0 <= index < len)."""
-        pos = bisect_right(self._starts(), index) - 1
-        return pos, index - self._offsets[pos]
+        starts = self._starts()
+        pos = bisect_right(starts, index) - 1
+        return pos, index - starts[pos]
 
     def __getitem__(self, index: int) -> Any:
         if index < 0:
