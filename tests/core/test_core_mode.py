@@ -116,3 +116,46 @@ def test_a_failed_build_keeps_the_last_one_and_fails_when_strict(tmp_path) -> No
     assert (last / "DIGEST").read_text().strip() == "0" * 64
     assert (last / "marker").read_text() == "kept"
     assert not list(tmp_path.glob(".core-*"))  # no staging directory left behind
+
+
+RUN = """
+import hashlib, json
+import scheduler_app.core as c
+from scheduler_app.core import layers, queues
+from scheduler_app.sim.engine import Simulation
+from scheduler_app.sim.result import build_result
+from scheduler_app.sim.scenario import validate_scenario
+from scheduler_app.workloads.synthetic import SyntheticParams, generate
+
+# a layer's journal is weakly held by its lender: a compiled (native) class could not be
+lender = layers.Lender({"a": 1})
+layer = lender.lend()
+lender.before_change("a")
+lender.map["a"] = 2
+assert layer["a"] == 1 and lender.alive() == 1
+del layer
+assert lender.alive() == 0
+sc = validate_scenario(generate(SyntheticParams(jobs=1500, nodes=32, teams=6, hours=0.5)))
+out = Simulation(sc, policy="full").run()
+jobs = json.dumps(build_result(out)["jobs"], sort_keys=True).encode()
+print(c.COMPILED, layers.__file__.endswith(".py"), queues.__file__.endswith(".py"),
+      hashlib.sha256(jobs).hexdigest())
+"""
+
+
+@pytest.mark.slow
+def test_the_compiled_core_decides_as_the_sources_do() -> None:
+    """The suite runs the Python sources; this runs a short simulation on the build as
+    well (the layers' weakly held journals, the queues' sorted lists, the tick), and the
+    two must decide the same. Needs ``make core`` (CI builds it first)."""
+    if core.built_digest() != core.sources_digest():
+        pytest.skip("no build of these sources: run `make core`")
+    runs = {}
+    for mode in ("compiled", "pure"):
+        done = subprocess.run([sys.executable, "-c", RUN], cwd=REPO, capture_output=True,
+                              text=True, env={**os.environ, "SCHED_CORE": mode}, timeout=600)
+        assert done.returncode == 0, done.stderr
+        runs[mode] = done.stdout.split()
+    assert runs["compiled"][:3] == ["True", "False", "False"]  # extension modules ran
+    assert runs["pure"][:3] == ["False", "True", "True"]
+    assert runs["compiled"][3] == runs["pure"][3]
