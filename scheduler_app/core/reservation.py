@@ -266,11 +266,6 @@ def _enough_nodes(
     healthy = NodeHealth.HEALTHY
     gpu_type = spec.gpu_type
     nodes = cap.nodes
-    # (a set, not a nested function: see _Groups)
-    usable = {name for name, node in nodes.items()
-              if node.health is healthy and node.gpus >= g and name not in exclude
-              and (gpu_type is None or node.gpu_type == gpu_type)}
-
     back: dict[str, int] = {}  # node -> GPUs given back by the groups counted so far
     for i in range(done):
         got = group(i)
@@ -278,10 +273,16 @@ def _enough_nodes(
             return done  # malformed: the caller's give-back names it
         for name, m in got[0].items():
             back[name] = back.get(name, 0) | m
+    # the nodes a placement may use, and how many of them have enough free already, in
+    # one pass (a set, not a nested function: see _Groups)
+    usable: set[str] = set()
     enough = 0
     for name, node in nodes.items():
-        if name in usable and (node.free_mask | back.get(name, 0)).bit_count() >= g:
-            enough += 1
+        if (node.health is healthy and node.gpus >= g and name not in exclude
+                and (gpu_type is None or node.gpu_type == gpu_type)):
+            usable.add(name)
+            if (node.free_mask | back.get(name, 0)).bit_count() >= g:
+                enough += 1
     while enough < want and has(done):
         got = group(done)
         if got is None:
