@@ -471,7 +471,11 @@ class Tick:
         self.reserved: list[Booked] = []
         #: job id -> its reservation in ``reserved`` (the jobs that hold one)
         self.booked: dict[str, Booked] = {}
-        self._booked_on_node: dict[str, list[Booked]] = {}  # node -> reservations there
+        #: node -> the reservations there, in booking order, for the first
+        #: ``_booked_indexed`` of ``reserved`` (indexed when the walk first asks: a tick
+        #: that only keeps its reservations, and most of them span many nodes, never does)
+        self._booked_on_node: dict[str, list[Booked]] = {}
+        self._booked_indexed = 0
         #: bumped at every booking and every start of a reserved job (memo key)
         self._reserved_version = 0
         #: (alloc's id, _reserved_version) -> (alloc, the reservations it uses GPUs of);
@@ -1150,10 +1154,13 @@ class Tick:
         self.estimates[rec.spec.id] = rec.estimate
         gone = self.booked.pop(rec.spec.id, None)
         if gone is not None:  # it starts on (or instead of) its reservation
+            at = next(i for i, b in enumerate(self.reserved) if b is gone)
             self.reserved = [b for b in self.reserved if b is not gone]
             self._reserved_version += 1
-            for n in gone.masks:
-                self._booked_on_node[n].remove(gone)
+            if at < self._booked_indexed:
+                self._booked_indexed -= 1
+                for n in gone.masks:
+                    self._booked_on_node[n].remove(gone)
             self.line = None  # rebuilt without it at the next need
             self.line_version += 1
         elif self.line is not None:
@@ -1244,6 +1251,11 @@ class Tick:
         """The reservations that hold some GPU of ``alloc``, in booking order. Looked up by
         node (``alloc`` spans a few nodes, the reservations may span thousands)."""
         on_node = self._booked_on_node
+        reserved = self.reserved
+        for b in reserved[self._booked_indexed:]:
+            for n in b.masks:
+                on_node.setdefault(n, []).append(b)
+        self._booked_indexed = len(reserved)
         hit: set[int] = set()
         for n, ix in alloc.items():
             entries = on_node.get(n)
@@ -1255,7 +1267,7 @@ class Tick:
                     hit.add(id(b))
         if not hit:
             return []
-        return [b for b in self.reserved if id(b) in hit]
+        return [b for b in reserved if id(b) in hit]
 
     def _avoid(self, clash: list[Booked]) -> frozenset[str]:
         """The nodes of the reservations in ``clash`` (memo: the jobs of one shape meet the
@@ -1366,10 +1378,7 @@ class Tick:
         held = self._held(spec.tenant, besides=spec.id)
         borrowing = held + res.gpus > self.s.tenants[spec.tenant].guaranteed_gpus
         booked = Booked(res, spec.tenant, borrowing)
-        masks = res.masks
         self.reserved.append(booked)
-        for n in masks:
-            self._booked_on_node.setdefault(n, []).append(booked)
         self.booked[spec.id] = booked
         self._reserved_version += 1
         self.planned_at[spec.id] = planned_at
