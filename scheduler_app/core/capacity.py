@@ -26,7 +26,7 @@ import contextlib
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 
-from .types import Allocation, NodeHealth, NodeSpec
+from .types import Allocation, NodeHealth, NodeSpec, written_init
 
 #: (gpu type, node size, free GPUs on the node)
 BucketKey = tuple[str | None, int, int]
@@ -44,6 +44,16 @@ class NodeState:
     health: NodeHealth
     free_mask: int  # bit i set = GPU i free
 
+    def __init__(self, name: str, pod: str, gpus: int, gpu_type: str | None, rail: int,
+                 health: NodeHealth, free_mask: int) -> None:
+        self.name = name
+        self.pod = pod
+        self.gpus = gpus
+        self.gpu_type = gpu_type
+        self.rail = rail
+        self.health = health
+        self.free_mask = free_mask
+
     @property
     def free(self) -> int:
         """Number of free GPUs (whatever the health)."""
@@ -56,6 +66,9 @@ class NodeState:
     @property
     def whole_free(self) -> bool:
         return self.free_mask == self.full_mask
+
+
+written_init(NodeState)
 
 
 def mask_of(indices: Iterable[int]) -> int:

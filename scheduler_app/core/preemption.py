@@ -36,7 +36,7 @@ from functools import partial
 
 from .capacity import Capacity, mask_of
 from .placement import nodes_with_room, place_spec
-from .types import Allocation, JobSpec, SchedulerConfig, alloc_gpus
+from .types import Allocation, JobSpec, SchedulerConfig, alloc_gpus, written_init
 
 #: the cheapest candidates of the highest-share teams tried alone, and in pairs (bounds)
 SINGLES_TRIED = 32
@@ -93,6 +93,19 @@ class VictimCost:
     checkpointed: bool = False
     grace_s: int = 0  # the (capped) grace window it gets to checkpoint and exit
 
+    def __init__(self, job_id: str, gpus: int, cost_s: int, est_gpu_s_lost: int,
+                 text: str | None = None, lost_s: int = 0, restart_s: int = 0,
+                 checkpointed: bool = False, grace_s: int = 0) -> None:
+        self.job_id = job_id  # type: ignore[misc]
+        self.gpus = gpus  # type: ignore[misc]
+        self.cost_s = cost_s  # type: ignore[misc]
+        self.est_gpu_s_lost = est_gpu_s_lost  # type: ignore[misc]
+        self.text = text  # type: ignore[misc]
+        self.lost_s = lost_s  # type: ignore[misc]
+        self.restart_s = restart_s  # type: ignore[misc]
+        self.checkpointed = checkpointed  # type: ignore[misc]
+        self.grace_s = grace_s  # type: ignore[misc]
+
     def told(self, text: str) -> VictimCost:
         """The same cost with its sentence set (``dataclasses.replace``, without its
         reading of the fields by name: a search with views tells hundreds a tick)."""
@@ -110,6 +123,9 @@ class VictimCost:
         restart = f"{_dur(restart_s)} restart" if restart_s else "no restart"
         return (f"job {self.job_id}: {what} + {restart} on {gpus} {_plural(gpus, 'GPU')}"
                 f" = {_hours(self.cost_s * gpus)}")
+
+
+written_init(VictimCost)
 
 
 @dataclass(frozen=True, slots=True, eq=False)
@@ -146,6 +162,11 @@ class TenantLoad:
     guaranteed_gpus: int
     held_gpus: int
 
+    def __init__(self, name: str, guaranteed_gpus: int, held_gpus: int) -> None:
+        self.name = name  # type: ignore[misc]
+        self.guaranteed_gpus = guaranteed_gpus  # type: ignore[misc]
+        self.held_gpus = held_gpus  # type: ignore[misc]
+
     @property
     def share(self) -> float:
         return held_share(self.held_gpus, self.guaranteed_gpus)
@@ -154,6 +175,9 @@ class TenantLoad:
     def excess(self) -> int:
         """GPUs held above the guarantee: what may be reclaimed from it."""
         return self.held_gpus - self.guaranteed_gpus
+
+
+written_init(TenantLoad)
 
 
 def share_after(load: TenantLoad, gpus: int) -> float:

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .states import JobState, PendingReason
-from .types import Allocation, Decision, JobSpec
+from .types import Allocation, Decision, JobSpec, written_init
 
 DAY_S = 86400
 
@@ -41,10 +41,18 @@ class StartEstimate:
     basis: str  # a human sentence: which release makes it fit
     kind: str = "reserved"
 
+    def __init__(self, start_s: int, basis: str, kind: str = "reserved") -> None:
+        self.start_s = start_s  # type: ignore[misc]
+        self.basis = basis  # type: ignore[misc]
+        self.kind = kind  # type: ignore[misc]
+
     @property
     def upper_bound(self) -> bool:
         """True when the start is a bound ("at the latest, if declared limits hold")."""
         return self.kind in UPPER_BOUND_KINDS
+
+
+written_init(StartEstimate)
 
 
 UPPER_BOUND_KINDS = frozenset({"reserved", "reclaim", "started"})

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 
 from .capacity import Capacity, mask_of
 from .placement import place_spec
-from .types import Allocation, JobSpec, NodeHealth, alloc_gpus
+from .types import Allocation, JobSpec, NodeHealth, alloc_gpus, written_init
 
 
 @dataclass(frozen=True, slots=True)
@@ -25,6 +25,11 @@ class Release:
     end_s: int
     job_id: str
     alloc: Allocation
+
+    def __init__(self, end_s: int, job_id: str, alloc: Allocation) -> None:
+        self.end_s = end_s  # type: ignore[misc]
+        self.job_id = job_id  # type: ignore[misc]
+        self.alloc = alloc  # type: ignore[misc]
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,6 +63,9 @@ class Reservation:
             gpus = alloc_gpus(self.alloc)
             object.__setattr__(self, "_gpus", gpus)
         return gpus
+
+
+written_init(Release)
 
 
 def plan_reservation(

@@ -126,7 +126,7 @@ from .queues import EntryKey, QueueKey
 from .records import DAY_S, JobRecord, ReclaimClaim, StartEstimate, TickResult
 from .reservation import Release, Reservation, plan_reservation
 from .states import JobState, PendingReason, Reason
-from .types import Allocation, JobSpec, alloc_gpus
+from .types import Allocation, JobSpec, alloc_gpus, written_init
 
 if TYPE_CHECKING:  # for annotations only: scheduler.py imports this module
     from .scheduler import Scheduler
@@ -409,10 +409,18 @@ class Booked:
     #: team's guarantee that no preemption can help takes its GPUs rather than wait
     borrowing: bool
 
+    def __init__(self, res: Reservation, tenant: str, borrowing: bool) -> None:
+        self.res = res  # type: ignore[misc]
+        self.tenant = tenant  # type: ignore[misc]
+        self.borrowing = borrowing  # type: ignore[misc]
+
     @property
     def masks(self) -> dict[str, int]:
         """node -> reserved GPU bitmask (the reservation's own: do not modify)."""
         return self.res.masks
+
+
+written_init(Booked)
 
 
 @dataclass(frozen=True, slots=True)

@@ -7,11 +7,46 @@ from __future__ import annotations
 
 from bisect import bisect_left
 from collections.abc import Mapping, Sized
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from enum import StrEnum
-from typing import Any
+from types import SimpleNamespace
+from typing import Any, TypeVar
 
+from . import COMPILED
 from .states import JobState, Reason
+
+_C = TypeVar("_C", bound=type)
+
+#: the classes whose ``__init__`` is written out (:func:`written_init`)
+WRITTEN_INITS: list[type] = []
+
+
+def written_init(cls: _C) -> _C:
+    """Keep the ``__init__`` written in the class body of a dataclass made by the tick
+    by the thousand (a release, a booked reservation, a team's load): compiled, it is a
+    native function, where the one ``@dataclass`` writes is interpreted Python (about 5 %
+    of a tick of the anchor window went to those).
+
+    A frozen class's own assignments raise in the Python sources (frozen classes forbid
+    them; compiled code writes its attributes directly), so there the written body runs
+    on a scratch namespace and its values are set as ``@dataclass``'s own ``__init__``
+    sets them (``object.__setattr__``). The written one stays ``__init__.__wrapped__``:
+    tests/core/test_written_inits.py checks that it takes exactly the fields."""
+    WRITTEN_INITS.append(cls)
+    if COMPILED or not cls.__dataclass_params__.frozen:  # type: ignore[attr-defined]
+        return cls
+    written = cls.__dict__["__init__"]  # the class body's own
+    names = [f.name for f in fields(cls)]
+
+    def __init__(self: Any, *args: Any, **kwargs: Any) -> None:
+        scratch = SimpleNamespace()
+        written(scratch, *args, **kwargs)
+        for name in names:
+            object.__setattr__(self, name, getattr(scratch, name))
+
+    __init__.__wrapped__ = written  # type: ignore[attr-defined]
+    setattr(cls, "__init__", __init__)  # noqa: B010 (mypy: a method cannot be assigned)
+    return cls
 
 #: Upper bounds (inclusive) of the size classes 1, 2-8, 9-64, 65-512, 513+.
 SIZE_CLASS_BOUNDS: tuple[int, ...] = (1, 8, 64, 512)
