@@ -32,6 +32,9 @@ class Release:
         self.alloc = alloc  # type: ignore[misc]
 
 
+written_init(Release)
+
+
 @dataclass(frozen=True, slots=True)
 class Reservation:
     job_id: str
@@ -63,9 +66,6 @@ class Reservation:
             gpus = alloc_gpus(self.alloc)
             object.__setattr__(self, "_gpus", gpus)
         return gpus
-
-
-written_init(Release)
 
 
 def plan_reservation(
