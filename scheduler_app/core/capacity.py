@@ -22,7 +22,6 @@ change made inside the block is journaled and undone, newest first, when it exit
 
 from __future__ import annotations
 
-import contextlib
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 
@@ -342,21 +341,13 @@ class Capacity:
         if self._journal is not None:
             self._journal.append((_HEALTH, name, old))
 
-    @contextlib.contextmanager
-    def trial(self) -> Iterator[Capacity]:
-        """What-if: every take/give_back/set_health inside the block is undone on exit.
+    def trial(self) -> Trial:
+        """What-if: every take/give_back/set_health inside the ``with`` block is undone on
+        exit.
 
         Trials nest; each undoes only its own changes, newest first, also on an exception.
         """
-        outer = self._journal
-        journal: list[tuple[str, str, object]] = []
-        self._journal = journal
-        try:
-            yield self
-        finally:
-            self._journal = None  # the undo itself must not be journaled
-            self._undo(journal)
-            self._journal = outer
+        return Trial(self)
 
     def mark(self) -> int:
         """Inside a trial: a point to :meth:`rollback` to. Cheaper than a nested trial
@@ -530,3 +521,29 @@ class Capacity:
         if self._keys_sorted is None:
             self._keys_sorted = sorted(self.key_pods, key=best_fit_order)
         return self._keys_sorted
+
+
+class Trial:
+    """The ``with`` block of :meth:`Capacity.trial`. A class, not a
+    ``contextlib.contextmanager``: the planner and the preemption search open several
+    trials a tick, and contextlib's wrapper is interpreted Python around the compiled
+    generator, three calls a trial (docs/core.md: "Trials without contextlib")."""
+
+    __slots__ = ("cap", "outer", "journal")
+
+    def __init__(self, cap: Capacity) -> None:
+        self.cap = cap
+        self.outer: list[tuple[str, str, object]] | None = None
+        self.journal: list[tuple[str, str, object]] = []
+
+    def __enter__(self) -> Capacity:
+        cap = self.cap
+        self.outer = cap._journal
+        cap._journal = self.journal
+        return cap
+
+    def __exit__(self, *exc: object) -> None:  # an exception goes on, its changes undone
+        cap = self.cap
+        cap._journal = None  # the undo itself must not be journaled
+        cap._undo(self.journal)
+        cap._journal = self.outer

@@ -46,6 +46,16 @@ class Reservation:
                                           compare=False)
     _gpus: int = field(default=-1, init=False, repr=False, compare=False)
 
+    def __init__(self, job_id: str, start_s: int, alloc: Allocation, basis: str,
+                 after_job: str | None) -> None:
+        self.job_id = job_id  # type: ignore[misc]
+        self.start_s = start_s  # type: ignore[misc]
+        self.alloc = alloc  # type: ignore[misc]
+        self.basis = basis  # type: ignore[misc]
+        self.after_job = after_job  # type: ignore[misc]
+        self._masks = None  # type: ignore[misc]
+        self._gpus = -1  # type: ignore[misc]
+
     @property
     def masks(self) -> dict[str, int]:
         """node -> the GPUs as a bitmask (do not modify). A kept reservation is checked
@@ -66,6 +76,9 @@ class Reservation:
             gpus = alloc_gpus(self.alloc)
             object.__setattr__(self, "_gpus", gpus)
         return gpus
+
+
+written_init(Reservation)
 
 
 def plan_reservation(

@@ -307,7 +307,7 @@ class _Line:
                     continue  # the same object: the plans' mask caches still know it
                 old_of[jid] = r
                 if kept:
-                    by_id[jid] = replace(r, alloc=kept)
+                    by_id[jid] = Release(r.end_s, jid, kept)
                 else:
                     del by_id[jid]
                     gone.add(jid)
@@ -448,6 +448,16 @@ class KeptLine:
     reserved: tuple[Reservation, ...]
     line: _Line
     masks: dict[int, Any]
+
+    def __init__(self, sig: tuple[int, int], reserved: tuple[Reservation, ...], line: _Line,
+                 masks: dict[int, Any]) -> None:
+        self.sig = sig  # type: ignore[misc]
+        self.reserved = reserved  # type: ignore[misc]
+        self.line = line  # type: ignore[misc]
+        self.masks = masks  # type: ignore[misc]
+
+
+written_init(KeptLine)
 
 
 class Tick:

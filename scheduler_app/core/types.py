@@ -186,6 +186,20 @@ class Decision:
     alloc: Allocation | None = None
     detail: dict[str, Any] = field(default_factory=dict)
 
+    def __init__(self, job_id: str, from_state: JobState | None, to_state: JobState,
+                 reason: Reason, at_s: int, alloc: Allocation | None = None,
+                 detail: dict[str, Any] | None = None) -> None:
+        self.job_id = job_id  # type: ignore[misc]
+        self.from_state = from_state  # type: ignore[misc]
+        self.to_state = to_state  # type: ignore[misc]
+        self.reason = reason  # type: ignore[misc]
+        self.at_s = at_s  # type: ignore[misc]
+        self.alloc = alloc  # type: ignore[misc]
+        self.detail = {} if detail is None else detail  # type: ignore[misc]  # (default_factory)
+
+
+written_init(Decision)
+
 
 @dataclass(frozen=True, slots=True)
 class SchedulerConfig:

@@ -15,7 +15,8 @@ from scheduler_app.core import capacity, preemption, records, reservation, tick,
 from scheduler_app.core.types import WRITTEN_INITS, written_init
 
 EXPECTED = {capacity.NodeState, preemption.TenantLoad, preemption.VictimCost,
-            records.StartEstimate, reservation.Release, tick.Booked}
+            records.StartEstimate, reservation.Release, tick.Booked,
+            reservation.Reservation, tick.KeptLine, records.TickResult, types.Decision}
 
 
 def _written(cls: type) -> Any:
@@ -36,14 +37,35 @@ def test_a_written_init_takes_exactly_the_fields(cls: type) -> None:
     assert [p.name for p in params] == [f.name for f in wanted]
     for p, f in zip(params, wanted, strict=True):
         default = inspect.Parameter.empty if f.default is dataclasses.MISSING else f.default
+        if f.default_factory is not dataclasses.MISSING:  # type: ignore[misc]
+            default = None  # stands for a new default_factory() (checked below)
         assert p.default == default, f.name
         assert p.kind is inspect.Parameter.POSITIONAL_OR_KEYWORD, f.name
+
+
+@pytest.mark.parametrize("cls", sorted(EXPECTED, key=lambda c: c.__qualname__),
+                         ids=lambda c: c.__qualname__)
+def test_what_a_written_init_leaves_out_is_the_dataclass_default(cls: type) -> None:
+    """A field left out (or init=False) gets its default, and a default_factory's value
+    is a new one for each object, as ``@dataclass``'s own ``__init__`` makes it."""
+    required = _sample(cls)  # the fields without a default
+    one, two = cls(**required), cls(**required)
+    for f in dataclasses.fields(cls):
+        if f.name in required:
+            continue
+        if f.default_factory is not dataclasses.MISSING:  # type: ignore[misc]
+            assert getattr(one, f.name) == f.default_factory(), f.name  # type: ignore[misc]
+            if isinstance(getattr(one, f.name), (dict, list, set)):
+                assert getattr(one, f.name) is not getattr(two, f.name), f.name
+        else:
+            assert getattr(one, f.name) == f.default, f.name
 
 
 def _sample(cls: type) -> dict[str, Any]:
     values: dict[str, Any] = {}
     for i, f in enumerate(dataclasses.fields(cls)):
-        if f.default is not dataclasses.MISSING:
+        if (f.default is not dataclasses.MISSING
+                or f.default_factory is not dataclasses.MISSING):  # type: ignore[misc]
             continue  # keeps its default
         values[f.name] = {"alloc": {"n0": (0, 1)}, "health": types.NodeHealth.HEALTHY,
                           "res": None}.get(f.name, i + 1 if "str" not in str(f.type) else f"v{i}")
@@ -58,7 +80,9 @@ def test_an_object_built_by_position_is_the_one_built_by_name(cls: type) -> None
     by_position = cls(*values.values())
     assert by_name == by_position
     for f in dataclasses.fields(cls):
-        expected = values.get(f.name, f.default)
+        default = (f.default if f.default_factory is dataclasses.MISSING  # type: ignore[misc]
+                   else f.default_factory())  # type: ignore[misc]
+        expected = values.get(f.name, default)
         assert getattr(by_name, f.name) == expected, f.name
     if cls.__dataclass_params__.frozen:  # type: ignore[attr-defined]
         field_name = dataclasses.fields(cls)[0].name
