@@ -644,9 +644,11 @@ class Scheduler:
             self._quiet = None
             self._fixed = None
             return
+        # (a reservation's alloc as the dict itself: allocations are never changed once
+        # made, and two dicts are equal exactly when their sorted items are, without
+        # sorting a gang's nodes at every quiet tick)
         sig = (self.version, self.claims_version, self._order_sig(now),
-               tuple((r.job_id, r.start_s, tuple(sorted(r.alloc.items())))
-                     for r in self.reserved),
+               tuple((r.job_id, r.start_s, r.alloc) for r in self.reserved),
                tuple(sorted((t, h.job_id, h.start_s) for t, h in self.quota_holds.items())))
         # One quiet tick is enough when its plan budget did not run out: the next tick
         # would keep every reservation it made (they hold, on the same state) and plan

@@ -109,7 +109,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
-from .capacity import lowest_bits, mask_of
+from .capacity import Capacity, lowest_bits, mask_of
 from .layers import Layer
 from .placement import find_placement
 from .preemption import (
@@ -244,7 +244,8 @@ class _Line:
     the cluster: each planned job holds its GPUs from now and gives them back at its
     declared end, so the jobs behind it plan around it."""
 
-    def __init__(self, releases: list[Release], cap: Any, lent: tuple[Layer, Layer]) -> None:
+    def __init__(self, releases: list[Release], cap: Capacity,
+                 lent: tuple[Layer, Layer]) -> None:
         """``lent``: ``ReleaseIndex.lend()`` when ``releases`` were taken from it: its
         maps by job and by node as at this instant, this picture's changes kept apart
         (``layers``)."""
@@ -778,7 +779,7 @@ class Tick:
         # before it: that copy is built for it as usual, and dropped after the last one
         # if the fresh plans kept theirs. At the first difference the rest go the usual
         # way on a fresh copy holding those booked so far.
-        kept = s.kept_line
+        kept: KeptLine | None = s.kept_line
         s.kept_line = None
         sig = s.picture_sig()
         if kept is not None and kept.sig != sig:
@@ -1563,7 +1564,7 @@ class Tick:
         return alloc
 
     def _search(self, spec: JobSpec, exclude: frozenset[str], kw: dict[str, Any],
-                cap: Any = None) -> Allocation | None:
+                cap: Capacity | None = None) -> Allocation | None:
         """An interactive job tries the interactive slice first; one that does not fit
         there is an ordinary job, placed (and preemptible) outside it."""
         s = self.s
@@ -1646,9 +1647,9 @@ class Tick:
         the list and the Release objects between ticks; do not modify it)."""
         return self.s.releases.releases()
 
-    def plan(self, rec: JobRecord, releases: list[Any], *, cap: Any = None,
+    def plan(self, rec: JobRecord, releases: list[Release], *, cap: Capacity | None = None,
              masks: dict[int, Any] | None = None,
-             planned: list[tuple[int, int | None, int]] | None = None) -> Any:
+             planned: list[tuple[int, int | None, int]] | None = None) -> Reservation | None:
         """plan_reservation for ``rec``, started no earlier than its team's quota allows
         (its team's ``planned`` jobs ahead of it counted; default: those reserved in this
         tick). ``cap``/``masks``: a picture of the cluster (this tick's, or a look-ahead
@@ -1999,7 +2000,7 @@ class Tick:
         if not s.look_ahead:
             s.estimate_round = None
             return
-        rnd = s.estimate_round
+        rnd: EstimateRound | None = s.estimate_round
         if rnd is not None and rnd.plan is not None and rnd.unhealthy != s.unhealthy:
             rnd = s.estimate_round = None  # its picture of the cluster is wrong now
         if rnd is None:
