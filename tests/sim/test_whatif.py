@@ -183,6 +183,20 @@ def test_a_bad_flag_exits_2_with_one_line_naming_it(live, flags, named):
     assert len(errors) == 1 and named in errors[0], done.stderr
 
 
+def test_progress_into_a_log_is_a_line_at_each_tenth(live):
+    # stderr is a pipe here, as in a captured log (read in text mode, a carriage return
+    # would show as a line break: a bar redrawn a percent at a time is caught by the count)
+    done = manage("whatif", "--hours", "2", "--workers", "1", database_url=live["url"],
+                  tmpdir=live["tmp"])
+    assert done.returncode == 0, done.stderr
+    shown = [line for line in done.stderr.splitlines() if line.endswith("%")]
+    assert shown and shown[-1] == "done 100%", done.stderr
+    for line in shown:
+        label, percent = line.rsplit(" ", 1)
+        assert int(percent[:-1]) % 10 == 0, line
+    assert len(shown) == len(set(shown)) <= 3 * 11, done.stderr  # each label's tenths once
+
+
 def test_the_exported_scenario_gives_the_same_baseline_when_simulated(live):
     exported = live["tmp"] / "snapshot.yaml"
     data = whatif(live, "--set-quota", "alpha=16", "--export-scenario", str(exported))

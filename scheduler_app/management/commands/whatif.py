@@ -68,8 +68,8 @@ class Command(BaseCommand):
         except RunFailed as exc:  # a run's process failed: say which, no traceback
             self.stderr.write(f"whatif: error: {exc}")
             sys.exit(1)
-        if not options["quiet"]:
-            self.stderr.write("")
+        if not options["quiet"] and self.stderr.isatty():
+            self.stderr.write("")  # end the bar's line
         self.stdout.write(render_table(result), ending="")
         if options["json"]:
             Path(options["json"]).write_text(json.dumps(result.to_json(), indent=1) + "\n",
@@ -86,12 +86,21 @@ class Command(BaseCommand):
         self.stderr.write(f"whatif: error: {message}")
         sys.exit(2)
 
-    _shown = -1
+    _shown: tuple[str, int] | None = None
 
     def _progress(self, fraction: float, label: str) -> None:
+        """A bar redrawn in place on a terminal, a percent at a time; elsewhere (a log, a
+        pipe) a line at each tenth, so that a captured log is not one line of hundreds of
+        carriage returns."""
+        terminal = self.stderr.isatty()
         percent = int(fraction * 100)
-        if percent == self._shown:
-            return  # a line per percent, not per simulated instant
-        self._shown = percent
-        self.stderr.write(f"\r{label:<9} {percent:3d}%", ending="")
+        if not terminal:
+            percent -= percent % 10
+        if (label, percent) == self._shown:
+            return  # not once per simulated instant
+        self._shown = (label, percent)
+        if terminal:
+            self.stderr.write(f"\r{label:<9} {percent:3d}%", ending="")
+        else:
+            self.stderr.write(f"{label} {percent}%")
         self.stderr.flush()
