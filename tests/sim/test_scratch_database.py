@@ -24,12 +24,18 @@ REPO = Path(__file__).resolve().parents[2]
 SCENARIO = scenario_dir() / "gang-no-deadlock.yaml"
 
 
-def manage(*args: str, database_url: str, tmpdir: Path) -> subprocess.CompletedProcess:
+def manage_env(database_url: str, tmpdir: Path) -> dict[str, str]:
+    """The environment of a ``manage.py`` child on ``database_url``, with no broker."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST")}
     env.update(DJANGO_SETTINGS_MODULE="scheduler_app.settings", DATABASE_URL=database_url,
                CELERY_BROKER_URL="", TMPDIR=str(tmpdir))
+    return env
+
+
+def manage(*args: str, database_url: str, tmpdir: Path) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, str(REPO / "manage.py"), *args], cwd=REPO,
-                          env=env, capture_output=True, text=True, timeout=300)
+                          env=manage_env(database_url, tmpdir), capture_output=True,
+                          text=True, timeout=300)
 
 
 def make_live(database_url: str, tmpdir: Path) -> None:

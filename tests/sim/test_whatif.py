@@ -8,7 +8,10 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import pty
 import secrets
+import subprocess
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -19,7 +22,7 @@ import pytest
 from scheduler_app.sim.scenario import load_scenario
 from scheduler_app.sim.whatif import job_starts, team_stats
 
-from .test_scratch_database import manage
+from .test_scratch_database import REPO, manage, manage_env
 
 HOUR = 3600
 
@@ -192,9 +195,33 @@ def test_progress_into_a_log_is_a_line_at_each_tenth(live):
     shown = [line for line in done.stderr.splitlines() if line.endswith("%")]
     assert shown and shown[-1] == "done 100%", done.stderr
     for line in shown:
-        label, percent = line.rsplit(" ", 1)
+        percent = line.rsplit(" ", 1)[1]
         assert int(percent[:-1]) % 10 == 0, line
     assert len(shown) == len(set(shown)) <= 3 * 11, done.stderr  # each label's tenths once
+
+
+def test_progress_on_a_terminal_is_one_bar_redrawn_in_place(live):
+    # stderr a pseudo-terminal: carriage returns, no line per step
+    leader, follower = pty.openpty()
+    proc = subprocess.Popen([sys.executable, str(REPO / "manage.py"), "whatif", "--hours", "2",
+                             "--workers", "1"], cwd=REPO, stdout=subprocess.PIPE,
+                            stderr=follower, env=manage_env(live["url"], live["tmp"]))
+    os.close(follower)
+    seen = b""
+    while True:
+        try:
+            chunk = os.read(leader, 65536)
+        except OSError:  # the terminal's other end closed
+            break
+        if not chunk:
+            break
+        seen += chunk
+    os.close(leader)
+    proc.communicate(timeout=300)
+    assert proc.returncode == 0, seen
+    bar = seen.decode().replace("\r\n", "\n")
+    assert "\rdone      100%" in bar, bar
+    assert "done 100%" not in bar and "\nbaseline" not in bar, bar
 
 
 def test_the_exported_scenario_gives_the_same_baseline_when_simulated(live):

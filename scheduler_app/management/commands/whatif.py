@@ -58,6 +58,7 @@ class Command(BaseCommand):
             path = options[flag]
             if path and not Path(path).parent.is_dir():
                 self._bad(f"--{flag.replace('_', '-')} {path}: no such directory")
+        self._terminal = self.stderr.isatty()  # asked once: progress comes every tick
         progress = None if options["quiet"] else self._progress
         snap = live_snapshot()
         try:
@@ -68,7 +69,7 @@ class Command(BaseCommand):
         except RunFailed as exc:  # a run's process failed: say which, no traceback
             self.stderr.write(f"whatif: error: {exc}")
             sys.exit(1)
-        if not options["quiet"] and self.stderr.isatty():
+        if not options["quiet"] and self._terminal:
             self.stderr.write("")  # end the bar's line
         self.stdout.write(render_table(result), ending="")
         if options["json"]:
@@ -87,12 +88,13 @@ class Command(BaseCommand):
         sys.exit(2)
 
     _shown: tuple[str, int] | None = None
+    _terminal = False
 
     def _progress(self, fraction: float, label: str) -> None:
         """A bar redrawn in place on a terminal, a percent at a time; elsewhere (a log, a
         pipe) a line at each tenth, so that a captured log is not one line of hundreds of
         carriage returns."""
-        terminal = self.stderr.isatty()
+        terminal = self._terminal
         percent = int(fraction * 100)
         if not terminal:
             percent -= percent % 10
