@@ -10,6 +10,7 @@ dashboard read the result through :func:`scheduler_config`.
 from __future__ import annotations
 
 import difflib
+import math
 from collections.abc import Mapping
 from dataclasses import fields
 from typing import Any
@@ -56,8 +57,13 @@ def parse(setting: Setting, raw: str, where: str) -> Any:
     except ValueError:
         raise ValueError(f"{where}: must be {kind}, {setting.minimum:g} or more "
                          f"(got {raw!r})") from None
+    if not math.isfinite(value):
+        raise ValueError(f"{where}: must be a finite number (got {raw!r})")
     if value < setting.minimum:
         raise ValueError(f"{where}: must be {kind}, {setting.minimum:g} or more (got {raw!r})")
+    if value > setting.maximum:
+        most = f"{setting.maximum:g}" if setting.is_float else f"{int(setting.maximum)}"
+        raise ValueError(f"{where}: must be at most {most} (got {raw!r})")
     return value
 
 

@@ -240,6 +240,10 @@ class SchedulerConfig:
     policy: str = "full"  # full | fifo | priority-kill
 
 
+#: the largest whole-number setting (ten years of seconds; counts are far below it)
+SETTING_MAX = 10 * 365 * 86400
+
+
 @dataclass(frozen=True, slots=True)
 class Setting:
     """One knob of :class:`SchedulerConfig` as operators and scenario files set it."""
@@ -250,6 +254,9 @@ class Setting:
     is_float: bool = False
     #: may be left unset (None): the simulator's work budget, unused in production
     optional: bool = False
+    #: the largest value taken: past it, a value is a typo or an attempt to overflow the
+    #: arithmetic it feeds (a stretch of 1e308 made every queue key infinite)
+    maximum: float = SETTING_MAX
 
 
 #: Every SchedulerConfig field but ``policy`` (production always runs ``full``; the
@@ -273,7 +280,7 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("interactive_reserved_gpus", 0,
             "GPUs (whole nodes) kept for interactive jobs; batch jobs never run there"),
     Setting("tick_budget_s", 0.001, "wall time one tick may take (production)",
-            is_float=True),
+            is_float=True, maximum=3600.0),
     Setting("tick_work_budget", 1, "jobs one tick examines (the simulator's budget)",
             optional=True),
     Setting("reservation_depth", 0,
@@ -282,7 +289,8 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("estimate_lookahead", 0, "queued jobs per team given a start estimate"),
     Setting("estimate_plans_per_tick", 1, "look-ahead estimate plans per tick"),
     Setting("estimate_budget_s", 0.001,
-            "wall time the estimates phase may take per tick (production)", is_float=True),
+            "wall time the estimates phase may take per tick (production)", is_float=True,
+            maximum=3600.0),
     Setting("placing_timeout_s", 1,
             "a placed job whose agent never confirms the start goes back to the queue"),
     Setting("max_preemption_searches_per_tick", 0, "preemption searches per tick"),
@@ -290,5 +298,6 @@ SETTINGS: tuple[Setting, ...] = (
             "a queued job's place among its team's jobs of the same priority is its submit "
             "time plus this many times its declared GPU-seconds, its limit times its GPUs "
             "(capped at 7 days; no limit counts as 7 days): smaller, shorter jobs first, "
-            "every job still reaches the head; 0: submit order", is_float=True),
+            "every job still reaches the head; 0: submit order", is_float=True,
+            maximum=1000.0),
 )

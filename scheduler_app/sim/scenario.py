@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -230,7 +231,8 @@ _TOP_KEYS = ("name", "until_s", "settings", "cluster", "tenants", "jobs", "event
 #: the settings a scenario may give, with their minimums: the core's one table (production
 #: reads the same table from SCHEDULER_<NAME> variables)
 _SETTINGS_INT = {st.name: int(st.minimum) for st in SETTINGS if not st.is_float}
-_SETTINGS_FLOAT = {st.name for st in SETTINGS if st.is_float}
+#: name -> (minimum, maximum)
+_SETTINGS_FLOAT = {st.name: (st.minimum, st.maximum) for st in SETTINGS if st.is_float}
 _POD_KEYS = ("name", "nodes", "gpus_per_node", "gpu_type")
 _NODE_KEYS = ("name", "gpus", "gpu_type", "rail")
 _RUNNING_KEYS = ("started_at_s", "alloc", "progress_s", "last_checkpoint_s")
@@ -372,8 +374,11 @@ def _settings(raw: Any) -> tuple[tuple[str, Any], ...]:
         value = data[key]
         path = f"settings.{key}"
         if key in _SETTINGS_FLOAT:
-            if isinstance(value, bool) or not isinstance(value, int | float) or value <= 0:
-                raise _fail(path, "must be a positive number")
+            low, high = _SETTINGS_FLOAT[key]
+            # (NaN compares false with everything: the finite test must come first)
+            if (isinstance(value, bool) or not isinstance(value, int | float)
+                    or not math.isfinite(value) or not low <= value <= high):
+                raise _fail(path, f"must be a number from {low:g} to {high:g}")
             out.append((key, float(value)))
         else:
             out.append((key, _int(value, path, minimum=_SETTINGS_INT[key], maximum=MAX_TIME_S)))

@@ -26,6 +26,8 @@ import copy
 import functools
 import json
 import math
+import os
+import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -38,7 +40,7 @@ from scheduler_app.scheduler_config import parse as parse_setting
 
 from .parallel import MAX_WORKERS, InvalidScenario, default_workers, run_scenarios
 from .result import percentile
-from .scenario import MAX_GPUS, Scenario
+from .scenario import MAX_GPUS, MAX_NODES_PER_POD, Scenario
 
 DEFAULT_HOURS = 24.0
 #: a horizon longer than this is not a what-if but a guess
@@ -54,7 +56,8 @@ ASSUMPTIONS = (
     "a queued job runs for its declared limit once it starts (none: past the horizon)",
     "nothing new is submitted; jobs being preempted at the snapshot are back in their queue",
     "a team's wait: first start minus submit, over the jobs queued at the snapshot; a job "
-    "that does not start within the horizon counts up to the horizon",
+    "that does not start within the horizon counts up to the horizon, one the run ends "
+    "without a start (its dependency failed) does not count",
 )
 
 ProgressFn = Callable[[float, str], None]
@@ -265,8 +268,14 @@ def apply_changes(data: Mapping[str, Any], changes: Changes) -> dict[str, Any]:
     pods = {p["name"]: p for p in out["cluster"]["pods"]}
     nodes = {n["name"] for p in pods.values() for n in p["nodes"]}
     jobs = {j["id"]: j for j in out["jobs"]}
+    was = {name: t["guaranteed_gpus"] for name, t in tenants.items()}
+    quota_by: dict[str, tuple[str, tuple[int, int | None]]] = {}  # team -> (flag value, quota)
     for value in changes.set_quota:
         team, guaranteed, borrow = _quota(value, tenants)
+        first = quota_by.setdefault(team, (value, (guaranteed, borrow)))
+        if first[1] != (guaranteed, borrow):  # two answers for one team: which one?
+            raise WhatIfError(f"--set-quota {value}: team {team} is already given "
+                              f"--set-quota {first[0]}")
         tenants[team]["guaranteed_gpus"] = guaranteed
         if borrow is not None:
             tenants[team]["borrow_limit_gpus"] = borrow
@@ -275,7 +284,11 @@ def apply_changes(data: Mapping[str, Any], changes: Changes) -> dict[str, Any]:
         if pod not in pods:
             raise WhatIfError(f"--add-nodes {value}: unknown pod {pod}; pods: "
                               + ", ".join(sorted(pods)))
-        n = _count(count, f"--add-nodes {value}", minimum=1, maximum=100_000)
+        room = MAX_NODES_PER_POD - len(pods[pod]["nodes"])
+        n = _count(count, f"--add-nodes {value}", minimum=1, maximum=max(1, room))
+        if n > room:  # (a pod already full: no count fits)
+            raise WhatIfError(f"--add-nodes {value}: pod {pod} already has "
+                              f"{MAX_NODES_PER_POD} nodes, the most a pod may have")
         like = pods[pod]["nodes"][-1]
         for i in range(n):
             name = _new_node_name(pod, i, nodes)
@@ -283,7 +296,9 @@ def apply_changes(data: Mapping[str, Any], changes: Changes) -> dict[str, Any]:
             pods[pod]["nodes"].append({**like, "name": name})
     for value in changes.drain:
         if value not in nodes:
-            raise WhatIfError(f"--drain {value}: unknown node")
+            hint = (f" ({value} is a pod: --drain takes a node's name, once per node)"
+                    if value in pods else "")
+            raise WhatIfError(f"--drain {value}: unknown node{hint}")
         out["events"].append({"at_s": 0, "node_drain": value})
     for value in changes.cancel:
         if value not in jobs:
@@ -291,8 +306,11 @@ def apply_changes(data: Mapping[str, Any], changes: Changes) -> dict[str, Any]:
         out["events"].append({"at_s": 0, "cancel": value})
     settings = out.setdefault("settings", {})
     by_name = {s.name: s for s in SETTINGS}
+    setting_by: dict[str, tuple[str, Any]] = {}  # name -> (flag value, parsed)
     for value in changes.setting:
         name, raw = _pair(value, "--setting", "NAME=VALUE")
+        if name.upper().startswith("SCHEDULER_"):  # the variable's name, as production has it
+            name = name[len("SCHEDULER_"):].lower()
         setting = by_name.get(name)
         if setting is None:
             raise WhatIfError(f"--setting {value}: unknown setting {name}; settings: "
@@ -301,6 +319,10 @@ def apply_changes(data: Mapping[str, Any], changes: Changes) -> dict[str, Any]:
             parsed = parse_setting(setting, raw, f"--setting {name}")
         except ValueError as exc:
             raise WhatIfError(str(exc)) from None
+        first = setting_by.setdefault(name, (value, parsed))
+        if first[1] != parsed:
+            raise WhatIfError(f"--setting {value}: {name} is already given "
+                              f"--setting {first[0]}")
         if parsed is None:
             settings.pop(name, None)
         else:
@@ -308,7 +330,10 @@ def apply_changes(data: Mapping[str, Any], changes: Changes) -> dict[str, Any]:
     cluster = sum(n["gpus"] for p in pods.values() for n in p["nodes"])
     total = sum(t["guaranteed_gpus"] for t in tenants.values())
     if total > cluster:
-        flag = f"--set-quota {changes.set_quota[-1]}" if changes.set_quota else "the snapshot"
+        # the flags that raised a guarantee are the ones to change (a lowered or unchanged
+        # one is not the cause)
+        raised = [f"--set-quota {v}" for team, (v, (g, _b)) in quota_by.items() if g > was[team]]
+        flag = ", ".join(raised) or "the snapshot"
         raise WhatIfError(f"{flag}: the guarantees would add up to {total} GPUs; the cluster "
                           f"has {cluster}")
     return out
@@ -321,13 +346,14 @@ def _pair(value: str, flag: str, form: str) -> tuple[str, str]:
     return name.strip(), rest.strip()
 
 
-def _count(text: str, where: str, *, minimum: int, maximum: int) -> int:
-    try:
-        n = int(text)
-    except ValueError:
-        raise WhatIfError(f"{where}: {text!r} is not a whole number") from None
+def _count(text: str, where: str, *, minimum: int, maximum: int, what: str = "") -> int:
+    # ASCII digits only: int() also reads "1_0" and other scripts' digits, which an
+    # operator did not mean to type
+    if not re.fullmatch(r"[+-]?[0-9]+", text):
+        raise WhatIfError(f"{where}: {text!r} is not a whole number")
+    n = int(text)
     if not minimum <= n <= maximum:
-        raise WhatIfError(f"{where}: must be from {minimum} to {maximum}")
+        raise WhatIfError(f"{where}: {what or 'must be'} from {minimum} to {maximum}")
     return n
 
 
@@ -338,8 +364,10 @@ def _quota(value: str, tenants: Mapping[str, Any]) -> tuple[str, int, int | None
                           + ", ".join(sorted(tenants)))
     guaranteed, sep, borrow = rest.partition(":")
     where = f"--set-quota {value}"
-    g = _count(guaranteed, where, minimum=0, maximum=MAX_GPUS)
-    b = _count(borrow, where, minimum=0, maximum=MAX_GPUS) if sep else None
+    g = _count(guaranteed, where, minimum=0, maximum=MAX_GPUS,
+               what="the guarantee must be")
+    b = (_count(borrow, where, minimum=0, maximum=MAX_GPUS, what="the borrow limit must be")
+         if sep else None)
     return team, g, b
 
 
@@ -370,6 +398,8 @@ class WhatIf:
     timings_s: dict[str, float] = field(default_factory=dict)
     #: processes the two runs took (1: one after the other)
     workers: int = 1
+    #: the jobs ``--cancel`` took out at t=0, running or queued: {"id", "tenant", "running"}
+    cancelled: list[dict[str, Any]] = field(default_factory=list)
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -386,8 +416,9 @@ def run_whatif(snap: Snapshot, changes: Changes, *, hours: float = DEFAULT_HOURS
     The answer is the same either way."""
     import time
 
-    if not 0 < hours <= MAX_HOURS:
-        raise WhatIfError(f"--hours {hours:g}: must be more than 0 and at most {MAX_HOURS:g}")
+    if not (math.isfinite(hours) and 1 / 3600 <= hours <= MAX_HOURS):
+        raise WhatIfError(f"--hours {hours!r}: must be from one second (1/3600) to "
+                          f"{MAX_HOURS:g}")
     if workers is None:
         workers = default_workers()
     if not 1 <= workers <= MAX_WORKERS:
@@ -409,6 +440,10 @@ def run_whatif(snap: Snapshot, changes: Changes, *, hours: float = DEFAULT_HOURS
         raise WhatIfError(f"{what}: {exc.message}") from exc
     ran = time.perf_counter()
     out = compare(summaries[0], summaries[1], excluded=cancelled)
+    running = {j.id: j for j in snap.jobs}
+    out.cancelled = [{"id": job_id, "tenant": running[job_id].tenant,
+                      "running": running[job_id].running}
+                     for job_id in sorted(cancelled, key=_id_key)]
     out.taken_at = snap.taken_at
     out.changes = changes.words()
     out.timings_s = {"snapshot": round(snap.read_s, 3), "build": round(built - started, 3),
@@ -450,7 +485,7 @@ def team_stats(result: Mapping[str, Any], scenario: Scenario, *,
     stats: dict[str, dict[str, Any]] = {}
     waits: dict[str, list[int]] = {}
     for t in scenario.tenants:
-        stats[t.name] = {"waiting": 0, "started": 0, "gpu_s": 0, "preemptions": 0,
+        stats[t.name] = {"waiting": 0, "started": 0, "ended": 0, "gpu_s": 0, "preemptions": 0,
                          "gpu_s_lost": 0}
         waits[t.name] = []
     for j in scenario.jobs:
@@ -469,6 +504,9 @@ def team_stats(result: Mapping[str, Any], scenario: Scenario, *,
         first = rec["first_start_s"]
         if first is not None:
             row["started"] += 1
+        elif rec["state"] in ENDED_UNSTARTED:
+            row["ended"] += 1
+            continue  # it does not wait: the run ended it (a dependency that failed)
         waits[j.spec.tenant].append((first if first is not None else until) - j.spec.submit_s)
     out: dict[str, dict[str, Any]] = {}
     for name, row in stats.items():
@@ -476,6 +514,7 @@ def team_stats(result: Mapping[str, Any], scenario: Scenario, *,
         out[name] = {
             "waiting": row["waiting"],
             "started": row["started"],
+            "ended": row["ended"],
             "mean_wait_s": round(math.fsum(w) / len(w), 1) if w else None,
             "p95_wait_s": percentile(w, 95),
             "gpus_held": round(row["gpu_s"] / until, 2),
@@ -492,8 +531,19 @@ def job_starts(result: Mapping[str, Any], scenario: Scenario) -> dict[str, int |
     return {j.id: jobs[j.id]["first_start_s"] for j in scenario.jobs if j.running is None}
 
 
+def job_ends(result: Mapping[str, Any], scenario: Scenario) -> dict[str, str]:
+    """Job id -> its final state, for the jobs queued at t=0 that the run ended without a
+    start (cancelled: a dependency that can no longer be met, or ``--cancel``)."""
+    jobs = result["jobs"]
+    return {j.id: jobs[j.id]["state"] for j in scenario.jobs
+            if j.running is None and jobs[j.id]["first_start_s"] is None
+            and jobs[j.id]["state"] in ENDED_UNSTARTED}
+
+
 _TEAM_FIELDS = ("mean_wait_s", "p95_wait_s", "gpus_held", "preemptions", "gpu_hours_lost",
-                "started")
+                "started", "ended")
+#: the final states a queued job can reach without a start: it no longer waits
+ENDED_UNSTARTED = frozenset({"CANCELLED", "FAILED"})
 
 
 def summarize_run(result: Mapping[str, Any], scenario: Scenario, *,
@@ -508,6 +558,7 @@ def summarize_run(result: Mapping[str, Any], scenario: Scenario, *,
         "tenants": [t.name for t in scenario.tenants],
         "teams": team_stats(result, scenario, excluded=excluded),
         "starts": job_starts(result, scenario),
+        "ends": job_ends(result, scenario),
         "sizes": {j.id: (j.spec.tenant, j.spec.gpus) for j in scenario.jobs
                   if j.running is None},
         "series": held_series(result, scenario),
@@ -530,15 +581,20 @@ def compare(before: Mapping[str, Any], after: Mapping[str, Any], *,
     until = before["until_s"]
     sizes = before["sizes"]
     jobs = []
+    b_ends, a_ends = before.get("ends", {}), after.get("ends", {})
     for job_id, b in b_starts.items():
         a = a_starts.get(job_id)
-        # a cancelled job did not move: it left (the table says so, apart)
-        moved = None if job_id in skip else (until if a is None else a) - (until if b is None
-                                                                             else b)
+        b_end, a_end = b_ends.get(job_id), a_ends.get(job_id)
+        # a cancelled job did not move: it left (the table says so, apart); nor did one
+        # a run ended without a start (it has no start to move)
+        left = job_id in skip or b_end is not None or a_end is not None
+        moved = None if left else (until if a is None else a) - (until if b is None else b)
         tenant, gpus = sizes[job_id]
         jobs.append({"id": job_id, "tenant": tenant, "gpus": gpus,
                      "baseline_start_in_s": b, "whatif_start_in_s": a,
-                     "cancelled": job_id in skip, "moved_s": moved})
+                     "cancelled": job_id in skip, "moved_s": moved,
+                     "baseline_ended": None if job_id in skip else b_end,
+                     "whatif_ended": None if job_id in skip else a_end})
     jobs.sort(key=lambda j: (-abs(j["moved_s"] or 0), _id_key(j["id"])))
     return WhatIf(taken_at="", horizon_s=until, changes=[], assumptions=list(ASSUMPTIONS),
                   tenants=tenants, jobs=jobs,
@@ -614,10 +670,17 @@ def render_table(w: WhatIf, *, top: int = TOP_MOVED) -> str:
             f"{t['baseline_preemptions']:>5} {t['whatif_preemptions']:>5} | "
             f"{_num(t['baseline_gpu_hours_lost']):>6} {_num(t['whatif_gpu_hours_lost']):>6}")
     moved = [j for j in w.jobs if j["moved_s"]][:top]
-    cancelled = [j["id"] for j in w.jobs if j["cancelled"]]
     lines.append("")
-    if cancelled:
-        lines.append("Cancelled at t=0 (left out of the waits): " + ", ".join(cancelled))
+    if w.cancelled:
+        lines.append("Cancelled at t=0 by --cancel (left out of the waits): " + ", ".join(
+            f"{c['id']} ({'running' if c['running'] else 'queued'})" for c in w.cancelled))
+    ended = [j for j in w.jobs if j.get("baseline_ended") or j.get("whatif_ended")]
+    if ended:
+        lines.append("Queued jobs a run ended without a start (left out of that run's "
+                     "waits; a dependency that can no longer be met):")
+        for j in ended:
+            lines.append(f"  {j['id']:>10} {j['tenant']:<16} before: "
+                         f"{fate(j, 'baseline')}, after: {fate(j, 'whatif')}")
     if not moved:
         lines.append("No queued job's start moves.")
         return "\n".join(lines) + "\n"
@@ -632,23 +695,65 @@ def render_table(w: WhatIf, *, top: int = TOP_MOVED) -> str:
     return "\n".join(lines) + "\n"
 
 
+def fate(job: Mapping[str, Any], run: str) -> str:
+    """What ``run`` (baseline | whatif) did with a queued job, in words."""
+    ended = job.get(f"{run}_ended")
+    if ended:
+        return ended.lower()
+    start = job[f"{run}_start_in_s"]
+    return "not started" if start is None else f"starts in {_h(start)} h"
+
+
+def scenario_text(data: Mapping[str, Any], path: str | Path) -> str:
+    """Scenario data as YAML, or JSON by a ``.json`` suffix (as ``simulate`` reads)."""
+    if Path(path).suffix.lower() == ".json":
+        return json.dumps(data, indent=1, sort_keys=False) + "\n"
+    dumper = getattr(yaml, "CSafeDumper", yaml.SafeDumper)  # libyaml: 100k jobs
+    return yaml.dump(dict(data), Dumper=dumper, sort_keys=False, default_flow_style=None,
+                     width=100)
+
+
 def dump_scenario(data: Mapping[str, Any], path: str | Path) -> None:
-    """Write scenario data as YAML, or JSON by a ``.json`` suffix (as ``simulate`` reads)."""
-    path = Path(path)
-    if path.suffix.lower() == ".json":
-        text = json.dumps(data, indent=1, sort_keys=False) + "\n"
-    else:
-        dumper = getattr(yaml, "CSafeDumper", yaml.SafeDumper)  # libyaml: 100k jobs
-        text = yaml.dump(dict(data), Dumper=dumper, sort_keys=False, default_flow_style=None,
-                         width=100)
-    path.write_text(text, encoding="utf-8")
+    """Write scenario data (:func:`scenario_text`) whole or not at all."""
+    write_files([(Path(path), scenario_text(data, path))])
+
+
+def write_files(files: Sequence[tuple[Path, str]]) -> None:
+    """Write each text to its path, all or none: each goes to a temporary file beside its
+    path first, and only once every one is written are they renamed into place, so an
+    error (a full disk, an interrupt) leaves no file half written and no answer without
+    the other one asked for."""
+    written: list[tuple[Path, Path]] = []
+    try:
+        for path, text in files:
+            tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+            written.append((tmp, path))
+            tmp.write_text(text, encoding="utf-8")
+    except BaseException:
+        for tmp, _path in written:
+            tmp.unlink(missing_ok=True)
+        raise
+    for tmp, path in written:
+        tmp.replace(path)
 
 
 def parse_changes(set_quota: Sequence[str] = (), add_nodes: Sequence[str] = (),
                   drain: Sequence[str] = (), cancel: Sequence[str] = (),
                   setting: Sequence[str] = ()) -> Changes:
-    def clean(values: Sequence[str]) -> tuple[str, ...]:
-        return tuple(v.strip() for v in values if v and v.strip())
+    """The command line's change flags, stripped. An empty value is refused (a flag given
+    nothing is a mistake, not "no change"); a value given twice counts once."""
+    forms = {"set_quota": "TEAM=GUARANTEE[:BORROW]", "add_nodes": "POD=N", "drain": "NODE",
+             "cancel": "JOB", "setting": "NAME=VALUE"}
 
-    return Changes(clean(set_quota), clean(add_nodes), clean(drain), clean(cancel),
-                   clean(setting))
+    def clean(flag: str, values: Sequence[str]) -> tuple[str, ...]:
+        out: list[str] = []
+        for v in values:
+            v = (v or "").strip()
+            if not v:
+                raise WhatIfError(f"--{flag.replace('_', '-')} '': must be {forms[flag]}")
+            if v not in out:
+                out.append(v)
+        return tuple(out)
+
+    return Changes(clean("set_quota", set_quota), clean("add_nodes", add_nodes),
+                   clean("drain", drain), clean("cancel", cancel), clean("setting", setting))

@@ -115,3 +115,45 @@ def test_a_bad_change_shows_the_error_naming_it(operator, inline_threads, settin
 def test_a_bad_horizon_is_refused_by_the_form(operator) -> None:
     response = operator.post("/operator/whatif/", {"hours": "0"})
     assert response.status_code == 400 and not WhatIfRun.objects.exists()
+
+
+def test_a_cancelled_running_job_is_listed_on_the_page(
+        operator, inline_threads, settings) -> None:
+    settings.CELERY_BROKER_URL = ""
+    gamma = str(Job.objects.get(name="gamma-run").pk)
+    response = operator.post("/operator/whatif/", {"cancel": gamma, "hours": "6"})
+    run = WhatIfRun.objects.get()
+    assert run.status == "done", run.error
+    assert run.result["cancelled"] == [{"id": gamma, "tenant": "gamma", "running": True}]
+    html = operator.get(response["Location"]).content.decode()
+    assert f"Cancelled at once (left out of the waits): {gamma} (running)" in html
+
+
+def test_an_answer_recorded_before_the_cancelled_list_still_shows_its_cancels(
+        operator) -> None:
+    # a run finished before "cancelled" was kept knew only the queued jobs it cancelled
+    done = WhatIfRun.objects.create(changes={"cancel": ["7"]}, hours=1, status="done",
+                                    progress=1.0)
+    done.result = {"taken_at": "2026-12-06T00:00:00Z", "horizon_s": 3600, "changes": [],
+                   "assumptions": [], "tenants": [], "series": {"step_s": 60,
+                   "baseline": {}, "whatif": {}}, "jobs": [
+                       {"id": "7", "tenant": "alpha", "gpus": 8, "baseline_start_in_s": 0,
+                        "whatif_start_in_s": None, "cancelled": True, "moved_s": None}]}
+    done.save()
+    html = operator.get(f"/operator/whatif/{done.pk}/").content.decode()
+    assert "Cancelled at once (left out of the waits): 7" in html
+    assert 'id="whatif-ended"' not in html
+
+
+def test_a_job_a_run_ended_without_a_start_is_listed_apart(operator) -> None:
+    done = WhatIfRun.objects.create(changes={}, hours=1, status="done", progress=1.0)
+    done.result = {"taken_at": "2026-12-06T00:00:00Z", "horizon_s": 3600, "changes": [],
+                   "assumptions": [], "tenants": [], "cancelled": [],
+                   "series": {"step_s": 60, "baseline": {}, "whatif": {}}, "jobs": [
+                       {"id": "8", "tenant": "alpha", "gpus": 8, "baseline_start_in_s": None,
+                        "whatif_start_in_s": 1800, "cancelled": False, "moved_s": None,
+                        "baseline_ended": "CANCELLED", "whatif_ended": None}]}
+    done.save()
+    html = operator.get(f"/operator/whatif/{done.pk}/").content.decode()
+    assert 'id="whatif-ended"' in html
+    assert "8 (alpha; before: cancelled, after: starts in 0.50 h)" in html

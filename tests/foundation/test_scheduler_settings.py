@@ -54,6 +54,16 @@ def test_the_environment_sets_them_and_the_rest_keep_the_defaults() -> None:
      "SCHEDULER_MAX_GRACE_PERIOD: not a scheduler setting; did you mean "
      "SCHEDULER_MAX_GRACE_PERIOD_S?"),
     ({"SCHEDULER_POLICY": "fifo"}, "SCHEDULER_POLICY: not a scheduler setting"),
+    # not a number a comparison can bound (NaN passes every "< minimum" test), or past
+    # what the arithmetic it feeds can hold
+    ({"SCHEDULER_QUEUE_STRETCH": "nan"},
+     "SCHEDULER_QUEUE_STRETCH: must be a finite number (got 'nan')"),
+    ({"SCHEDULER_TICK_BUDGET_S": "inf"},
+     "SCHEDULER_TICK_BUDGET_S: must be a finite number (got 'inf')"),
+    ({"SCHEDULER_QUEUE_STRETCH": "1e308"},
+     "SCHEDULER_QUEUE_STRETCH: must be at most 1000 (got '1e308')"),
+    ({"SCHEDULER_TICK_INTERVAL_S": "1000000000000"},
+     "SCHEDULER_TICK_INTERVAL_S: must be at most 315360000 (got '1000000000000')"),
 ])
 def test_a_bad_or_unknown_setting_is_refused_naming_the_variable(environ, message) -> None:
     with pytest.raises(ValueError) as err:

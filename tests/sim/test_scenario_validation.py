@@ -131,6 +131,13 @@ BAD: list[tuple[str, Any, str]] = [
      "cluster has 16"),
     ("a negative grace cap", make(settings={"max_grace_period_s": -1}),
      "settings.max_grace_period_s: must be a non-negative integer"),
+    # a NaN passes any "<= 0" test; a stretch of 1e308 made every queue key infinite
+    ("a stretch that is not a number", make(settings={"queue_stretch": float("nan")}),
+     "settings.queue_stretch: must be a number from 0 to 1000"),
+    ("an infinite tick budget", make(settings={"tick_budget_s": float("inf")}),
+     "settings.tick_budget_s: must be a number from 0.001 to 3600"),
+    ("a stretch past its bound", make(settings={"queue_stretch": 1e308}),
+     "settings.queue_stretch: must be a number from 0 to 1000"),
     # team limits (SCENARIOS.md: max_gpus_per_user, default_runtime_s, max_runtime_s)
     ("zero GPUs per user", with_team(max_gpus_per_user=0),
      "tenants[0].max_gpus_per_user: must be a positive integer"),
@@ -272,6 +279,12 @@ def test_settings_become_the_core_config_with_a_work_budget() -> None:
     assert (cfg.tick_interval_s, cfg.grace_period_s, cfg.policy) == (10, 30, "fifo")
     assert cfg.tick_work_budget == DEFAULT_TICK_WORK_BUDGET
     assert validate_scenario(make()).config().tick_interval_s == 5
+
+
+def test_a_float_setting_takes_its_bounds_from_the_settings_table() -> None:
+    # production takes SCHEDULER_QUEUE_STRETCH=0 (submit order): a scenario does too
+    cfg = validate_scenario(make(settings={"queue_stretch": 0, "tick_budget_s": 3600})).config()
+    assert (cfg.queue_stretch, cfg.tick_budget_s) == (0.0, 3600.0)
 
 
 def test_guarantees_may_fill_the_cluster_exactly_and_move_between_teams() -> None:

@@ -167,15 +167,25 @@ def test_the_horizon_bounds_the_starts(live):
     (("--set-quota", "alpha=40"),
      "--set-quota alpha=40: the guarantees would add up to 72 GPUs; the cluster has 48"),
     (("--add-nodes", "pod-z=2"), "--add-nodes pod-z=2: unknown pod pod-z"),
-    (("--add-nodes", "pod-a=0"), "--add-nodes pod-a=0: must be from 1 to 100000"),
-    # within the flag's bound, not the contract's: refused by the changed run's validation
-    (("--add-nodes", "pod-a=100000"),
-     "the changes: cluster.pods[0].nodes: must list at most 100000 nodes"),
+    # the bound is what the pod has room for: a pod lists at most 100,000 nodes
+    (("--add-nodes", "pod-a=0"), "--add-nodes pod-a=0: must be from 1 to 99996"),
+    (("--add-nodes", "pod-a=100000"), "--add-nodes pod-a=100000: must be from 1 to 99996"),
     (("--drain", "zz9"), "--drain zz9: unknown node"),
+    # a flag given nothing is a mistake, not "no change"
+    (("--set-quota", ""), "--set-quota '': must be TEAM=GUARANTEE[:BORROW]"),
+    (("--cancel", " "), "--cancel '': must be JOB"),
+    (("--json", ""), "--json '': must be a file name"),
+    # two answers for one team: the flag that raised the sum is named, not the last one
+    (("--set-quota", "alpha=40", "--set-quota", "gamma=8"),
+     "--set-quota alpha=40: the guarantees would add up to 72 GPUs"),
+    (("--set-quota", "alpha=8", "--set-quota", "alpha=16"),
+     "--set-quota alpha=16: team alpha is already given --set-quota alpha=8"),
+    (("--setting", "queue_stretch=nan"), "--setting queue_stretch: must be a finite number"),
+    (("--hours", "nan"), "--hours nan: must be from one second"),
     (("--cancel", "999999"), "--cancel 999999: no such job running or queued"),
     (("--setting", "tick_intervals=5"), "--setting tick_intervals=5: unknown setting"),
     (("--setting", "tick_interval_s=0"), "--setting tick_interval_s: must be a whole number, 1"),
-    (("--hours", "0"), "--hours 0: must be more than 0"),
+    (("--hours", "0"), "--hours 0.0: must be from one second (1/3600) to 336"),
     (("--workers", "3"), "--workers 3: must be 1 or 2"),
     (("--workers", "0"), "--workers 0: must be 1 or 2"),
 ])
@@ -258,6 +268,27 @@ def test_the_live_database_is_byte_for_byte_untouched(live):
                   tmpdir=live["tmp"])
     assert done.returncode == 2
     assert _fingerprint(live["file"]) == before
+
+
+def test_an_output_path_that_cannot_be_written_is_refused_before_the_runs(live):
+    # before this check, --export-scenario over the database file replaced it with YAML,
+    # and a directory as --json failed with a traceback after the runs
+    before = _fingerprint(live["file"])
+    out = live["tmp"] / "both.json"
+    for flags, named in [
+        (("--export-scenario", str(live["file"])), "is the live database"),
+        (("--json", str(live["file"]) + "-wal"), "is the live database"),
+        (("--json", str(live["tmp"])), "is a directory; give a file name"),
+        (("--json", str(out), "--export-scenario", str(out)), "is also --json's file"),
+    ]:
+        done = manage("whatif", "--quiet", *flags, database_url=live["url"],
+                      tmpdir=live["tmp"])
+        assert done.returncode == 2, done.stderr
+        errors = [line for line in done.stderr.splitlines() if "error:" in line]
+        assert len(errors) == 1 and named in errors[0], done.stderr
+        assert done.stdout == ""  # refused before the runs: no table
+    assert _fingerprint(live["file"]) == before
+    assert not out.exists()
 
 
 @pytest.mark.postgres

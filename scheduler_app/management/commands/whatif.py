@@ -8,6 +8,7 @@ it, as argparse does for its own errors."""
 from __future__ import annotations
 
 import json
+import os
 import sys
 from pathlib import Path
 from typing import Any
@@ -19,11 +20,29 @@ from scheduler_app.sim.parallel import RunFailed
 from scheduler_app.sim.whatif import (
     DEFAULT_HOURS,
     WhatIfError,
-    dump_scenario,
     parse_changes,
     render_table,
     run_whatif,
+    scenario_text,
+    write_files,
 )
+
+
+def _database_files() -> set[Path]:
+    """The files of every configured SQLite database, with its journal files (a
+    server database has none here)."""
+    from django.db import connections
+
+    out: set[Path] = set()
+    for alias in connections:
+        db = connections.settings[alias]
+        name = str(db.get("NAME") or "")
+        if "sqlite" in db.get("ENGINE", "") and name and not name.startswith(":memory:") \
+                and not name.startswith("file:"):
+            base = Path(name).resolve()
+            out |= {base, *(base.with_name(base.name + s) for s in ("-wal", "-shm",
+                                                                      "-journal"))}
+    return out
 
 
 class Command(BaseCommand):
@@ -52,12 +71,12 @@ class Command(BaseCommand):
         add("--quiet", action="store_true", help="no progress on stderr")
 
     def handle(self, *args: Any, **options: Any) -> None:
-        changes = parse_changes(options["set_quota"], options["add_nodes"], options["drain"],
-                                options["cancel"], options["setting"])
-        for flag in ("json", "export_scenario"):
-            path = options[flag]
-            if path and not Path(path).parent.is_dir():
-                self._bad(f"--{flag.replace('_', '-')} {path}: no such directory")
+        try:
+            changes = parse_changes(options["set_quota"], options["add_nodes"],
+                                    options["drain"], options["cancel"], options["setting"])
+        except WhatIfError as exc:
+            self._bad(str(exc))
+        outputs = self._outputs(options)  # checked before the runs, not after them
         self._terminal = self.stderr.isatty()  # asked once: progress comes every tick
         progress = None if options["quiet"] else self._progress
         snap = live_snapshot()
@@ -72,16 +91,49 @@ class Command(BaseCommand):
         if not options["quiet"] and self._terminal:
             self.stderr.write("")  # end the bar's line
         self.stdout.write(render_table(result), ending="")
-        if options["json"]:
-            Path(options["json"]).write_text(json.dumps(result.to_json(), indent=1) + "\n",
-                                             encoding="utf-8")
-        if options["export_scenario"]:
-            dump_scenario(scenario, options["export_scenario"])
+        texts = {"json": lambda: json.dumps(result.to_json(), indent=1) + "\n",
+                 "export_scenario": lambda: scenario_text(scenario, outputs["export_scenario"])}
+        try:
+            write_files([(path, texts[flag]()) for flag, path in outputs.items()])
+        except OSError as exc:  # (checked before the runs; the disk may have filled since)
+            self.stderr.write(f"whatif: error: {exc.filename}: {exc.strerror}; "
+                              "nothing was written")
+            sys.exit(1)
         if not options["quiet"]:
             t = result.timings_s
             self.stderr.write(f"snapshot {t['snapshot']:.2f} s, scenarios {t['build']:.2f} s, "
                               f"two runs {t['runs']:.2f} s "
                               f"({'side by side' if result.workers > 1 else 'one process'})")
+
+    def _outputs(self, options: dict[str, Any]) -> dict[str, Path]:
+        """``--json`` and ``--export-scenario`` as paths, each one a file the command may
+        write: in a directory that exists and it may write to, not a directory itself, not
+        the other flag's file, and never the configured database (or its journal files),
+        which a what-if promises to leave as it was."""
+        out: dict[str, Path] = {}
+        for flag in ("json", "export_scenario"):
+            value = options[flag]
+            if value is None:
+                continue
+            name = f"--{flag.replace('_', '-')}"
+            if not value.strip():
+                self._bad(f"{name} '': must be a file name")
+            path = Path(value)
+            where = path.resolve()
+            if not where.parent.is_dir():
+                self._bad(f"{name} {value}: no such directory")
+            if where.is_dir():
+                self._bad(f"{name} {value}: is a directory; give a file name")
+            if not os.access(where.parent, os.W_OK) or (where.exists()
+                                                        and not os.access(where, os.W_OK)):
+                self._bad(f"{name} {value}: not writable")
+            if where in _database_files():
+                self._bad(f"{name} {value}: is the live database; a what-if never writes it")
+            for other, taken in out.items():
+                if taken.resolve() == where:
+                    self._bad(f"{name} {value}: is also --{other.replace('_', '-')}'s file")
+            out[flag] = path
+        return out
 
     def _bad(self, message: str) -> None:
         self.stderr.write(f"whatif: error: {message}")
