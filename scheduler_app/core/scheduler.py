@@ -448,7 +448,9 @@ class Scheduler:
         # the fixed-point detection of tick() (see _note_quiet): the signature of the last
         # quiet tick, the fixed point found, and when the state last changed
         self._quiet: tuple[Any, ...] | None = None
-        self._fixed: tuple[int, int, tuple[Any, ...], int | None, bool] | None = None
+        #: (state version, claims version, order signature, looks due at, a round or a
+        #: search going on, a whole tick due at): see _note_quiet
+        self._fixed: tuple[int, int, tuple[Any, ...], int | None, bool, int | None] | None = None
         self._seen_version = -1
         self._order_memo: tuple[int, dict[int, tuple[Any, ...]]] = (-1, {})
         self._share_memo: tuple[int, int, dict[str, ShareKey]] | None = None
@@ -657,10 +659,28 @@ class Scheduler:
         planned_all = (result.stats.get("reservations_planned", 0)
                        < self.config.reservation_plans_per_tick)
         but_for = self.estimate_round is not None or searching
+        # Time reaching a reservation's (or a quota hold's) start changes what a whole
+        # tick does (its job may start there, backfill around it ends): the fixed point
+        # holds until the earliest, and not at all once it is past; then the next tick
+        # runs whole, not after the looks alone (found by tests/sim/
+        # test_shortcuts_properties.py, 2026-12-06: a look moved a reservation's start to
+        # that very tick, and a whole tick three seconds later dropped it)
+        starts = [r.start_s for r in self.reserved]
+        starts += [h.start_s for h in self.quota_holds.values() if h.start_s is not None]
+        walk_at = min(starts) if starts else None
+        if result.stats.get("plan_denied"):
+            # its walk met a job with no plan left: the next tick's budget may reach it,
+            # even if this tick left the same as the last one (both may have spent their
+            # plans on looks that are not due at the next; found by tests/sim/
+            # test_shortcuts_properties.py, 2026-12-06: the same two reservations left by
+            # two ticks, the third job reserved at the next one)
+            self._fixed = None
+            self._quiet = None
+            return
         if (planned_all or sig == self._quiet) and but_for:
             # each tick plans more of the round, or makes one more search, whatever else
             # is due: nothing to time
-            self._fixed = (self.version, self.claims_version, sig[2], None, True)
+            self._fixed = (self.version, self.claims_version, sig[2], None, True, walk_at)
         elif planned_all or sig == self._quiet:
             inputs = self.plan_inputs()
             stale = [self.looked_at(r.job_id, now) for r in self.reserved
@@ -670,7 +690,7 @@ class Scheduler:
             round_at = self.round_due(now, {r.job_id for r in self.reserved})
             if round_at is not None:
                 due = round_at if due is None else min(due, round_at)
-            self._fixed = (self.version, self.claims_version, sig[2], due, False)
+            self._fixed = (self.version, self.claims_version, sig[2], due, False, walk_at)
         else:
             self._fixed = None
         # a tick that was a fixed point but for a round or a search does not count as the
@@ -758,11 +778,13 @@ class Scheduler:
         fixed = self._fixed_now(now)
         if fixed is None or fixed[4]:
             return None  # a round going on, or searches denied: each tick does more
-        version, claims, order, due, _but_for = fixed
+        version, claims, order, due, _but_for, walk_at = fixed
         if due is not None:
             if due <= now:
                 return None
             upto = min(upto, due - 1)
+        if walk_at is not None:  # (past it there is no fixed point: _fixed_now)
+            upto = min(upto, walk_at - 1)
         if self._order_sig(now) != order:
             return None
         if upto <= now or self._order_sig(upto) == order:
@@ -795,11 +817,15 @@ class Scheduler:
                 and (fixed[4] or (fixed[3] is not None and fixed[3] <= now))
                 and self._order_sig(now) == fixed[2])
 
-    def _fixed_now(self, now: int) -> tuple[int, int, tuple[Any, ...], int | None, bool] | None:
+    def _fixed_now(self, now: int
+                   ) -> tuple[int, int, tuple[Any, ...], int | None, bool, int | None] | None:
         """The fixed point the last tick found, if the state and the claims are still as
-        it saw them and no timer is due at ``now`` (else None)."""
+        it saw them, no timer is due at ``now`` and time has not reached a reservation's
+        start (else None)."""
         fixed = self._fixed
         if fixed is None or fixed[0] != self.version or fixed[1] != self.claims_version:
+            return None
+        if fixed[5] is not None and fixed[5] <= now:
             return None
         deadline = self.next_deadline() if self._timers else None
         return None if deadline is not None and deadline <= now else fixed

@@ -513,6 +513,9 @@ class Tick:
         self._holds_on: dict[str, tuple[int, int]] = {}
         self._line_masks: dict[int, Any] = {}
         self.plans_left = self.cfg.reservation_plans_per_tick
+        #: the walk met a job it would have planned a reservation for, but the plan budget
+        #: was spent: the next tick, with a budget again, plans it (no fixed point)
+        self.plan_denied = False
         self.quota_holds: dict[str, QuotaHold] = {}
         self.searches = 0
         #: a head the rule lets preempt found no search left in this tick's budget
@@ -574,6 +577,7 @@ class Tick:
             reservation=self.reserved[0].res.job_id if self.reserved else None,
             reservations=len(self.reserved),
             reservations_planned=self.cfg.reservation_plans_per_tick - self.plans_left,
+            plan_denied=self.plan_denied,
             budget_exhausted=self.budget_hit,
             tick_ms=round((self.timer() - self.started_at) * 1000, 3),
         )
@@ -1363,8 +1367,10 @@ class Tick:
         s = self.s
         spec = rec.spec
         if (self.policy == "fifo" or len(self.reserved) >= self.cfg.reservation_depth
-                or spec.id in self.booked or spec.id in s.claims
-                or self.plans_left <= 0):
+                or spec.id in self.booked or spec.id in s.claims):
+            return
+        if self.plans_left <= 0:
+            self.plan_denied = True
             return
         line = self._line()
         self.plans_left -= 1

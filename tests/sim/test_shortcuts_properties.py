@@ -133,3 +133,39 @@ _REASON_LAG = json.loads((Path(__file__).parent / "reason_lag_example.json").rea
 def test_a_reason_that_time_alone_changes_is_told_at_its_instant() -> None:
     data, policy, views = _REASON_LAG
     _assert_same(data, policy, views=views)
+
+
+def test_a_walk_denied_a_plan_by_the_budget_is_no_fixed_point() -> None:
+    """Found by the property test above (2026-12-06): two quiet ticks in a row spent their
+    two plans on the same two reservations (a look and a new plan each), and were taken
+    for a fixed point because they left the same. The looks were not due at the next
+    tick, whose budget then reached a third job: a core ticking every interval reserved
+    it at 1065 s, the core skipping quiet ticks did not, and backfilled another job at
+    1071 s. A tick whose walk met a job with no plan left is not a fixed point."""
+    data, policy, views = json.loads(
+        (Path(__file__).parent / "plan_denied_example.json").read_text())
+    _assert_same(data, policy, views=views)
+
+
+def test_a_quiet_tick_that_spent_its_whole_plan_budget_is_no_fixed_point_alone() -> None:
+    """Found while fixing the one above: a tick that spent its whole plan budget (three
+    plans, a look among them that moved a reservation's start to that very instant)
+    without denying any job a plan is not a fixed point on its own either. The next tick
+    walks with those reservations from its start and backfills a job the walk that
+    planned them did not; two quiet ticks that leave the same are needed."""
+    data, policy, views = json.loads(
+        (Path(__file__).parent / "full_budget_example.json").read_text())
+    _assert_same(data, policy, views=views)
+
+
+def test_a_fixed_point_ends_when_time_reaches_a_reservations_start() -> None:
+    """Found by the property test above (2026-12-06): a fresh look moved a reservation's
+    start to the very tick that planned it, and the tick was a fixed point until the
+    next look was due. A core ticking every interval dropped that reservation three
+    seconds later, at an event's tick, and planned another job in its place; the core
+    skipping quiet ticks took the event's tick for quiet. A fixed point now holds only
+    until the earliest reservation's (or quota hold's) start, and the tick at or after
+    it runs whole."""
+    data, policy, views = json.loads(
+        (Path(__file__).parent / "reservation_start_example.json").read_text())
+    _assert_same(data, policy, views=views)
