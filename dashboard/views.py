@@ -36,7 +36,7 @@ from scheduler_app.selectors import dashboard as sel
 from scheduler_app.services import array_cancel, array_submit, job_cancel, job_submit
 from scheduler_app.services.cluster import node_drain, node_mark_up, node_undrain, tenant_set_quota
 from scheduler_app.services.errors import Invalid, ServiceError
-from scheduler_app.sim.whatif import fate
+from scheduler_app.sim.whatif import cancelled_words, ended_unstarted, fate
 
 from . import whatif_runs, words
 from .forms import DrainForm, JobForm, QuotaForm, WhatIfForm
@@ -710,12 +710,10 @@ def _whatif_answer(run: WhatIfRun) -> dict[str, Any] | None:
             "baseline": base, "whatif": after}})
     moved = [j for j in result["jobs"] if j["moved_s"]][:20]
     # (an answer recorded before "cancelled" was kept knew only the queued ones)
-    cancelled = ([f"{c['id']} ({'running' if c['running'] else 'queued'})"
-                  for c in result["cancelled"]] if "cancelled" in result
+    cancelled = (cancelled_words(result["cancelled"]) if "cancelled" in result
                  else [j["id"] for j in result["jobs"] if j["cancelled"]])
     ended = [{"id": j["id"], "tenant": j["tenant"], "before": fate(j, "baseline"),
-              "after": fate(j, "whatif")}
-             for j in result["jobs"] if j.get("baseline_ended") or j.get("whatif_ended")]
+              "after": fate(j, "whatif")} for j in ended_unstarted(result["jobs"])]
     return {"tenants": result["tenants"], "moved": moved, "cancelled": cancelled,
             "ended": ended,
             "charts": charts, "changes": result["changes"],

@@ -659,15 +659,6 @@ class Scheduler:
         planned_all = (result.stats.get("reservations_planned", 0)
                        < self.config.reservation_plans_per_tick)
         but_for = self.estimate_round is not None or searching
-        # Time reaching a reservation's (or a quota hold's) start changes what a whole
-        # tick does (its job may start there, backfill around it ends): the fixed point
-        # holds until the earliest, and not at all once it is past; then the next tick
-        # runs whole, not after the looks alone (found by tests/sim/
-        # test_shortcuts_properties.py, 2026-12-06: a look moved a reservation's start to
-        # that very tick, and a whole tick three seconds later dropped it)
-        starts = [r.start_s for r in self.reserved]
-        starts += [h.start_s for h in self.quota_holds.values() if h.start_s is not None]
-        walk_at = min(starts) if starts else None
         if result.stats.get("plan_denied"):
             # its walk met a job with no plan left: the next tick's budget may reach it,
             # even if this tick left the same as the last one (both may have spent their
@@ -677,6 +668,15 @@ class Scheduler:
             self._fixed = None
             self._quiet = None
             return
+        # Time reaching a reservation's (or a quota hold's) start changes what a whole
+        # tick does (its job may start there, backfill around it ends): the fixed point
+        # holds until the earliest, and not at all once it is past; then the next tick
+        # runs whole, not after the looks alone (found by tests/sim/
+        # test_shortcuts_properties.py, 2026-12-06: a look moved a reservation's start to
+        # that very tick, and a whole tick three seconds later dropped it)
+        starts = [r.start_s for r in self.reserved]
+        starts += [h.start_s for h in self.quota_holds.values() if h.start_s is not None]
+        walk_at = min(starts) if starts else None
         if (planned_all or sig == self._quiet) and but_for:
             # each tick plans more of the round, or makes one more search, whatever else
             # is due: nothing to time

@@ -230,8 +230,9 @@ def parse_scenario(text: str, *, json_format: bool = False, source: str = "scena
 _TOP_KEYS = ("name", "until_s", "settings", "cluster", "tenants", "jobs", "events")
 #: the settings a scenario may give, with their minimums: the core's one table (production
 #: reads the same table from SCHEDULER_<NAME> variables)
-_SETTINGS_INT = {st.name: int(st.minimum) for st in SETTINGS if not st.is_float}
 #: name -> (minimum, maximum)
+_SETTINGS_INT = {st.name: (int(st.minimum), int(st.maximum)) for st in SETTINGS
+                 if not st.is_float}
 _SETTINGS_FLOAT = {st.name: (st.minimum, st.maximum) for st in SETTINGS if st.is_float}
 _POD_KEYS = ("name", "nodes", "gpus_per_node", "gpu_type")
 _NODE_KEYS = ("name", "gpus", "gpu_type", "rail")
@@ -381,7 +382,8 @@ def _settings(raw: Any) -> tuple[tuple[str, Any], ...]:
                 raise _fail(path, f"must be a number from {low:g} to {high:g}")
             out.append((key, float(value)))
         else:
-            out.append((key, _int(value, path, minimum=_SETTINGS_INT[key], maximum=MAX_TIME_S)))
+            low_int, high_int = _SETTINGS_INT[key]
+            out.append((key, _int(value, path, minimum=low_int, maximum=high_int)))
     return tuple(out)
 
 

@@ -36,6 +36,7 @@ from typing import Any
 import yaml
 
 from scheduler_app.core.types import SETTINGS, SchedulerConfig
+from scheduler_app.scheduler_config import env_name
 from scheduler_app.scheduler_config import parse as parse_setting
 
 from .parallel import MAX_WORKERS, InvalidScenario, default_workers, run_scenarios
@@ -285,10 +286,10 @@ def apply_changes(data: Mapping[str, Any], changes: Changes) -> dict[str, Any]:
             raise WhatIfError(f"--add-nodes {value}: unknown pod {pod}; pods: "
                               + ", ".join(sorted(pods)))
         room = MAX_NODES_PER_POD - len(pods[pod]["nodes"])
-        n = _count(count, f"--add-nodes {value}", minimum=1, maximum=max(1, room))
-        if n > room:  # (a pod already full: no count fits)
+        if room < 1:
             raise WhatIfError(f"--add-nodes {value}: pod {pod} already has "
                               f"{MAX_NODES_PER_POD} nodes, the most a pod may have")
+        n = _count(count, f"--add-nodes {value}", minimum=1, maximum=room)
         like = pods[pod]["nodes"][-1]
         for i in range(n):
             name = _new_node_name(pod, i, nodes)
@@ -306,15 +307,15 @@ def apply_changes(data: Mapping[str, Any], changes: Changes) -> dict[str, Any]:
         out["events"].append({"at_s": 0, "cancel": value})
     settings = out.setdefault("settings", {})
     by_name = {s.name: s for s in SETTINGS}
+    by_variable = {env_name(s): s for s in SETTINGS}  # as production names them
     setting_by: dict[str, tuple[str, Any]] = {}  # name -> (flag value, parsed)
     for value in changes.setting:
         name, raw = _pair(value, "--setting", "NAME=VALUE")
-        if name.upper().startswith("SCHEDULER_"):  # the variable's name, as production has it
-            name = name[len("SCHEDULER_"):].lower()
-        setting = by_name.get(name)
+        setting = by_name.get(name) or by_variable.get(name.upper())
         if setting is None:
             raise WhatIfError(f"--setting {value}: unknown setting {name}; settings: "
                               + ", ".join(sorted(by_name)))
+        name = setting.name
         try:
             parsed = parse_setting(setting, raw, f"--setting {name}")
         except ValueError as exc:
@@ -672,9 +673,9 @@ def render_table(w: WhatIf, *, top: int = TOP_MOVED) -> str:
     moved = [j for j in w.jobs if j["moved_s"]][:top]
     lines.append("")
     if w.cancelled:
-        lines.append("Cancelled at t=0 by --cancel (left out of the waits): " + ", ".join(
-            f"{c['id']} ({'running' if c['running'] else 'queued'})" for c in w.cancelled))
-    ended = [j for j in w.jobs if j.get("baseline_ended") or j.get("whatif_ended")]
+        lines.append("Cancelled at t=0 by --cancel (left out of the waits): "
+                     + ", ".join(cancelled_words(w.cancelled)))
+    ended = ended_unstarted(w.jobs)
     if ended:
         lines.append("Queued jobs a run ended without a start (left out of that run's "
                      "waits; a dependency that can no longer be met):")
@@ -693,6 +694,17 @@ def render_table(w: WhatIf, *, top: int = TOP_MOVED) -> str:
                      f"{_h(j['baseline_start_in_s']):>7} {_h(j['whatif_start_in_s']):>7} "
                      f"{j['moved_s'] / 3600:>+8.2f}")
     return "\n".join(lines) + "\n"
+
+
+def cancelled_words(cancelled: Iterable[Mapping[str, Any]]) -> list[str]:
+    """``WhatIf.cancelled`` as the table and the page show it: "7 (running)"."""
+    return [f"{c['id']} ({'running' if c['running'] else 'queued'})" for c in cancelled]
+
+
+def ended_unstarted(jobs: Iterable[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
+    """The compared jobs that a run ended without a start (a job recorded before
+    ``baseline_ended`` was kept has neither key)."""
+    return [j for j in jobs if j.get("baseline_ended") or j.get("whatif_ended")]
 
 
 def fate(job: Mapping[str, Any], run: str) -> str:

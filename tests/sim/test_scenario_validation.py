@@ -138,6 +138,9 @@ BAD: list[tuple[str, Any, str]] = [
      "settings.tick_budget_s: must be a number from 0.001 to 3600"),
     ("a stretch past its bound", make(settings={"queue_stretch": 1e308}),
      "settings.queue_stretch: must be a number from 0 to 1000"),
+    ("a whole-number setting past the table's maximum",
+     make(settings={"tick_interval_s": 10**12}),
+     "settings.tick_interval_s: must be at most 315360000"),
     # team limits (SCENARIOS.md: max_gpus_per_user, default_runtime_s, max_runtime_s)
     ("zero GPUs per user", with_team(max_gpus_per_user=0),
      "tenants[0].max_gpus_per_user: must be a positive integer"),
