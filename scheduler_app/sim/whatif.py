@@ -26,7 +26,6 @@ import copy
 import functools
 import json
 import math
-import os
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
@@ -38,6 +37,7 @@ import yaml
 from scheduler_app.core.types import SETTINGS, SchedulerConfig
 from scheduler_app.scheduler_config import env_name
 from scheduler_app.scheduler_config import parse as parse_setting
+from scheduler_app.workloads.io import write_files
 
 from .parallel import MAX_WORKERS, InvalidScenario, default_workers, run_scenarios
 from .result import percentile
@@ -728,25 +728,6 @@ def scenario_text(data: Mapping[str, Any], path: str | Path) -> str:
 def dump_scenario(data: Mapping[str, Any], path: str | Path) -> None:
     """Write scenario data (:func:`scenario_text`) whole or not at all."""
     write_files([(Path(path), scenario_text(data, path))])
-
-
-def write_files(files: Sequence[tuple[Path, str]]) -> None:
-    """Write each text to its path, all or none: each goes to a temporary file beside its
-    path first, and only once every one is written are they renamed into place, so an
-    error (a full disk, an interrupt) leaves no file half written and no answer without
-    the other one asked for."""
-    written: list[tuple[Path, Path]] = []
-    try:
-        for path, text in files:
-            tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-            written.append((tmp, path))
-            tmp.write_text(text, encoding="utf-8")
-    except BaseException:
-        for tmp, _path in written:
-            tmp.unlink(missing_ok=True)
-        raise
-    for tmp, path in written:
-        tmp.replace(path)
 
 
 def parse_changes(set_quota: Sequence[str] = (), add_nodes: Sequence[str] = (),

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import os
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -24,7 +26,24 @@ def write_scenario(scenario: dict[str, Any], path: str | Path) -> Path:
     path = Path(path)
     text = dump_scenario(scenario, json_format=path.suffix.lower() == ".json")
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(text, encoding="utf-8")
-    tmp.replace(path)  # never leave a half-written scenario behind
+    write_files([(path, text)])  # never leave a half-written scenario behind
     return path
+
+
+def write_files(files: Sequence[tuple[Path, str]]) -> None:
+    """Write each text to its path, all or none: each goes to a temporary file beside its
+    path first, and only once every one is written are they renamed into place, so an
+    error (a full disk, an interrupt) leaves no file half written, no temporary file
+    behind, and no answer without the other one asked for."""
+    written: list[tuple[Path, Path]] = []
+    try:
+        for path, text in files:
+            tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+            written.append((tmp, path))
+            tmp.write_text(text, encoding="utf-8")
+    except BaseException:
+        for tmp, _path in written:
+            tmp.unlink(missing_ok=True)
+        raise
+    for tmp, path in written:
+        tmp.replace(path)

@@ -163,3 +163,31 @@ def test_the_new_knobs_leave_the_busy_day_as_it_was() -> None:
     same = generate(SyntheticParams(jobs=300, seed=5, guarantee_fraction=1.0,
                                     arrival_span_s=None))
     assert base == same
+
+
+def test_a_scenario_written_over_an_old_one_is_whole_or_not_written(tmp_path, monkeypatch):
+    """The old file stays as it was and no temporary file is left when writing fails."""
+    import pathlib
+
+    import yaml
+
+    from scheduler_app.workloads import write_scenario
+
+    path = tmp_path / "day.yaml"
+    path.write_text("old\n")
+    scenario = generate(SyntheticParams(jobs=20, nodes=4, teams=2, hours=0.1, seed=1))
+
+    write_text = pathlib.Path.write_text
+
+    def full_disk(self, text, *args, **kwargs):
+        write_text(self, text[: len(text) // 2], *args, **kwargs)  # half of it, then
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(pathlib.Path, "write_text", full_disk)
+    with pytest.raises(OSError, match="No space left"):
+        write_scenario(scenario, path)
+    monkeypatch.undo()
+    assert path.read_text() == "old\n"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["day.yaml"]
+    assert write_scenario(scenario, path) == path
+    assert yaml.safe_load(path.read_text())["jobs"] == scenario["jobs"]
