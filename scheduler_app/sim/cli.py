@@ -4,11 +4,12 @@ scheduler_app.sim`` so both behave the same (arguments, messages, exit codes).""
 from __future__ import annotations
 
 import argparse
-import os
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from pathlib import Path
 from typing import TextIO
+
+from scheduler_app.workloads.io import output_problem, write_files
 
 from .scenario import ScenarioError, load_scenario
 from .scratch import in_scratch
@@ -32,8 +33,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run_simulation(scenario_path: str, out: str, *, engine: str = "memory",
                    policy: str = "full", seed: int = 0, quiet: bool = False,
-                   stderr: TextIO | None = None) -> dict:
+                   stderr: TextIO | None = None, protected: Collection[Path] = ()) -> dict:
     """Load, simulate, write ``out``. Raises SimulateError with a one-line message.
+
+    ``out`` is checked before the run, not after it: a file in a directory that exists
+    and may be written, not the scenario itself and none of ``protected`` (the configured
+    database's files, which an answer must never replace).
 
     ``engine="db"`` runs through the production path (``db_engine.simulate_db``) on a
     scratch database made for the run and dropped after it (``scratch.py``), never on the
@@ -49,6 +54,7 @@ def run_simulation(scenario_path: str, out: str, *, engine: str = "memory",
                             "`python manage.py simulate SCENARIO --engine db --out R.json`")
     if policy not in POLICIES:
         raise SimulateError(f"--policy: must be one of {', '.join(POLICIES)}")
+    _check_out(out, scenario_path, protected)
     try:
         scenario = load_scenario(scenario_path)
     except ScenarioError as exc:
@@ -72,18 +78,31 @@ def run_simulation(scenario_path: str, out: str, *, engine: str = "memory",
                 raise SimulateError(str(exc)) from exc
         else:
             outcome = simulate(scenario, policy=policy, seed=seed, progress=progress)
+        if progress is not None:  # (the last quiet ticks up to the horizon are skipped)
+            progress(scenario.until_s)
     finally:
         close()
     result = build_result(outcome)
     text = dump_result(result)
-    out_path = Path(out)
-    tmp = out_path.with_name(out_path.name + ".tmp")
     try:
-        tmp.write_text(text, encoding="utf-8")
-        os.replace(tmp, out_path)  # never a half-written result
+        write_files([(Path(out), text)])  # never a half-written result, nor a .tmp left
     except OSError as exc:
         raise SimulateError(f"--out: cannot write {out} ({exc.strerror or exc})") from exc
     return result
+
+
+def _check_out(out: str, scenario_path: str, protected: Collection[Path]) -> None:
+    if not out.strip():
+        raise SimulateError("--out '': must be a file name")
+    problem = output_problem(Path(out))
+    if problem:
+        raise SimulateError(f"--out {out}: {problem}")
+    where = Path(out).resolve()
+    if where == Path(scenario_path).resolve():
+        raise SimulateError(f"--out {out}: is the scenario file; give another file name")
+    if where in protected:
+        raise SimulateError(f"--out {out}: is the configured database; a simulation never "
+                            f"writes it")
 
 
 def _run_in_a_scratch_database(scenario_path: str, out: str, *, policy: str, seed: int,
@@ -131,8 +150,13 @@ def _django_ready() -> bool:
 
 def _progress_bar(until_s: int, quiet: bool, stream: TextIO
                   ) -> tuple[Callable[[int], None] | None, Callable[[], None]]:
+    """A tqdm bar redrawn in place on a terminal; elsewhere (a log, a pipe) a line at each
+    tenth of the horizon, so that a captured log is not one line of carriage returns."""
     if quiet:
         return None, lambda: None
+    isatty = getattr(stream, "isatty", None)
+    if not (isatty and isatty()):
+        return _progress_lines(until_s, stream), lambda: None
     from tqdm import tqdm
 
     bar = tqdm(total=until_s, unit="sim-s", file=stream, mininterval=0.5, leave=False,
@@ -145,6 +169,19 @@ def _progress_bar(until_s: int, quiet: bool, stream: TextIO
             shown[0] = now
 
     return update, bar.close
+
+
+def _progress_lines(until_s: int, stream: TextIO) -> Callable[[int], None]:
+    shown = [-1]
+
+    def update(now: int) -> None:
+        tenth = min(10, now * 10 // until_s) if until_s > 0 else 10
+        if tenth > shown[0]:
+            shown[0] = tenth
+            print(f"simulated {tenth * 10}% ({min(now, until_s)} of {until_s} s)",
+                  file=stream, flush=True)
+
+    return update
 
 
 def main(argv: Sequence[str] | None = None) -> int:

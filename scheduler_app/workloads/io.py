@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +28,35 @@ def write_scenario(scenario: dict[str, Any], path: str | Path) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     write_files([(path, text)])  # never leave a half-written scenario behind
     return path
+
+
+def output_problem(path: Path) -> str | None:
+    """Why ``path`` cannot be written as an answer file, asked before a long run rather
+    than after it (None: it can): a directory that does not exist, a directory given as
+    the file, or no permission."""
+    where = path.resolve()
+    if not where.parent.is_dir():
+        return "no such directory"
+    if where.is_dir():
+        return "is a directory; give a file name"
+    if not os.access(where.parent, os.W_OK) or (where.exists() and not os.access(where, os.W_OK)):
+        return "not writable"
+    return None
+
+
+def database_files(databases: Iterable[Mapping[str, Any]]) -> set[Path]:
+    """The files of the SQLite databases among ``databases`` (Django's DATABASES
+    values), with their journal files: an answer file must never replace one (a server
+    database has none)."""
+    out: set[Path] = set()
+    for db in databases:
+        name = str(db.get("NAME") or "")
+        if ("sqlite" in str(db.get("ENGINE", "")) and name
+                and not name.startswith(":memory:") and not name.startswith("file:")):
+            base = Path(name).resolve()
+            out |= {base, *(base.with_name(base.name + s)
+                            for s in ("-wal", "-shm", "-journal"))}
+    return out
 
 
 def write_files(files: Sequence[tuple[Path, str]]) -> None:

@@ -102,3 +102,55 @@ def test_manage_py_simulate_engine_db_matches_memory_and_leaves_the_database_alo
     count = manage("shell", "-c",
                    "from scheduler_app.models import Job; print(Job.objects.count())")
     assert count.returncode == 0 and count.stdout.strip().splitlines()[-1] == "0"
+
+
+@pytest.mark.parametrize(("out", "says"), [
+    ("", "--out '': must be a file name"),
+    ("missing/r.json", "no such directory"),
+    (".", "is a directory; give a file name"),
+    ("scenario.yaml", "is the scenario file; give another file name"),
+])
+def test_out_is_checked_before_the_run_and_nothing_is_written(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], out: str, says: str
+) -> None:
+    scenario = tmp_path / "scenario.yaml"
+    scenario.write_text(GANG.read_text())
+    before = sorted(p.name for p in tmp_path.iterdir())
+    target = str(tmp_path / out) if out else ""
+    assert main([str(scenario), "--out", target]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("error: --out ") and says in err and "simulated" not in err, err
+    assert err.count("\n") == 1
+    assert sorted(p.name for p in tmp_path.iterdir()) == before
+    assert scenario.read_text() == GANG.read_text()
+
+
+def test_progress_into_a_log_is_a_line_at_each_tenth_up_to_the_horizon(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # stderr captured, not a terminal: no carriage returns, and the run's quiet end (its
+    # last ticks skipped) still reaches 100%
+    assert main([str(GANG), "--out", str(tmp_path / "r.json")]) == 0
+    err = capsys.readouterr().err
+    lines = [line for line in err.splitlines() if line.startswith("simulated ")]
+    assert "\r" not in err and lines and lines[-1].startswith("simulated 100% (")
+    percents = [int(line.split()[1][:-1]) for line in lines]
+    assert percents == sorted(set(percents)) and all(p % 10 == 0 for p in percents)
+
+
+def test_manage_py_simulate_never_writes_over_the_configured_database(tmp_path: Path) -> None:
+    db = tmp_path / "live.sqlite3"
+    env = {**os.environ, "DATABASE_URL": f"sqlite:///{db}"}
+
+    def manage(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([sys.executable, "manage.py", *args], cwd=REPO, env=env,
+                              capture_output=True, text=True, timeout=300)
+
+    assert manage("migrate", "-v", "0").returncode == 0
+    before = db.read_bytes()
+    for target in (db, tmp_path / "live.sqlite3-journal"):
+        ran = manage("simulate", str(GANG), "--out", str(target), "--quiet")
+        assert ran.returncode != 0
+        assert "is the configured database; a simulation never writes it" in ran.stderr
+    assert db.read_bytes() == before
+    assert not (tmp_path / "live.sqlite3-journal").exists()

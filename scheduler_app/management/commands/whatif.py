@@ -8,11 +8,11 @@ it, as argparse does for its own errors."""
 from __future__ import annotations
 
 import json
-import os
 import sys
 from pathlib import Path
 from typing import Any
 
+from django.conf import settings
 from django.core.management.base import BaseCommand, CommandParser
 
 from scheduler_app.selectors.whatif import live_snapshot
@@ -26,23 +26,7 @@ from scheduler_app.sim.whatif import (
     scenario_text,
     write_files,
 )
-
-
-def _database_files() -> set[Path]:
-    """The files of every configured SQLite database, with its journal files (a
-    server database has none here)."""
-    from django.db import connections
-
-    out: set[Path] = set()
-    for alias in connections:
-        db = connections.settings[alias]
-        name = str(db.get("NAME") or "")
-        if "sqlite" in db.get("ENGINE", "") and name and not name.startswith(":memory:") \
-                and not name.startswith("file:"):
-            base = Path(name).resolve()
-            out |= {base, *(base.with_name(base.name + s) for s in ("-wal", "-shm",
-                                                                      "-journal"))}
-    return out
+from scheduler_app.workloads.io import database_files, output_problem
 
 
 class Command(BaseCommand):
@@ -120,14 +104,10 @@ class Command(BaseCommand):
                 self._bad(f"{name} '': must be a file name")
             path = Path(value)
             where = path.resolve()
-            if not where.parent.is_dir():
-                self._bad(f"{name} {value}: no such directory")
-            if where.is_dir():
-                self._bad(f"{name} {value}: is a directory; give a file name")
-            if not os.access(where.parent, os.W_OK) or (where.exists()
-                                                        and not os.access(where, os.W_OK)):
-                self._bad(f"{name} {value}: not writable")
-            if where in _database_files():
+            problem = output_problem(path)
+            if problem:
+                self._bad(f"{name} {value}: {problem}")
+            if where in database_files(settings.DATABASES.values()):
                 self._bad(f"{name} {value}: is the live database; a what-if never writes it")
             for other, taken in out.items():
                 if taken.resolve() == where:
