@@ -92,17 +92,11 @@ def run_simulation(scenario_path: str, out: str, *, engine: str = "memory",
 
 
 def _check_out(out: str, scenario_path: str, protected: Collection[Path]) -> None:
-    if not out.strip():
-        raise SimulateError("--out '': must be a file name")
-    problem = output_problem(Path(out))
+    problem = output_problem(out, protected)
+    if problem is None and Path(out).resolve() == Path(scenario_path).resolve():
+        problem = "is the scenario file; give another file name"
     if problem:
-        raise SimulateError(f"--out {out}: {problem}")
-    where = Path(out).resolve()
-    if where == Path(scenario_path).resolve():
-        raise SimulateError(f"--out {out}: is the scenario file; give another file name")
-    if where in protected:
-        raise SimulateError(f"--out {out}: is the configured database; a simulation never "
-                            f"writes it")
+        raise SimulateError(f"--out {out or repr(out)}: {problem}")
 
 
 def _run_in_a_scratch_database(scenario_path: str, out: str, *, policy: str, seed: int,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -30,16 +30,26 @@ def write_scenario(scenario: dict[str, Any], path: str | Path) -> Path:
     return path
 
 
-def output_problem(path: Path) -> str | None:
+def output_problem(path: str | Path, protected: Collection[Path] = (), *,
+                   makes_parents: bool = False) -> str | None:
     """Why ``path`` cannot be written as an answer file, asked before a long run rather
-    than after it (None: it can): a directory that does not exist, a directory given as
-    the file, or no permission."""
-    where = path.resolve()
-    if not where.parent.is_dir():
-        return "no such directory"
+    than after it (None: it can): an empty name, a directory that does not exist (unless
+    the writer ``makes_parents``), a directory given as the file, no permission, or one
+    of ``protected`` (the configured database's files, see :func:`database_files`)."""
+    if not str(path).strip():
+        return "must be a file name"
+    where = Path(path).resolve()
+    if where in protected:
+        return "is the configured database (or one of its files): never written here"
     if where.is_dir():
         return "is a directory; give a file name"
-    if not os.access(where.parent, os.W_OK) or (where.exists() and not os.access(where, os.W_OK)):
+    parent = where.parent
+    if makes_parents:
+        while not parent.exists() and parent != parent.parent:
+            parent = parent.parent
+    if not parent.is_dir():
+        return "no such directory"
+    if not os.access(parent, os.W_OK) or (where.exists() and not os.access(where, os.W_OK)):
         return "not writable"
     return None
 

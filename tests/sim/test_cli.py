@@ -151,6 +151,6 @@ def test_manage_py_simulate_never_writes_over_the_configured_database(tmp_path: 
     for target in (db, tmp_path / "live.sqlite3-journal"):
         ran = manage("simulate", str(GANG), "--out", str(target), "--quiet")
         assert ran.returncode != 0
-        assert "is the configured database; a simulation never writes it" in ran.stderr
+        assert "is the configured database (or one of its files): never written" in ran.stderr
     assert db.read_bytes() == before
     assert not (tmp_path / "live.sqlite3-journal").exists()

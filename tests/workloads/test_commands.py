@@ -67,3 +67,26 @@ def test_import_trace_reports_a_missing_file_as_a_command_error(tmp_path: Path) 
                      "--trace", str(tmp_path / "nope.csv"), "--quota", str(quota),
                      stdout=io.StringIO(), stderr=io.StringIO())
     assert not (tmp_path / "x.yaml").exists()  # nothing half written
+
+
+# (the commands only read DATABASES' file names: no connection is opened)
+@pytest.mark.filterwarnings("ignore:Overriding setting DATABASES")
+@pytest.mark.parametrize("command", ["make_workload", "import_trace"])
+def test_out_is_refused_before_the_work_when_it_cannot_be_the_scenario_file(
+    tmp_path: Path, settings, command: str
+) -> None:
+    from django.core.management import call_command
+    from django.core.management.base import CommandError
+
+    live = tmp_path / "live.sqlite3"
+    live.write_bytes(b"SQLite format 3\x00")
+    settings.DATABASES = {"default": {"ENGINE": "django.db.backends.sqlite3",
+                                      "NAME": str(live)}}
+    for out, says in ((str(tmp_path), "is a directory; give a file name"),
+                      (str(live), "is the configured database"),
+                      (f"{live}-wal", "is the configured database"),
+                      ("", "must be a file name")):
+        with pytest.raises(CommandError, match=f"^--out .*: {says}"):
+            call_command(command, "--out", out, stdout=io.StringIO(), stderr=io.StringIO())
+    assert live.read_bytes() == b"SQLite format 3\x00"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["live.sqlite3"]

@@ -6,9 +6,11 @@ import sys
 import time
 from typing import Any
 
+from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from scheduler_app.workloads import SyntheticParams, generate, write_scenario
+from scheduler_app.workloads.io import database_files, output_problem
 
 
 class Command(BaseCommand):
@@ -25,6 +27,10 @@ class Command(BaseCommand):
                             help="simulated window (until_s) and span of the late arrivals")
 
     def handle(self, *args: Any, **opts: Any) -> None:
+        problem = output_problem(opts["out"], database_files(settings.DATABASES.values()),
+                                 makes_parents=True)
+        if problem:  # before the work, not after it
+            raise CommandError(f"--out {opts['out'] or repr(opts['out'])}: {problem}")
         try:
             params = SyntheticParams(jobs=opts["jobs"], nodes=opts["nodes"], teams=opts["teams"],
                                      seed=opts["seed"], hours=opts["hours"])
