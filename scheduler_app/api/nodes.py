@@ -152,9 +152,9 @@ class _NodeAction(APIView):
         who = request.user.get_username()
         why = data.validated_data["why"]
         if self.action == "drain":
-            node_drain(node=node, actor_name=who)
+            node_drain(node=node, actor_name=who, why=why)
         elif self.action == "undrain":
-            node_undrain(node=node, actor_name=who)
+            node_undrain(node=node, actor_name=who, why=why)
         elif self.action == "down":
             node_mark_down(node=node, actor_name=who, why=why or "marked down by an operator")
         else:

@@ -155,9 +155,12 @@ def node_drain(
                      why=why, at=at)
 
 
-def node_undrain(*, node: Node, actor_name: str, at: datetime | None = None) -> Transition:
+def node_undrain(
+    *, node: Node, actor_name: str, why: str = "", at: datetime | None = None
+) -> Transition:
     return node_move(
-        node=node, action="undrain", actor=Actor.OPERATOR, actor_name=actor_name, at=at
+        node=node, action="undrain", actor=Actor.OPERATOR, actor_name=actor_name, why=why,
+        at=at,
     )
 
 

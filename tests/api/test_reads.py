@@ -100,6 +100,17 @@ def test_marking_a_node_down_is_logged_with_the_reason(world):
     assert response.json()["events"][0]["detail"]["why"] == "PSU failure"
 
 
+def test_draining_and_undraining_a_node_keep_the_operators_reason(world):
+    client = world.client("operator")
+    drained = client.post("/api/v1/nodes/n2/drain/", {"why": "firmware update"},
+                          format="json").json()
+    assert drained["events"][0]["detail"]["why"] == "firmware update"
+    back = client.post("/api/v1/nodes/n2/undrain/", {"why": "firmware 2.1 in"},
+                       format="json").json()
+    assert back["health"] == "healthy"
+    assert back["events"][0]["detail"]["why"] == "firmware 2.1 in"
+
+
 # ---------------------------------------------------------------- cluster
 def test_the_summary_counts_gpus_free_used_borrowed_and_unavailable(world):
     running(world, world.vision, world.nodes[0], 8)
