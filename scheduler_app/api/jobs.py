@@ -37,6 +37,7 @@ from scheduler_app.selectors.redaction import OtherJobs
 from scheduler_app.selectors.why import why_pending
 from scheduler_app.services import array_cancel, array_submit, job_cancel, job_submit
 from scheduler_app.services.jobs import (
+    JOB_ID_MAX,
     MAX_DEPENDENCIES,
     batch_jobs_with_key,
     jobs_submit_batch,
@@ -80,7 +81,7 @@ IDEMPOTENCY_PARAMETER = OpenApiParameter(
 
 # ---------------------------------------------------------------- input
 #: Job ids the API takes (bigint keys; more is a typo, not a job).
-ID_MAX = 2**62
+ID_MAX = JOB_ID_MAX
 
 _WHEN_HELP = ("When the dependency is met: ok (the job COMPLETED, Slurm's afterok), any "
               "(it ended in any way, afterany), notok (it FAILED or was CANCELLED, "

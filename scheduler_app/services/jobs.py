@@ -471,6 +471,9 @@ def array_submit(
 # ---------------------------------------------------------------- dependencies
 #: The most jobs one job may wait for: a bound on its row and on the submit's look-up.
 MAX_DEPENDENCIES = 100
+#: The largest job id a dependency may name (bigint keys; more is a typo, not a job: the
+#: database could not even be asked about it).
+JOB_ID_MAX = 2**62
 
 #: One parsed dependency: ("job", an existing job's id, when) or ("index", a job of the
 #: same batch, when).
@@ -520,6 +523,9 @@ def parse_dependencies(
         if isinstance(value, bool) or not isinstance(value, int) or value < 0:
             errors[f"{at}.{kind}"] = "Must be a job's id (a whole number)." if has_job \
                 else "Must be the index of a job of the batch (0 for the first)."
+            continue
+        if has_job and value > JOB_ID_MAX:
+            errors[f"{at}.job"] = f"No job {value}: job ids go up to {JOB_ID_MAX}."
             continue
         if kind == "index":
             if batch_size is None:

@@ -82,6 +82,9 @@ def test_the_form_submits_an_array_through_the_arrays_service(world: World):
         ({"dependencies": "afterok:12,afterany:12"}, "dependencies", "is named twice"),
         ({"dependencies": "afterok:999999"}, "dependencies",
          "No job 999999: a job may wait only for a job that exists."),
+        # past the database's integers (a 500 until 2026-12-07)
+        ({"dependencies": "afterok:9223372036854775808"}, "dependencies",
+         "No job 9223372036854775808: job ids go up to 4611686018427387904."),
         ({"array_count": 0}, "array_count", "An array has 1 to 10,000 tasks."),
         ({"array_count": 10001}, "array_count", "An array has 1 to 10,000 tasks."),
         ({"array_count": 4, "array_max_running": 0}, "array_max_running",
