@@ -765,6 +765,13 @@ def _batch_replayed(tenant: Tenant, owner: Any, key: str, specs: list[dict[str, 
         return None
     mine = [{**spec, "idempotency_key": f"{key}#{i}"} for i, spec in enumerate(specs)]
     by_key = {job.idempotency_key: job for job in jobs}
+    if jobs[0].array_id is not None:
+        # the same jobs as an array's tasks would run max_running at a time: another
+        # request (found by trying the product, 2026-12-07: answered 200 with the tasks)
+        raise ApiConflict(
+            f"Idempotency key {key!r} was used for array {jobs[0].array_id} ({len(jobs)} "
+            "tasks): use a new key for a new batch.", code="idempotency_key_reused",
+            field="idempotency_key")
     if len(jobs) != len(mine) or not all(
         spec["idempotency_key"] in by_key and same_spec(by_key[spec["idempotency_key"]], spec)
         for spec in mine

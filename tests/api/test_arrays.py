@@ -103,6 +103,29 @@ def test_a_retry_with_the_same_key_returns_the_same_tasks(world):
     assert Job.objects.count() == 3
 
 
+def test_an_arrays_key_is_no_batchs_key_and_a_batchs_no_arrays(world):
+    # the same jobs as a batch run at once, as an array's tasks max_running at a time:
+    # a batch sent with an array's key was answered 200 with the tasks (found by trying
+    # the product, 2026-12-07); the other way round was already a 409
+    client = world.client("researcher")
+    body = array_body(count=2, max_running=1)
+    made = client.post("/api/v1/arrays/", body, format="json", HTTP_IDEMPOTENCY_KEY="mix")
+    assert made.status_code == 201
+    spec = {k: v for k, v in body.items() if k not in ("tenant", "array")}
+    batch = {"tenant": body["tenant"], "jobs": [spec, spec]}
+    again = client.post("/api/v1/jobs/batch/", batch, format="json",
+                        HTTP_IDEMPOTENCY_KEY="mix")
+    assert again.status_code == 409, again.json()
+    error = again.json()["errors"][0]
+    assert error["code"] == "idempotency_key_reused" and error["field"] == "idempotency_key"
+    assert f"array {made.json()['array_id']}" in error["message"]
+    first = client.post("/api/v1/jobs/batch/", batch, format="json", HTTP_IDEMPOTENCY_KEY="mix2")
+    assert first.status_code == 201
+    assert client.post("/api/v1/arrays/", body, format="json",
+                       HTTP_IDEMPOTENCY_KEY="mix2").status_code == 409
+    assert Job.objects.count() == 4
+
+
 def test_an_array_of_ten_thousand_tasks_is_one_submit(world):
     jobs = array_submit(tenant=world.vision, owner=world.users["researcher"], name="big",
                         gpus=1, count=MAX_ARRAY_TASKS, max_running=8)
