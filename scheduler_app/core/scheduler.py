@@ -571,6 +571,7 @@ class Scheduler:
         t = self._tenant(tenant)
         self._clock(now)
         self.fair.advance(tenant, now, self.running[tenant])
+        old_limit, old_cap = self.limit_of(tenant), t.max_gpus_per_user
         self._picture(-1, "q", t.name, t.guaranteed_gpus, t.borrow_limit_gpus)
         t.guaranteed_gpus = guaranteed_gpus
         self.version += 1
@@ -582,7 +583,30 @@ class Scheduler:
             if key not in TENANT_LIMITS:
                 raise ValueError(f"tenant {tenant}: unknown limit {key!r}")
             setattr(t, key, value)
+        self._limits_loosened(t, old_limit, old_cap)
         return []
+
+    def _limits_loosened(self, t: TenantSpec, old_limit: int, old_cap: int | None) -> None:
+        """The team's queued jobs told to wait for a limit that was just raised or lifted
+        wait, as far as anyone knows, behind the jobs ahead of them (Priority) until a walk
+        reaches them: a walk stops early in a deep queue, and their old reason ("holds 89
+        of the 4 GPUs one person may hold", with the cap gone) would stand for good. The
+        next tick publishes the change; jobs it reaches get their reason from it. Only
+        views read reasons: a run without them (benchmarks, what-if) skips this."""
+        if not self.look_ahead:
+            return
+        stale: set[PendingReason] = set()
+        if self.limit_of(t.name) > old_limit:
+            stale |= {PendingReason.QUOTA_LIMIT, PendingReason.QUOTA_RESERVED}
+        cap = t.max_gpus_per_user
+        if old_cap is not None and (cap is None or cap > old_cap):
+            stale.add(PendingReason.USER_LIMIT)
+        if not stale:
+            return
+        for _ek, job_id in self.queues.iter_tenant(t.name):
+            rec = self.jobs[job_id]
+            if rec.pending_reason in stale:
+                rec.pending_reason = self.pending_news[job_id] = PendingReason.PRIORITY
 
     def with_team_default(self, spec: JobSpec) -> JobSpec:
         """``spec`` with its team's ``default_runtime_s`` as its limit when it declares

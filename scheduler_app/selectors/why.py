@@ -145,10 +145,10 @@ def why_pending(*, job: Job, others: OtherJobs | None = None,
         evidence.append(f"planned start {lead} {_clock(job.estimate_start_at)}"
                         + (f": {basis}" if basis else ""))
     need = job.gpus
+    if reason == P.USER_LIMIT and tenant.max_gpus_per_user is None:
+        reason = P.PRIORITY  # the cap was lifted since: the next tick says more
     if reason == P.NONE:
-        return WhyPending(reason.value, "The scheduler has not looked at it yet.", evidence,
-                          "Nothing to do: it is placed or explained at the next tick "
-                          "(every few seconds).")
+        return _not_looked_at(job, evidence)
 
     if reason in (P.RESOURCES, P.TOPOLOGY, P.GPU_TYPE, P.NODE_DOWN, P.INTERACTIVE_TIER_FULL):
         c = _cluster(job.gpu_type)
@@ -195,6 +195,13 @@ def why_pending(*, job: Job, others: OtherJobs | None = None,
 
     if reason == P.QUOTA_LIMIT:
         limit = tenant.guaranteed_gpus + tenant.borrow_limit_gpus
+        if (job.min_gpus or need) > limit:
+            return _over_the_limit(job, evidence, (
+                f"It needs {_gpus(job.min_gpus or need)}, more than team {tenant.name} may "
+                f"hold at once now ({limit}: {tenant.guaranteed_gpus} guaranteed + "
+                f"{tenant.borrow_limit_gpus} borrow limit): it cannot start while the "
+                "team's limits stay as they are."), limit, "the team's guarantee or borrow "
+                "limit")
         room = _quota_room(tenant)
         headline = (f"Team {tenant.name} holds {_gpus(tenant.held_gpus)} of its {limit} "
                     f"({tenant.guaranteed_gpus} guaranteed + {tenant.borrow_limit_gpus} "
@@ -211,8 +218,13 @@ def why_pending(*, job: Job, others: OtherJobs | None = None,
 
     if reason == P.USER_LIMIT:
         cap = tenant.max_gpus_per_user or 0
-        held = _owner_held(job)
         owner = job.owner.get_username() if job.owner is not None else "its owner"
+        if (job.min_gpus or need) > cap:
+            return _over_the_limit(job, evidence, (
+                f"It needs {_gpus(job.min_gpus or need)}, more than the {cap} one person of "
+                f"team {tenant.name} may hold at once now: it cannot start while that cap "
+                "stays as it is."), cap, "the team's GPUs per user")
+        held = _owner_held(job)
         headline = (f"{owner} holds {_gpus(held)} of the {cap} one person of team "
                     f"{tenant.name} may hold at once; this job's {need} would take it to "
                     f"{held + need}.")
@@ -284,6 +296,39 @@ def why_pending(*, job: Job, others: OtherJobs | None = None,
                           "ends (cancelling one makes room too).")
 
     return WhyPending(reason.value, PENDING_SENTENCES.get(reason, reason.value), evidence, "")
+
+
+def _not_looked_at(job: Job, evidence: list[str]) -> WhyPending:
+    """No reason yet. Right after the submit, the next tick gives one; but each tick
+    looks only at the front of each team's queue (a bounded tick), so a job behind
+    many others of its team may go without one until they start."""
+    ahead, ahead_gpus, in_team = _ahead(job)
+    if not in_team:
+        return WhyPending(P.NONE.value, "The scheduler has not looked at it yet.", evidence,
+                          "Nothing to do: it is placed or explained at the next tick "
+                          "(every few seconds).")
+    mine = ("job of its team is" if in_team == 1 else "jobs of its team are")
+    headline = (f"The scheduler has not looked at it yet: {in_team} {mine} ahead of it "
+                f"({ahead} in the cluster's order, {_gpus(ahead_gpus)} between them).")
+    return WhyPending(P.NONE.value, headline, evidence,
+                      "Nothing to do: each tick looks at the front of each team's queue, and "
+                      "it is explained and given a start estimate as the jobs ahead of it "
+                      "start. A higher priority puts it before its team's other jobs.")
+
+
+def _over_the_limit(job: Job, evidence: list[str], headline: str, limit: int,
+                    what: str) -> WhyPending:
+    """A job bigger than a limit lowered after it was submitted: it stays queued (the
+    limit may come back, as Slurm and Kueue keep such jobs pending), and says so."""
+    smaller = ""
+    if limit > 0 and not job.min_gpus:
+        per = job.gpus_per_node or 1
+        most = limit - limit % per
+        if most > 0:
+            smaller = f" with at most {_gpus(most)}"
+    return WhyPending(job.pending_reason, headline, evidence,
+                      f"Cancel it and submit it again{smaller}, or ask an operator to raise "
+                      f"{what}.")
 
 
 #: what each dependency kind waits for, in words ("waits for job 12 to complete")

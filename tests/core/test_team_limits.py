@@ -216,6 +216,51 @@ def test_set_quota_refuses_an_unknown_limit() -> None:
         sched.set_quota("team-a", 8, 0, 0, limits={"max_gpus": 1})
 
 
+@pytest.mark.parametrize(
+    ("change", "limits", "stale"),
+    [
+        # the per-user cap lifted: "holds 8 of the 8 one person may hold" stands no more
+        ("cap lifted", {"max_gpus_per_user": None}, P.USER_LIMIT),
+        ("cap raised", {"max_gpus_per_user": 64}, P.USER_LIMIT),
+    ],
+)
+def test_a_reason_that_a_raised_limit_ended_is_not_left_standing(
+        change: str, limits: dict[str, Any], stale: PendingReason) -> None:
+    # alice's first 8 jobs take the node, and 22 more wait for her cap (UserLimit). Once
+    # the cap goes, none of them may keep that reason (found by trying the product,
+    # 2026-12-07: 600 jobs kept it for minutes, "holds 89 GPUs of the 0 one person may
+    # hold"): those the walk reaches get theirs, the rest wait behind them (Priority)
+    sched = Scheduler(nodes({"pod-a": 1}), [capped("team-a", 8, 8, max_gpus_per_user=8)],
+                      cfg(), now=0)
+    for i in range(31):
+        sched.submit(job(f"a{i}", 1, owner="alice", max_runtime_s=1000), 0)
+    sched.tick(0)
+    waiting = [j for j, rec in sched.jobs.items() if rec.state == S.QUEUED]
+    assert len(waiting) == 23
+    assert all(sched.jobs[j].pending_reason == stale for j in waiting)
+    sched.set_quota("team-a", 8, 8, 5, limits=limits)
+    published = sched.tick(5).pending_reasons
+    for j in waiting:
+        rec = sched.jobs[j]
+        assert rec.state == S.QUEUED and rec.pending_reason not in (stale, P.NONE), (change, j)
+    told = {j for j, r in published.items() if r == P.PRIORITY}
+    assert told, "the change is published with the tick's own reasons"
+    sched.check_invariants()
+
+
+def test_a_lowered_limit_leaves_the_reasons_to_the_walk() -> None:
+    # tightening tells nobody anything new by itself: the walk says UserLimit where it
+    # applies; jobs told Resources or Priority keep that until it reaches them
+    sched = Scheduler(nodes({"pod-a": 1}), [capped("team-a", 8, 8, max_gpus_per_user=8)],
+                      cfg(), now=0)
+    sched.submit(job("a0", 8, owner="alice", max_runtime_s=1000), 0)
+    sched.submit(job("a1", 1, owner="alice", max_runtime_s=1000), 0)
+    sched.tick(0)
+    before = sched.jobs["a1"].pending_reason
+    sched.set_quota("team-a", 8, 8, 5, limits={"max_gpus_per_user": 4})
+    assert sched.jobs["a1"].pending_reason == before and not sched.pending_news
+
+
 # ------------------------------------------------------------------ team default limit
 @pytest.mark.parametrize(
     ("declared", "default", "expected"),

@@ -16,7 +16,7 @@ from dashboard import words
 from scheduler_app.api.agent_logs import job_log_store
 from scheduler_app.core.states import JobState, Reason
 from scheduler_app.core.types import Actor
-from scheduler_app.models import Job, Node, Pod, Transition
+from scheduler_app.models import Job, Node, Pod, Tenant, Transition
 from scheduler_app.selectors import dashboard as sel
 from scheduler_app.selectors.jobs import queue_order
 from scheduler_app.selectors.why import why_pending
@@ -312,6 +312,74 @@ def test_why_a_node_down_wait_names_the_draining_nodes(db):
     answer = why_pending(job=job)
     assert "8 GPUs sit idle on 1 of 4 nodes that are down or draining" in answer.headline
     assert "not taking jobs: pod-a-n3 (draining)" in answer.evidence
+
+
+def _queued_behind(team, n: int, **last):
+    """``n`` queued jobs of ``team``, then one more (``last``): the one asked about."""
+    for i in range(n):
+        job_submit(tenant=team, name=f"ahead-{i}", gpus=1)
+    return job_submit(tenant=team, name="behind", gpus=1, **last)
+
+
+def test_a_job_deep_in_its_teams_queue_is_not_promised_a_reason_at_the_next_tick(db):
+    # each tick looks at the front of each team's queue: a job behind 40 of its team's
+    # (found by trying the product, 2026-12-07: still "explained at the next tick" after
+    # seven ticks) says what it waits behind
+    pod = Pod.objects.create(name="pod-a")
+    NodeFactory(name="pod-a-n0", pod=pod)
+    team = TenantFactory(name="vision", guaranteed_gpus=8, borrow_limit_gpus=0)
+    job = _queued_behind(team, 40)
+    answer = why_pending(job=job)
+    assert answer.reason == "None"
+    assert answer.headline == ("The scheduler has not looked at it yet: 40 jobs of its team "
+                               "are ahead of it (40 in the cluster's order, 40 GPUs between "
+                               "them).")
+    assert "next tick" not in answer.next_step
+    assert "as the jobs ahead of it start" in answer.next_step
+    first = Job.objects.get(name="ahead-0")
+    assert "next tick" in why_pending(job=first).next_step  # at the front: it is
+
+
+def test_a_user_limit_that_was_lifted_is_not_read_as_a_cap_of_zero(db):
+    pod = Pod.objects.create(name="pod-a")
+    NodeFactory(name="pod-a-n0", pod=pod)
+    team = TenantFactory(name="vision", guaranteed_gpus=8, borrow_limit_gpus=0)
+    job = _queued_behind(team, 3)
+    Job.objects.filter(pk=job.pk).update(pending_reason="UserLimit")
+    job.refresh_from_db()
+    assert team.max_gpus_per_user is None
+    answer = why_pending(job=job)
+    assert answer.reason == "Priority" and "of the 0 one person" not in answer.headline
+    assert answer.headline.startswith("3 jobs rank ahead of it")
+
+
+@pytest.mark.parametrize(("limits", "reason", "says", "step"), [
+    ({"guaranteed_gpus": 16, "borrow_limit_gpus": 8}, "QuotaLimit",
+     "It needs 60 GPUs, more than team vision may hold at once now (24: 16 guaranteed + 8 "
+     "borrow limit): it cannot start while the team's limits stay as they are.",
+     "Cancel it and submit it again with at most 24 GPUs, or ask an operator to raise the "
+     "team's guarantee or borrow limit."),
+    ({"guaranteed_gpus": 64, "borrow_limit_gpus": 0, "max_gpus_per_user": 6}, "UserLimit",
+     "It needs 60 GPUs, more than the 6 one person of team vision may hold at once now: it "
+     "cannot start while that cap stays as it is.",
+     "Cancel it and submit it again with at most 4 GPUs, or ask an operator to raise the "
+     "team's GPUs per user."),
+])
+def test_a_job_over_a_limit_lowered_after_its_submit_says_it_cannot_start(
+        db, limits, reason, says, step):
+    # an operator's cut leaves it queued (as Slurm and Kueue do), but no "it starts when
+    # the team's running jobs free 74 GPUs": found by trying the product, 2026-12-07
+    pod = Pod.objects.create(name="pod-a")
+    for i in range(16):
+        NodeFactory(name=f"pod-a-n{i}", pod=pod)
+    team = TenantFactory(name="vision", guaranteed_gpus=64, borrow_limit_gpus=0)
+    job = job_submit(tenant=team, name="big", gpus=60, gpus_per_node=4)
+    assert job.state == "QUEUED"
+    Tenant.objects.filter(pk=team.pk).update(**limits)
+    Job.objects.filter(pk=job.pk).update(pending_reason=reason)
+    job = Job.objects.select_related("tenant").get(pk=job.pk)
+    answer = why_pending(job=job)
+    assert (answer.reason, answer.headline, answer.next_step) == (reason, says, step)
 
 
 # --------------------------------------------------------------------------- 11
