@@ -544,6 +544,12 @@ def _check_may_submit(request: Request, tenant: Tenant) -> None:
 
 def _idempotency_key(request: Request, body_key: str) -> str:
     header = request.headers.get(IDEMPOTENCY_HEADER, "")
+    if header and not (header.isascii() and header.isprintable()):
+        # a server reads header bytes as Latin-1: "ключ" sent as UTF-8 would be kept
+        # garbled, and the same key in the body would then make a second job
+        raise ValidationError({"idempotency_key": [
+            f"The {IDEMPOTENCY_HEADER} header must be printable ASCII: send a key with "
+            "other characters in the body's idempotency_key."]})
     if header and body_key and header != body_key:
         raise ValidationError({"idempotency_key": [
             f"The {IDEMPOTENCY_HEADER} header and the body's idempotency_key differ: send one."

@@ -128,6 +128,27 @@ def test_header_and_body_keys_that_differ_are_refused(world):
     assert response.status_code == 400 and "idempotency_key" in errors_of(response)
 
 
+@pytest.mark.parametrize("path", ["/api/v1/jobs/", "/api/v1/jobs/batch/", "/api/v1/arrays/"])
+def test_a_header_key_that_is_not_ascii_is_refused_and_the_body_takes_it(world, path):
+    # WSGI reads header bytes as Latin-1: "ключ" was kept garbled, and the same key in the
+    # body then made a second job (found by trying the product, 2026-12-07)
+    body = job_body()
+    if path.endswith("batch/"):
+        body = {"tenant": body.pop("tenant"), "jobs": [body]}
+    elif path.endswith("arrays/"):
+        body = {**body, "array": {"count": 2}}
+    client = world.client("researcher")
+    utf8_as_latin1 = "ключ-🔑".encode().decode("latin-1")
+    refused = client.post(path, body, format="json", HTTP_IDEMPOTENCY_KEY=utf8_as_latin1)
+    assert refused.status_code == 400
+    assert "must be printable ASCII" in errors_of(refused)["idempotency_key"]
+    assert not Job.objects.exists()
+    first = client.post(path, {**body, "idempotency_key": "ключ-🔑"}, format="json")
+    again = client.post(path, {**body, "idempotency_key": "ключ-🔑"}, format="json")
+    assert (first.status_code, again.status_code) == (201, 200)
+    assert Job.objects.count() == (2 if path.endswith("arrays/") else 1)
+
+
 @pytest.mark.parametrize(
     ("spec", "field", "words"),
     [

@@ -181,6 +181,16 @@ def test_submit_with_the_same_idempotency_key_returns_the_same_job(live: Live) -
     assert other.returncode == 1 and "with a different spec" in other.stderr
 
 
+def test_a_key_with_other_than_ascii_characters_is_one_job_too(live: Live) -> None:
+    # a header is ASCII: the command line (the SDK) sends such a key in the body; it
+    # raised UnicodeEncodeError (found by trying the product, 2026-12-07)
+    first = submit(live, "--gpus", "1", "--name", "keyed", "--idempotency-key", "ключ-🔑")
+    again = live.gpuq("submit", "--gpus", "1", "--name", "keyed", "--idempotency-key",
+                      "ключ-🔑")
+    assert again.returncode == 0 and f"Submitted job {first} " in again.stdout, again.stderr
+    assert "a retry" in again.stdout
+
+
 # ---------------------------------------------------------------------------- queue
 def test_queue_filters_mine_tenant_and_state(live: Live) -> None:
     mine = submit(live, "--gpus", "1", "--name", "q-mine", who="vision-r2")

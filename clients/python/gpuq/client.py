@@ -71,6 +71,19 @@ def parse_ref(ref: int | str) -> tuple[int, int | None]:
     return int(found.group(1)), None if found.group(2) is None else int(found.group(2))
 
 
+def _keyed(body: dict[str, Any], idempotency_key: str | None) -> dict[str, str]:
+    """The headers that carry a submit's key (a new one if None). An HTTP header is
+    ASCII: a key with other characters goes in the body's ``idempotency_key``, which the
+    API takes the same way."""
+    key = new_idempotency_key() if idempotency_key is None else idempotency_key
+    if not key:
+        return {}
+    if key.isascii() and key.isprintable():
+        return {"Idempotency-Key": key}
+    body["idempotency_key"] = key
+    return {}
+
+
 def new_idempotency_key() -> str:
     """A key no other submit uses: a retry of the same request sends it again."""
     return f"gpuq-{uuid.uuid4().hex}"
@@ -319,8 +332,7 @@ class Client:
         ``notok`` (failed or cancelled). Raises :class:`gpuq.InvalidRequest` with the
         field messages."""
         body = self._body(fields)
-        key = new_idempotency_key() if idempotency_key is None else idempotency_key
-        headers = {"Idempotency-Key": key} if key else {}
+        headers = _keyed(body, idempotency_key)
         response = self._http.post("/jobs/", body, headers=headers)
         return Job(self, response.data, replayed=response.status == 200)
 
@@ -337,9 +349,7 @@ class Client:
         body["array"] = {"count": count}
         if max_running is not None:
             body["array"]["max_running"] = max_running
-        key = new_idempotency_key() if idempotency_key is None else idempotency_key
-        response = self._http.post("/arrays/", body,
-                                   headers={"Idempotency-Key": key} if key else {})
+        response = self._http.post("/arrays/", body, headers=_keyed(body, idempotency_key))
         data = response.data
         replayed = response.status == 200
         jobs = [Job(self, job, replayed=replayed) for job in data.get("jobs") or []]
@@ -401,9 +411,8 @@ class Client:
                                          for s in specs]}
         if tenant:
             body["tenant"] = tenant
-        key = new_idempotency_key() if idempotency_key is None else idempotency_key
         response = self._http.post("/jobs/batch/", body,
-                                   headers={"Idempotency-Key": key} if key else {})
+                                   headers=_keyed(body, idempotency_key))
         replayed = response.status == 200
         return [Job(self, data, replayed=replayed) for data in response.data["jobs"]]
 
