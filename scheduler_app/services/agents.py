@@ -163,16 +163,22 @@ def agent_report_checkpoint(
     Checkpointed records its time and the resume pointer a restart will use.
 
     ``checkpoint_at`` may not be ahead of the server's clock by more than
-    :data:`CLOCK_SKEW`, nor before the run that reports it started (a checkpoint belongs
-    to the run that wrote it): ``Invalid`` (field ``checkpoint_at``), nothing written. The
+    :data:`CLOCK_SKEW` (within it, it is taken as now), nor before the run that reports
+    it started (a checkpoint belongs to the run that wrote it): ``Invalid`` (field
+    ``checkpoint_at``), nothing written. The
     simulator's virtual times (seconds after the Unix epoch) are always in the past."""
     if not isinstance(resume_pointer, str) or not resume_pointer or len(resume_pointer) > 512:
         raise Invalid("A resume pointer of 1 to 512 characters is needed.",
                       field="resume_pointer")
-    if checkpoint_at is not None and checkpoint_at > now_s() + CLOCK_SKEW:
+    now = now_s()
+    if checkpoint_at is not None and checkpoint_at > now + CLOCK_SKEW:
         raise Invalid(
             f"In the future: at most {CLOCK_SKEW.seconds} s ahead of the server's clock "
             "(or leave it out: now).", field="checkpoint_at", code="in_future")
+    if checkpoint_at is not None and checkpoint_at > now:
+        # a node's clock a little ahead: the checkpoint was written by now, and a row
+        # dated later would sit after the job's exit in its history
+        checkpoint_at = now
     moves = {s: (s, Reason.CHECKPOINTED) for s in (S.RUNNING, S.PREEMPT_REQUESTED,
                                                     S.CHECKPOINTING)}
     return _agent_move(node, job, moves, "report a checkpoint", at=checkpoint_at,

@@ -12,7 +12,11 @@ from django.core.exceptions import ValidationError
 from scheduler_app.core.states import JobState, Reason
 from scheduler_app.models import Job, Transition
 from scheduler_app.services import job_submit
-from scheduler_app.services.agents import CLOCK_SKEW, agent_report_checkpoint
+from scheduler_app.services.agents import (
+    CLOCK_SKEW,
+    agent_report_checkpoint,
+    agent_report_exit,
+)
 from scheduler_app.services.errors import Invalid
 from scheduler_app.services.jobs import DURATION_FIELDS, MAX_DURATION_S, jobs_submit_batch
 from scheduler_app.services.transitions import now_s
@@ -72,15 +76,26 @@ def test_a_checkpoint_from_the_future_is_refused(running):
     assert Transition.objects.count() == rows
 
 
-def test_a_checkpoint_within_the_clock_skew_is_taken(tenant):
+def test_a_checkpoint_within_the_clock_skew_is_taken_as_written_now(tenant):
+    # a node's clock a little ahead: the row is dated now, not in the future, where it
+    # sat after the job's exit in its history (found by trying the product, 2026-12-07)
     node = NodeFactory()
     # job_in_state moves a minute a step: confirmed two minutes after its ``at``
     job = job_in_state(S.RUNNING, tenant=tenant, node=node, gpus=4,
                        at=now_s() - timedelta(minutes=5))
-    ahead = now_s() + CLOCK_SKEW - timedelta(seconds=5)
+    before = now_s()
+    ahead = before + CLOCK_SKEW - timedelta(seconds=5)
     row = agent_report_checkpoint(node=node, job=job, resume_pointer="s3://ck/2",
                                   checkpoint_at=ahead)
-    assert (row.reason, row.at) == (Reason.CHECKPOINTED, ahead)
+    assert row.reason == Reason.CHECKPOINTED and before <= row.at <= now_s()
+    exit_row = agent_report_exit(node=node, job=job, outcome="completed", exit_code=0)
+    assert row.at <= exit_row.at
+    past = now_s() - timedelta(seconds=30)
+    job = job_in_state(S.RUNNING, tenant=tenant, node=NodeFactory(), gpus=4,
+                       at=now_s() - timedelta(minutes=5))
+    row = agent_report_checkpoint(node=job.allocations.first().node, job=job,
+                                  resume_pointer="s3://ck/3", checkpoint_at=past)
+    assert row.at == past  # a time in the past is the agent's word
 
 
 def test_a_checkpoint_from_before_the_run_started_is_refused(running):
