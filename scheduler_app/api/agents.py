@@ -91,7 +91,8 @@ class AgentRegister(APIView):
             raise PermissionDenied("Only operators may issue agent tokens.")
         existed = Node.objects.filter(name=v["name"]).exists()
         node = agent_register(name=v["name"], pod=v["pod"], gpus=v["gpus"],
-                              gpu_type=v["gpu_type"], rail=v["rail"])
+                              gpu_type=v["gpu_type"], rail=v["rail"],
+                              operator=None if access.is_agent(user) else user.get_username())
         key = None
         if v["issue_token"]:
             _token, key = token_issue(node=node, name=f"agent {node.name}")

@@ -77,8 +77,11 @@ def agent_register(
     gpu_type: str = "",
     rail: int = 0,
     at: datetime | None = None,
+    operator: str | None = None,
 ) -> Node:
     """Create the node, or update a known one, and count this as its first heartbeat.
+    ``operator``: the name of the operator registering it, who the log then names
+    (default: the node's own agent).
 
     A new node is logged (action ``register``, from null to healthy). A known node whose
     shape changes (pod, GPUs, GPU type, rail) is logged too, and refused (Conflict) while
@@ -99,7 +102,7 @@ def agent_register(
                 free_gpus=gpus, health=NodeHealth.HEALTHY.value, last_heartbeat=at,
             )
             _log_node(node, None, NodeHealth.HEALTHY.value, "register", at,
-                      before={}, after={"health": node.health, **shape})
+                      before={}, after={"health": node.health, **shape}, operator=operator)
             return node
         old_shape = {
             "pod": node.pod.name, "gpus": node.gpu_count,
@@ -126,7 +129,7 @@ def agent_register(
         if action:
             _log_node(node, old_health, new_health, action, at,
                       before={"health": old_health, **old_shape},
-                      after={"health": new_health, **shape})
+                      after={"health": new_health, **shape}, operator=operator)
         node.save()
         return node
 
@@ -366,11 +369,12 @@ def _check_registration(*, name: str, pod: str, gpus: int, gpu_type: str, rail: 
 
 def _log_node(
     node: Node, from_state: str | None, to_state: str, action: str, at: datetime,
-    *, before: dict, after: dict,
+    *, before: dict, after: dict, operator: str | None = None,
 ) -> Transition:
     return append_cluster_row(
         node=node, from_state=from_state, to_state=to_state, reason=Reason.NODE_HEALTH,
-        actor=Actor.AGENT, at=at, actor_name=node.name,
+        actor=Actor.AGENT if operator is None else Actor.OPERATOR, at=at,
+        actor_name=node.name if operator is None else operator,
         detail={"action": action, "before": before, "after": after},
     )
 

@@ -39,8 +39,10 @@ def test_an_operator_registers_a_new_node_and_gets_its_agent_token_once(world):
     agent = world.client(None)
     agent.credentials(HTTP_AUTHORIZATION=f"Bearer {body['token']}")
     assert agent.post("/api/v1/agent/heartbeat/", {}, format="json").json()["name"] == "n9"
-    # the registration is a row of the log
-    assert Transition.objects.filter(kind="node", node__name="n9").count() == 1
+    # the registration is a row of the log, naming the operator who made it (it named
+    # the node's agent: found by trying the product, 2026-12-07)
+    row = Transition.objects.get(kind="node", node__name="n9")
+    assert (row.actor, row.actor_name) == ("operator", "op")
 
 
 def test_only_operators_may_ask_for_an_agent_token(world):
@@ -66,6 +68,8 @@ def test_a_down_node_that_registers_again_comes_up(world):
         format="json")
     assert response.status_code == 200
     assert response.json()["node"]["health"] == "healthy"
+    up = Transition.objects.filter(kind="node", node__name="n1").latest("id")
+    assert (up.actor, up.actor_name, up.detail["action"]) == ("agent", "n1", "up")
 
 
 def test_registration_errors_name_the_field(world):
