@@ -18,6 +18,7 @@ from rest_framework.views import APIView
 from scheduler_app.models import Job, Node
 from scheduler_app.selectors.agents import agent_assignments
 from scheduler_app.services.agents import (
+    MAX_NODE_GPUS,
     agent_ack_preempt,
     agent_confirm_start,
     agent_heartbeat,
@@ -43,8 +44,10 @@ class RegisterIn(serializers.Serializer):
     name = StrictCharField(max_length=128, help_text="The node's name (its agent "
                                  "token's node, for an agent).")
     pod = StrictCharField(max_length=64)
-    gpus = StrictIntegerField(min_value=0, max_value=SMALL_MAX,
-                                    help_text="GPUs on the node.")
+    gpus = StrictIntegerField(
+        min_value=1, max_value=MAX_NODE_GPUS, help_text="GPUs on the node.",
+        error_messages={key: f"A node has 1 to {MAX_NODE_GPUS} GPUs."
+                        for key in ("min_value", "max_value")})
     gpu_type = StrictCharField(max_length=32, required=False, allow_blank=True,
                                      default="")
     rail = StrictIntegerField(min_value=0, max_value=SMALL_MAX, required=False,

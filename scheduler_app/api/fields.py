@@ -34,7 +34,10 @@ def seconds(*, minimum: int, required: bool = False, allow_null: bool = True,
         allow_null=allow_null,
         error_messages={
             "max_value": f"At most {MAX_SECONDS} seconds (366 days): durations are in seconds.",
-            "min_value": "Must be at least {min_value} seconds.",
+            # the services' own words, for -5 as for 0
+            "min_value": ("Must be a positive number of seconds, or empty." if minimum == 1
+                          else "Must be zero or a positive number of seconds."
+                          if minimum == 0 else "Must be at least {min_value} seconds."),
         },
         **kwargs,
     )

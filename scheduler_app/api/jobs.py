@@ -112,12 +112,14 @@ class JobSpecIn(KnownFieldsOnly):
         help_text="What the node agent runs.",
     )
     gpus = StrictIntegerField(
-        min_value=0, max_value=INT_MAX,
+        min_value=1, max_value=INT_MAX,
+        error_messages={"min_value": "A job needs at least 1 GPU."},
         help_text="GPUs of the whole gang, at least 1, at most the team's guarantee plus "
                   "borrow limit and the cluster's GPUs (of gpu_type).",
     )
     gpus_per_node = StrictIntegerField(
-        required=False, allow_null=True, min_value=0, max_value=SMALL_MAX, default=None,
+        required=False, allow_null=True, min_value=1, max_value=SMALL_MAX, default=None,
+        error_messages={"min_value": "GPUs per node must be at least 1."},
         help_text="The gang's shape: GPUs on each node; must divide gpus. Null: any split.",
     )
     gpu_type = StrictCharField(
@@ -129,19 +131,21 @@ class JobSpecIn(KnownFieldsOnly):
         help_text="Higher first, within the team's queue.",
     )
     checkpointable = StrictBooleanField(required=False, default=False)
-    checkpoint_interval_s = seconds(minimum=0, default=None,
+    checkpoint_interval_s = seconds(minimum=1, default=None,
                                     help_text="How often it checkpoints, seconds.")
-    checkpoint_time_s = seconds(minimum=0, default=None,
+    checkpoint_time_s = seconds(minimum=1, default=None,
                                 help_text="Seconds it needs to checkpoint when asked to stop.")
     restart_s = seconds(minimum=0, allow_null=False, default=0,
                         help_text="Seconds it needs to resume from a checkpoint.")
     max_runtime_s = seconds(
-        minimum=0, default=None,
+        minimum=1, default=None,
         help_text="Limit per run, seconds: the run FAILS (TimeLimit) at it. Jobs with a "
                   "limit may backfill. Null: no limit.",
     )
     min_gpus = StrictIntegerField(
-        required=False, allow_null=True, min_value=0, max_value=INT_MAX, default=None,
+        required=False, allow_null=True, min_value=1, max_value=INT_MAX, default=None,
+        error_messages={"min_value": "The elastic minimum must be between 1 and the job's "
+                                     "GPUs."},
         help_text="Elastic jobs run (and shrink) down to this many GPUs. Null: not elastic.",
     )
     preemptible = StrictBooleanField(required=False, default=False)

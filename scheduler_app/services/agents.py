@@ -382,6 +382,7 @@ def _log_node(
 __all__ = [
     "CLOCK_SKEW",
     "EXITS",
+    "MAX_NODE_GPUS",
     "agent_ack_preempt",
     "agent_confirm_start",
     "agent_heartbeat",

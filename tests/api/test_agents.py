@@ -77,6 +77,12 @@ def test_registration_errors_name_the_field(world):
         "/api/v1/agent/register/", {"name": "n9", "pod": "", "gpus": -1}, format="json")
     assert response.status_code == 400
     assert {"pod", "gpus"} <= set(errors_of(response))
+    # the services' bound, not the column's (it said "<= 32767": found 2026-12-07)
+    for gpus in (0, 40_000):
+        response = world.client("operator").post(
+            "/api/v1/agent/register/", {"name": "n9", "pod": "p", "gpus": gpus},
+            format="json")
+        assert errors_of(response)["gpus"] == "A node has 1 to 1024 GPUs."
     assert not Node.objects.filter(name="n9").exists()
 
 

@@ -549,9 +549,14 @@ def test_an_unknown_field_is_reported_with_the_others(world):
 @pytest.mark.django_db
 @pytest.mark.parametrize(("url", "body", "key"), [
     ("/api/v1/jobs/", '{"tenant": "vision", "name": "a", "gpus": 1, "gpus": 8}', "gpus"),
-    ("/api/v1/jobs/batch/", '{"tenant": "vision", "jobs": [{"name": "a", "gpus": 1, '
-                            '"max_runtime_s": 60, "max_runtime_s": null}]}', "max_runtime_s"),
+    # the path of the object that has it (it said "max_runtime_s": found 2026-12-07)
+    ("/api/v1/jobs/batch/", '{"tenant": "vision", "jobs": [{"name": "a", "gpus": 1}, '
+                            '{"name": "a", "gpus": 1, "max_runtime_s": 60, '
+                            '"max_runtime_s": null}]}', "jobs[1].max_runtime_s"),
     ("/api/v1/jobs/batch/", '{"tenant": "vision", "tenant": "nlp", "jobs": []}', "tenant"),
+    ("/api/v1/jobs/", '{"tenant": "vision", "name": "a", "gpus": 1, "depends_on": '
+                      '[{"job": 1}, {"job": 2, "when": "ok", "when": "any"}]}',
+     "depends_on[1].when"),
 ])
 def test_a_key_given_twice_is_refused(world, url, body, key):
     response = raw_post(world.client("researcher"), url, body)
@@ -559,6 +564,16 @@ def test_a_key_given_twice_is_refused(world, url, body, key):
     (error,) = errors_of(response)
     assert (error["field"], error["code"]) == (key, "duplicate_key")
     assert not Job.objects.exists()
+
+
+@pytest.mark.django_db
+def test_a_number_of_thousands_of_digits_is_refused_in_the_clients_words(world):
+    response = raw_post(world.client("researcher"), "/api/v1/jobs/",
+                        '{"tenant": "vision", "name": "a", "gpus": 1' + "0" * 5000 + "}")
+    assert response.status_code == 400
+    (error,) = errors_of(response)
+    assert "more than 4,300 digits" in error["message"]
+    assert "sys.set_int_max_str_digits" not in error["message"]
 
 
 def largest_spec(escaped: bool = False) -> dict[str, Any]:
