@@ -604,7 +604,11 @@ class JobListCreate(generics.GenericAPIView):
         tenant = request.query_params.get("tenant")
         if tenant:
             found = Tenant.objects.filter(name=tenant).first()
-            if found is not None and not access.can_list_tenant_jobs(request.user, found):
+            if found is None:
+                # a typo must not read as "no jobs" (teams are no secret: GET /tenants/)
+                raise ValidationError({"tenant": [
+                    f"No tenant named {tenant!r}: see GET /api/v1/tenants/."]})
+            if not access.can_list_tenant_jobs(request.user, found):
                 raise PermissionDenied(f"You are not a member of tenant {tenant!r}.")
         owner = request.query_params.get("owner")
         if owner and not access.is_operator(request.user) and owner != request.user.username \

@@ -170,6 +170,15 @@ def test_asking_for_a_tenant_you_are_not_in_is_refused_not_emptied(world):
     assert world.client("operator").get("/api/v1/jobs/?tenant=nlp").status_code == 200
 
 
+@pytest.mark.parametrize("who", ["researcher", "operator"])
+def test_asking_for_a_tenant_that_does_not_exist_is_a_400_not_an_empty_list(world, who):
+    # a typo read as "no jobs" (found by trying the product, 2026-12-07)
+    response = world.client(who).get("/api/v1/jobs/?tenant=visoin")
+    assert response.status_code == 400
+    (error,) = response.json()["errors"]
+    assert error["field"] == "tenant" and "No tenant named 'visoin'" in error["message"]
+
+
 def test_a_researcher_asking_for_a_teammates_jobs_is_refused(world):
     submit(world, who="teammate", gpus=1)
     assert world.client("researcher").get("/api/v1/jobs/?owner=vision-r2").status_code == 403
