@@ -130,6 +130,13 @@ class QuotaPatchIn(QuotaIn):
     borrow_limit_gpus = StrictIntegerField(min_value=0, max_value=MAX_GPUS_QUOTA,
                                                  required=False)
 
+    def validate(self, attrs: dict) -> dict:
+        if not attrs:  # nothing to change: no row of the log that says nothing
+            raise serializers.ValidationError(
+                "Nothing to change: give at least one of "
+                f"{', '.join(self.fields)}.", code="empty")
+        return super().validate(attrs)
+
 
 class QuotaOut(serializers.Serializer):
     tenant = TenantOut()

@@ -286,6 +286,16 @@ def test_me_says_who_you_are(world):
     assert world.client("operator").get("/api/v1/me/").json()["operator"] is True
 
 
+def test_an_empty_quota_patch_is_refused_and_writes_no_row(world):
+    rows = Transition.objects.count()
+    response = world.client("operator").patch("/api/v1/tenants/vision/quota/", {},
+                                              format="json")
+    assert response.status_code == 400
+    (error,) = response.json()["errors"]
+    assert "Nothing to change: give at least one of guaranteed_gpus" in error["message"]
+    assert Transition.objects.count() == rows
+
+
 def test_a_tenant_quota_change_by_an_operator_goes_through_the_log(world):
     response = world.client("operator").put(
         "/api/v1/tenants/vision/quota/", {"guaranteed_gpus": 8, "borrow_limit_gpus": 24},
