@@ -287,10 +287,20 @@ def why_pending(*, job: Job, others: OtherJobs | None = None,
 
     if reason == P.ARRAY_LIMIT:
         cap = job.array_max_running or 0
-        running = Job.objects.filter(array_id=job.array_id,
-                                     state__in=[s.value for s in HOLDING_STATES]).count()
-        headline = (f"Array {job.array_id} runs {running} of its {job.array_count} tasks, "
-                    f"the most it allows at once (max_running {cap}).")
+        tasks = Job.objects.filter(array_id=job.array_id)
+        running = tasks.filter(state__in=[s.value for s in HOLDING_STATES]).count()
+        # a task let past the cap holds its slot while it waits in the queue: "runs 0 of
+        # its 5 tasks, the most it allows" read as a contradiction (2026-12-07)
+        waiting = tasks.filter(state=JobState.QUEUED).exclude(
+            pending_reason__in=(P.ARRAY_LIMIT.value, P.DEPENDENCY.value)).count()
+        active = min(cap, running + waiting) if cap else running + waiting
+        if active == running:
+            headline = (f"Array {job.array_id} runs {running} of its {job.array_count} "
+                        f"tasks, the most it allows at once (max_running {cap}).")
+        else:
+            headline = (f"Array {job.array_id} has {active} of its {job.array_count} tasks "
+                        f"running or in the queue ahead of this one ({running} running), "
+                        f"the most it allows at once (max_running {cap}).")
         return WhyPending(reason.value, headline, evidence,
                           "Nothing to do: it starts when one of the array's running tasks "
                           "ends (cancelling one makes room too).")

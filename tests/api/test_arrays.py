@@ -298,7 +298,17 @@ def test_a_task_waiting_for_its_arrays_cap_says_so(world):
     why = world.client("researcher").get(
         f"/api/v1/jobs/{made['jobs'][3]['id']}/").json()["why_pending"]
     assert why["reason"] == "ArrayLimit"
-    assert why["headline"] == (f"Array {made['array_id']} runs 0 of its 4 tasks, the most "
+    # its slot is held by a task let into the queue, not running yet (it said "runs 0
+    # of its 4 tasks, the most it allows at once": found by trying the product)
+    assert why["headline"] == (f"Array {made['array_id']} has 1 of its 4 tasks running or "
+                               "in the queue ahead of this one (0 running), the most it "
+                               "allows at once (max_running 1).")
+    loop = LeaderLoop(holder="test", ttl_s=15, heartbeat_timeout_s=0)
+    assert not loop.step(now=now_s()).error  # the first task starts; the others park
+    assert Job.objects.get(pk=made["jobs"][0]["id"]).state == JobState.PLACING
+    why = world.client("researcher").get(
+        f"/api/v1/jobs/{made['jobs'][3]['id']}/").json()["why_pending"]
+    assert why["headline"] == (f"Array {made['array_id']} runs 1 of its 4 tasks, the most "
                                "it allows at once (max_running 1).")
 
 
