@@ -347,9 +347,10 @@ class DrainForm(forms.Form):
 
 
 def _lines(text: str) -> list[str]:
-    """One change a line (commas too): the command line's repeated flags."""
-    return [part.strip() for line in (text or "").splitlines() for part in line.split(",")
-            if part.strip()]
+    """One change a line (commas too): the command line's repeated flags; a change given
+    twice counts once, as the command's (``sim.whatif.parse_changes``)."""
+    return list(dict.fromkeys(part.strip() for line in (text or "").splitlines()
+                              for part in line.split(",") if part.strip()))
 
 
 class WhatIfForm(forms.Form):
