@@ -9,7 +9,7 @@ Each carries ``field`` (the input it is about, e.g. ``"jobs[3].gpus"``, or None)
 
 from __future__ import annotations
 
-from scheduler_app.core.states import IllegalTransition, JobState
+from scheduler_app.core.states import IllegalTransition, JobState, illegal_transition_words
 
 
 class ServiceError(ValueError):
@@ -61,8 +61,12 @@ class TransitionConflict(Conflict, IllegalTransition):
     think in core terms and callers that think in service errors both catch it."""
 
     def __init__(self, job_id: object, from_state: JobState | str, to_state: JobState | str):
-        IllegalTransition.__init__(self, job_id, from_state, to_state)
-        self.message = str(self)
+        # IllegalTransition's attributes and words, not its __init__: compiled, that
+        # refuses this class's instance as self (a TypeError: see core/states.py)
+        self.job_id, self.from_state, self.to_state = job_id, str(from_state), str(to_state)
+        # (ValueError's: ServiceError's super() would reach IllegalTransition's, by the MRO)
+        self.message = illegal_transition_words(job_id, self.from_state, self.to_state)
+        ValueError.__init__(self, self.message)
         self.field = None
         self.code = "illegal_transition"
 

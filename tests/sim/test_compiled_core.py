@@ -71,3 +71,55 @@ def test_the_compiled_core_decides_as_the_python_sources(tmp_path) -> None:
     assert sum(j["preemptions"] for j in jobs) > 10
     assert sum(len(j["pending_reasons"]) for j in jobs) > 1000
     assert sum(len(j["start_estimates"]) for j in jobs) > 1000
+
+
+# Run with SCHED_CORE=compiled: every class of the project outside the core whose bases
+# include a core class, and that core class itself when it is compiled as a native class
+# (a compiled class refuses an instance of a Python subclass: TypeError).
+_SUBCLASSES = r"""
+import importlib, json, pkgutil, sys
+import django
+django.setup()
+import scheduler_app, dashboard
+import scheduler_app.core as core
+assert core.COMPILED
+found, native = [], []
+for package in (scheduler_app, dashboard):
+    for info in pkgutil.walk_packages(package.__path__, package.__name__ + "."):
+        if (info.name.startswith(("scheduler_app.core", "scheduler_app.agent.demo_job"))
+                or info.name.endswith("__main__")):  # (a program: it runs on import)
+            continue
+        module = importlib.import_module(info.name)
+        for value in vars(module).values():
+            if not isinstance(value, type) or value.__module__ != info.name:
+                continue
+            for base in value.__mro__[1:]:
+                if base.__module__.startswith("scheduler_app.core"):
+                    found.append(f"{info.name}.{value.__name__}({base.__name__})")
+                    if "__mypyc_attrs__" in base.__dict__:
+                        native.append(found[-1])
+from scheduler_app.services.errors import TransitionConflict
+from scheduler_app.core.states import IllegalTransition
+error = TransitionConflict(7, "CANCELLED", "CANCELLED")
+assert isinstance(error, IllegalTransition) and "CANCELLED is final" in str(error)
+print(json.dumps({"found": sorted(set(found)), "native": sorted(set(native))}))
+"""
+
+
+def test_no_class_outside_the_core_subclasses_a_compiled_core_class() -> None:
+    """The services' TransitionConflict subclasses the core's IllegalTransition; compiled
+    as a native class, that refused the subclass's instance, and every refused job move
+    (cancelling a job twice) was a 500 in production while this suite, on the sources,
+    saw nothing (found by trying the product, 2026-12-07)."""
+    if not _build_present():
+        if os.environ.get("CI") or os.environ.get("SCHED_CORE_STRICT") == "1":
+            pytest.fail(f"no build of the core's sources in {core.BUILD_DIR}")
+        pytest.skip("the core is not compiled here (make core)")
+    env = dict(os.environ, SCHED_CORE="compiled",
+               DJANGO_SETTINGS_MODULE="scheduler_app.settings")
+    done = subprocess.run([sys.executable, "-c", _SUBCLASSES], cwd=REPO, env=env,
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    seen = json.loads(done.stdout.strip().splitlines()[-1])
+    assert "scheduler_app.services.errors.TransitionConflict(IllegalTransition)" in seen["found"]
+    assert seen["native"] == []
