@@ -253,7 +253,31 @@ def section_operator_nodes(request: HttpRequest) -> dict[str, Any]:
     return {"node_rows": sel.node_rows()}
 
 
+def section_home_jobs(request: HttpRequest) -> dict[str, Any]:
+    """A home's own jobs (a researcher's active and recently finished ones, a lead's
+    teams' active ones) and the cluster's GPU totals: polled like every other section (a
+    home left open showed a job PLACING long after it completed: 2026-12-07)."""
+    v = viewer(request)
+    ctx: dict[str, Any] = {"totals": _totals(), "role": _role(v)}
+    if ctx["role"] == "lead":
+        ctx["team_jobs"] = _rows(sel.jobs_visible(viewer=v, group="active")[:10], v)
+    elif ctx["role"] == "researcher":
+        ctx["my_jobs"] = _rows(sel.jobs_visible(viewer=v, group="active", mine=True)[:10], v)
+        ctx["recent_done"] = _rows(
+            sel.jobs_visible(viewer=v, group="finished", mine=True)[:5], v)
+    return ctx
+
+
+def _role(v: sel.Viewer) -> str:
+    if v.operator:
+        return "operator"
+    if v.is_lead:
+        return "lead"
+    return "researcher" if v.member_of else "visitor"
+
+
 SECTIONS: dict[str, tuple[str, Callable[[HttpRequest], dict[str, Any]]]] = {
+    "home-jobs": ("dashboard/sections/home_jobs.html", section_home_jobs),
     "map": ("dashboard/sections/map.html", section_map),
     "feed": ("dashboard/sections/feed.html", section_feed),
     "reservations": ("dashboard/sections/reservations.html", section_reservations),
@@ -296,22 +320,14 @@ def sections(request: HttpRequest, *names: str) -> dict[str, Any]:
 def home(request: HttpRequest) -> HttpResponse:
     """A home per role: operators see the cluster and its controls, leads their teams and
     the fair share, researchers their jobs; everyone the live map and the log."""
-    v = viewer(request)
-    ctx: dict[str, Any] = {"totals": _totals()}
-    if v.operator:
-        role = "operator"
+    role = _role(viewer(request))
+    ctx: dict[str, Any] = {"role": role, **sections(request, "home-jobs")}
+    if role == "operator":
         ctx.update(sections(request, "map", "feed", "queue-depth", "reservations"))
-    elif v.is_lead:
-        role = "lead"
+    elif role == "lead":
         ctx.update(sections(request, "map", "feed", "fairshare", "usage", "team-queue"))
-        ctx["team_jobs"] = _rows(sel.jobs_visible(viewer=v, group="active")[:10], v)
     else:
-        role = "researcher" if v.member_of else "visitor"
         ctx.update(sections(request, "map", "feed"))
-        ctx["my_jobs"] = _rows(sel.jobs_visible(viewer=v, group="active", mine=True)[:10], v)
-        ctx["recent_done"] = _rows(
-            sel.jobs_visible(viewer=v, group="finished", mine=True)[:5], v)
-    ctx["role"] = role
     return page(request, "dashboard/home.html", ctx)
 
 

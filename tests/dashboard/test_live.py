@@ -44,3 +44,37 @@ def test_the_map_of_48_nodes_weighs_less_than_24_kb(demo_client: Client):
     body = demo_client.get("/live/map/").content
     assert body.count(b'class="node ') == 48
     assert len(body) < 24_000, len(body)
+
+
+@pytest.mark.parametrize(("who", "title"), [("evals-r1", "Active"), ("evals-lead", "Team jobs")])
+def test_a_homes_own_jobs_and_the_gpu_totals_are_polled(demo_client: Client,
+                                                       django_user_model, who, title):
+    # a home left open showed a job PLACING after it had completed, and the totals of
+    # when it was opened (found by trying the product, 2026-12-07)
+    from scheduler_app.models import Job
+    from scheduler_app.services import job_cancel
+
+    demo_client.force_login(django_user_model.objects.get(username=who))
+    home = demo_client.get("/").content.decode()
+    assert "hx-get=\"/live/home-jobs/\"" in home and 'id="home-totals"' in home
+    first = demo_client.get("/live/home-jobs/")
+    body = first.content.decode()
+    assert first.status_code == 200 and title in body and "GPUs in use" in body
+    assert 'id="sec-home-jobs"' in body and "hx-trigger=\"every" in body
+    again = demo_client.get("/live/home-jobs/", HTTP_IF_NONE_MATCH=first["ETag"])
+    assert again.status_code == 304
+    owner = django_user_model.objects.get(username="evals-r1")
+    job = Job.objects.filter(owner=owner, state="QUEUED").first() or Job.objects.filter(
+        owner=owner, state__in=["RUNNING", "PLACING"]).first()
+    assert job is not None and f"/jobs/{job.pk}/" in body
+    job_cancel(job_id=job.pk, actor_name="evals-r1", why="test")
+    changed = demo_client.get("/live/home-jobs/", HTTP_IF_NONE_MATCH=first["ETag"])
+    assert changed.status_code == 200
+    active = changed.content.decode().split("Recently finished")[0]
+    assert f"/jobs/{job.pk}/" not in active
+
+
+def test_an_operators_home_polls_no_job_list(demo_client: Client, django_user_model):
+    demo_client.force_login(django_user_model.objects.get(username="operator"))
+    body = demo_client.get("/live/home-jobs/").content.decode()
+    assert "GPUs in use" in body and "<table" not in body
