@@ -327,7 +327,8 @@ def glossary() -> list[tuple[str, str, str]]:
          "queue_stretch, 1 by default: a small, short job does not wait behind a two-day "
          "or a 64-GPU one sent just before it), and "
          "across the cluster, where the teams take "
-         "turns in fair-share order."),
+         "turns in fair-share order. A job waiting for a dependency or for its array's "
+         "cap waits off the queue: it has no place in line and is ahead of nobody."),
         ("pending-reason", "Why it waits",
          "The one thing that keeps a waiting job from starting now, as the scheduler found it "
          "at its last pass, with the numbers behind it and what you can do."),

@@ -17,7 +17,7 @@ from typing import Any
 from django.db.models import Q, QuerySet
 
 from scheduler_app.core.queues import EntryKey, deadline_of
-from scheduler_app.core.states import JobState
+from scheduler_app.core.states import JobState, PendingReason
 from scheduler_app.models import Job, Membership, Tenant, Transition
 from scheduler_app.scheduler_config import scheduler_config
 
@@ -31,6 +31,16 @@ def job_history(*, job: Job) -> QuerySet[Transition]:
 
 #: what a queued job's place is computed from, in ``_order_key``'s argument order
 _ORDER_COLUMNS = ("priority", "submitted_at", "max_runtime_s", "gpus", "pk")
+
+#: Queued jobs that wait off the heaps (a dependency not met, an array at its cap): not in
+#: line, so they have no position and are counted ahead of nobody (3,000 tasks of an
+#: array capped at 2 put a 64-GPU job "2,996th", a minute before it started: 2026-12-07)
+PARKED = (PendingReason.DEPENDENCY.value, PendingReason.ARRAY_LIMIT.value)
+
+
+def in_line(jobs: QuerySet[Job]) -> QuerySet[Job]:
+    """The QUEUED jobs among ``jobs`` that wait in the scheduler's queues (not parked)."""
+    return jobs.filter(state=JobState.QUEUED).exclude(pending_reason__in=PARKED)
 
 
 def _order_key(priority: int, submitted_at: datetime, max_runtime_s: int | None, gpus: int,
@@ -63,16 +73,16 @@ def _count_ahead(jobs: QuerySet[Job], key: EntryKey, stretch: float) -> int:
 
 def job_queue_position(*, job: Job) -> tuple[int | None, int | None]:
     """(position in its tenant's queue, rank across the cluster), 1 = next; (None, None)
-    unless the job is QUEUED. Cost: three queries: a COUNT of the tenants ranked before,
-    and the queued jobs of its priority or higher in its own tenant and in the tenants of
-    equal rank, read (as the core's ``position_in_tenant`` counts: O(what the tenant has
-    queued))."""
-    if job.state != JobState.QUEUED:
+    unless the job is QUEUED in line (a ``PARKED`` job waits off the queues). Cost: three
+    queries: a COUNT of the tenants ranked before, and the queued jobs of its priority or
+    higher in its own tenant and in the tenants of equal rank, read (as the core's
+    ``position_in_tenant`` counts: O(what the tenant has queued))."""
+    if job.state != JobState.QUEUED or job.pending_reason in PARKED:
         return None, None
     stretch = scheduler_config().queue_stretch
     key = _order_key(job.priority, job.submitted_at, job.max_runtime_s, job.gpus, job.pk,
                      stretch)
-    queued = Job.objects.filter(state=JobState.QUEUED)
+    queued = in_line(Job.objects.all())
     in_tenant = 1 + _count_ahead(queued.filter(tenant_id=job.tenant_id), key, stretch)
     mine = Tenant.objects.filter(pk=job.tenant_id).values_list("share_rank", flat=True).first()
     if mine is None:
@@ -87,8 +97,9 @@ def job_queue_position(*, job: Job) -> tuple[int | None, int | None]:
 
 
 def queue_order() -> list[tuple[int, int]]:
-    """(job id, tenant id) of every QUEUED job in the cluster's order (two queries): the
-    order ``job_queue_position`` counts in, for a whole page or list at once."""
+    """(job id, tenant id) of every QUEUED job in line (not ``PARKED``) in the cluster's
+    order (two queries): the order ``job_queue_position`` counts in, for a whole page or
+    list at once."""
     ranks = dict(Tenant.objects.values_list("pk", "share_rank"))
     stretch = scheduler_config().queue_stretch
     queued = sorted(
@@ -97,8 +108,8 @@ def queue_order() -> list[tuple[int, int]]:
             _order_key(priority, submitted_at, max_runtime_s, gpus, pk, stretch),
             tenant_id,
         )
-        for tenant_id, priority, submitted_at, max_runtime_s, gpus, pk in Job.objects.filter(
-            state=JobState.QUEUED
+        for tenant_id, priority, submitted_at, max_runtime_s, gpus, pk in in_line(
+            Job.objects.all()
         ).values_list("tenant_id", *_ORDER_COLUMNS)
     )
     return [(key[2], tenant_id) for _tier, key, tenant_id in queued]

@@ -295,9 +295,18 @@ def test_a_task_waiting_for_its_arrays_cap_says_so(world):
     made = make_array(world, count=4, max_running=1)
     Job.objects.filter(pk=made["jobs"][3]["id"]).update(
         pending_reason=PendingReason.ARRAY_LIMIT.value)
-    why = world.client("researcher").get(
-        f"/api/v1/jobs/{made['jobs'][3]['id']}/").json()["why_pending"]
+    detail = world.client("researcher").get(f"/api/v1/jobs/{made['jobs'][3]['id']}/").json()
+    why = detail["why_pending"]
     assert why["reason"] == "ArrayLimit"
+    # waiting off the queues: no place in line
+    assert (detail["queue_position"]["tenant"], detail["queue_position"]["cluster"]) == (
+        None, None)
+    from django.test import Client
+
+    browser = Client()
+    browser.force_login(world.users["researcher"])
+    page = browser.get(f"/jobs/{made['jobs'][3]['id']}/").content.decode()
+    assert "Not in line yet" in page and "until a running task of its array ends" in page
     # its slot is held by a task let into the queue, not running yet (it said "runs 0
     # of its 4 tasks, the most it allows at once": found by trying the product)
     assert why["headline"] == (f"Array {made['array_id']} has 1 of its 4 tasks running or "

@@ -37,11 +37,32 @@ def test_bulk_queue_positions_equal_the_one_job_selector_for_every_queued_job():
     for job in rng.sample(jobs, 10):  # some leave the queue
         job_transition(job_id=job.pk, to_state=JobState.CANCELLED, reason=Reason.CANCELLED,
                        actor=Actor.USER, at=T0 + timedelta(seconds=30))
+    # some wait off the queues (a dependency, an array's cap): no position, ahead of nobody
+    parked = rng.sample([j for j in Job.objects.filter(state="QUEUED")], 12)
+    for i, job in enumerate(parked):
+        Job.objects.filter(pk=job.pk).update(
+            pending_reason="Dependency" if i % 2 else "ArrayLimit")
     jobs = list(Job.objects.all())
     bulk = sel.queue_positions(jobs)
     for job in jobs:
         expected = job_queue_position(job=job)
         assert bulk.get(job.pk, (None, None)) == expected, job
+    in_line = [j for j in jobs if j.state == "QUEUED" and j.pk not in {p.pk for p in parked}]
+    assert sorted(rank for _t, rank in bulk.values()) == list(range(1, len(in_line) + 1))
+    assert all(job_queue_position(job=j) == (None, None) for j in Job.objects.filter(
+        pk__in=[p.pk for p in parked]))
+
+
+def test_a_job_is_not_behind_thousands_of_array_tasks_that_wait_for_their_cap():
+    # 3,000 tasks of an array capped at 2 put a 64-GPU job "2,996th in the cluster's
+    # order" a minute before it started (found by trying the product, 2026-12-07)
+    pod = Pod.objects.create(name="p")
+    NodeFactory(name="n0", pod=pod, gpu_count=8, free_gpus=8)
+    team = TenantFactory(name="evals", guaranteed_gpus=8, borrow_limit_gpus=0)
+    tasks = [job_submit(tenant=team, name=f"task-{i}", gpus=1, priority=5) for i in range(30)]
+    Job.objects.filter(pk__in=[t.pk for t in tasks[2:]]).update(pending_reason="ArrayLimit")
+    big = job_submit(tenant=team, name="big", gpus=8)
+    assert job_queue_position(job=big) == (3, 3)  # behind the two tasks let through only
 
 
 def test_usage_over_the_day_follows_the_allocations_opening_and_closing():

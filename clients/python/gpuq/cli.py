@@ -618,9 +618,14 @@ def why_lines(data: dict[str, Any], job: dict[str, Any], width: int) -> list[str
             if why.get("next_step"):
                 lines += wrap(f"Next step: {why['next_step']}", width)
         pos = data.get("queue_position") or {}
-        lines += wrap(f"Position: {ordinal(pos.get('cluster'))} in the cluster's order, "
-                      f"{ordinal(pos.get('tenant'))} in team {data.get('tenant')}'s queue.",
-                      width, "")
+        if pos.get("cluster") is None:
+            # a dependency not met or an array at its cap: it waits off the queues
+            lines += wrap("Position: not in line yet (it waits off the queue; see Why).",
+                          width, "")
+        else:
+            lines += wrap(f"Position: {ordinal(pos.get('cluster'))} in the cluster's order, "
+                          f"{ordinal(pos.get('tenant'))} in team {data.get('tenant')}'s "
+                          "queue.", width, "")
         if pos.get("deadline_at"):
             lines += wrap(f"Its deadline in the team's order: {when(pos['deadline_at'])} "
                           "(submit time + queue_stretch x its time limit x its GPUs: a job of its "
