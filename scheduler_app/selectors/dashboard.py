@@ -248,6 +248,19 @@ class JobRow:
     def ends_by(self) -> datetime | None:
         return ends_by(self.job)
 
+    @property
+    def grace(self) -> tuple[int, bool]:
+        """(the seconds it is given to write its checkpoint when asked to stop, whether
+        the cluster's cap cut its declared time): what the scheduler grants
+        (``core.scheduler.capped_grace``), not a default written into the page."""
+        from scheduler_app.core.scheduler import capped_grace
+        from scheduler_app.scheduler_config import scheduler_config
+
+        config = scheduler_config()
+        declared = self.job.checkpoint_time_s
+        return (capped_grace(declared, config),
+                bool(declared) and declared > config.max_grace_period_s)
+
 
 def ends_by(job: Job) -> datetime | None:
     """When a started job stops at the latest: its start plus its declared time limit
@@ -312,6 +325,19 @@ class JobDetail:
     @property
     def ends_by(self) -> datetime | None:
         return ends_by(self.job)
+
+    @property
+    def grace(self) -> tuple[int, bool]:
+        """(the seconds it is given to write its checkpoint when asked to stop, whether
+        the cluster's cap cut its declared time): what the scheduler grants
+        (``core.scheduler.capped_grace``), not a default written into the page."""
+        from scheduler_app.core.scheduler import capped_grace
+        from scheduler_app.scheduler_config import scheduler_config
+
+        config = scheduler_config()
+        declared = self.job.checkpoint_time_s
+        return (capped_grace(declared, config),
+                bool(declared) and declared > config.max_grace_period_s)
 
 
 #: What each dependency kind waits for, as the job page says it ("after #12 completes").

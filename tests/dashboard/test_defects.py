@@ -243,6 +243,26 @@ def test_a_long_name_is_clamped_in_lists_and_breaks_anywhere(world: World):
     assert 'class="job-name"' in listing and 'class="owner"' in listing
 
 
+@pytest.mark.parametrize(("spec", "says"), [
+    # it said "every no limit, 2 min to write" (found by trying the product, 2026-12-07)
+    ({"checkpointable": True},
+     "no interval declared; 2 min to write one when asked to stop (the cluster's default: "
+     "it declares none)"),
+    ({"checkpointable": True, "checkpoint_interval_s": 1800, "checkpoint_time_s": 90},
+     "every 30 min; 1 min 30 s to write one when asked to stop"),
+    ({"checkpointable": True, "checkpoint_time_s": 7200},
+     "no interval declared; 10 min to write one when asked to stop (it declares 2 h: the "
+     "cluster's cap)"),
+    ({}, "<dt>Checkpoints</dt><dd>no</dd>"),
+])
+def test_the_job_page_says_how_it_checkpoints_as_the_scheduler_grants_it(
+        world: World, spec, says):
+    job = job_submit(tenant=world.vision, owner=world.users["researcher"], name="ck",
+                     gpus=1, **spec)
+    page = world.client("researcher").get(f"/jobs/{job.pk}/").content.decode()
+    assert says in " ".join(page.split()), page[page.find("Checkpoints"):][:300]
+
+
 # --------------------------------------------------------------------------- 10
 def test_a_failed_job_shows_the_end_of_its_log(world: World):
     job = world.jobs["second"]
