@@ -182,15 +182,17 @@ PENDING_SENTENCES: dict[PendingReason, str] = {
         "Starting it would take the team past its guarantee plus borrow limit."
     ),
     PendingReason.QUOTA_RESERVED: (
-        "Its team's remaining quota is held for a higher-ranked job of the team, and this "
-        "one would not end (by its declared limit) before that job's planned start."
+        "Its team's remaining quota is held for a job of the team with a reservation (kept "
+        "once made, as a promise, even past jobs that rank higher since), and this one "
+        "would not end (by its declared limit) before that job's planned start."
     ),
     PendingReason.USER_LIMIT: (
         "Its owner already holds as many GPUs as the team lets one person hold at once "
         "(the team's max_gpus_per_user); it starts when the owner's running jobs free enough."
     ),
     PendingReason.RESERVATION: (
-        "GPUs are reserved for a higher-ranked job and this one would delay it."
+        "GPUs are reserved for another job (a reservation is kept once made, as a promise, "
+        "even past jobs that rank higher since) and this one would delay it."
     ),
     PendingReason.TOPOLOGY: (
         "Enough GPUs are free, but not in the shape the job asked for (GPUs per node, pods)."

@@ -11,7 +11,7 @@ preempted for it) and says so, for example::
     evidence   free now: pod-a 16, pod-b 24, pod-c 0
                planned start at the latest 14:20 UTC: reserved 8 nodes (64 GPUs) in
                pod-b from 14:20 UTC, when job 117 reaches its declared limit
-    next step  Asking for 40 GPUs would start it now.
+    next step  Asking for 40 GPUs (8 per node) would fit now.
 
 The job page, the API's job detail (``why_pending``) and ``gpuq why`` show the same
 answer. Job ids are written "job 117" (the dashboard links them, the redaction rewrites
@@ -117,12 +117,17 @@ def _shape(job: Job) -> str:
 
 
 def _smaller(job: Job, fits: int) -> str:
-    """"Asking for 32 GPUs would start it now", when a smaller gang of its shape fits."""
+    """"Asking for 32 GPUs would fit now", when a smaller gang of its shape fits: whole
+    nodes' worth for a shaped gang (it said "3 GPUs" to a job of 8 per node, which the
+    submit then refused: 2026-12-07). It fits; whether it starts first is the queue's
+    say (a job of its team ahead of it may take those GPUs), so no more is promised."""
+    per = job.gpus_per_node or 1
+    fits -= fits % per
     if fits <= 0 or fits >= job.gpus:
         return ""
     if job.min_gpus and job.min_gpus <= fits:
         return ""  # elastic: the scheduler shrinks it on its own at the next tick
-    return f"Asking for {_gpus(fits)} would start it now."
+    return f"Asking for {_gpus(fits)}{_shape(job)} would fit now."
 
 
 def why_pending(*, job: Job, others: OtherJobs | None = None,
@@ -252,14 +257,17 @@ def why_pending(*, job: Job, others: OtherJobs | None = None,
                 .exclude(pk=job.pk).order_by("estimate_start_at").first())
         if held is not None and held.estimate_start_at is not None:
             name = others.learn(texts=[f"job {held.pk}"]).text(f"job {held.pk}")
-            headline = (f"GPUs are reserved for {name}, which ranks higher and starts at the "
-                        f"latest {_clock(held.estimate_start_at)}; this job would delay it.")
+            # (not "which ranks higher": a reservation is kept once made, as a promise,
+            # and a job ranked higher since waits for it too: 2026-12-07)
+            headline = (f"GPUs are reserved for {name}, which starts at the latest "
+                        f"{_clock(held.estimate_start_at)} (a reservation is kept once "
+                        "made); this job would delay it.")
             free_for = int((held.estimate_start_at - now).total_seconds())
             step = (f"With a time limit under {max(1, free_for // 60)} min it could run in "
                     "the gap before that start (backfill)." if free_for > 60 else
                     "It starts after that job has started.")
         else:
-            headline = "GPUs are reserved for a higher-ranked job and this one would delay it."
+            headline = PENDING_SENTENCES[reason]
             step = "A shorter time limit lets it run in the gap before that start (backfill)."
         return WhyPending(reason.value, headline, evidence, step)
 

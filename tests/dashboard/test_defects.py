@@ -304,8 +304,11 @@ def test_why_a_job_waits_is_answered_on_the_page_in_the_api_and_by_gpuq(world: W
     assert api.get(f"/api/v1/jobs/{running.pk}/").json()["why_pending"] is None
 
 
-@pytest.mark.parametrize("shape", [{"gpus": 24}, {"gpus": 24, "gpus_per_node": 8}])
-def test_why_says_a_smaller_gang_would_start_now(db, shape):
+@pytest.mark.parametrize(("shape", "step"), [
+    ({"gpus": 24}, "Asking for 16 GPUs would fit now."),
+    ({"gpus": 24, "gpus_per_node": 8}, "Asking for 16 GPUs (8 per node) would fit now."),
+])
+def test_why_says_a_smaller_gang_would_fit_now(db, shape, step):
     pod = Pod.objects.create(name="pod-a")
     for i in range(3):
         NodeFactory(name=f"pod-a-n{i}", pod=pod)
@@ -317,8 +320,30 @@ def test_why_says_a_smaller_gang_would_start_now(db, shape):
     answer = why_pending(job=job)
     assert answer is not None
     assert "It needs 24 GPUs" in answer.headline and "16 GPUs are free" in answer.headline
-    assert answer.next_step == "Asking for 16 GPUs would start it now."
+    assert answer.next_step == step
     assert "free now on healthy nodes: pod-a 16" in answer.evidence
+
+
+@pytest.mark.parametrize(("room", "step"), [
+    (3, None),  # less than a node's worth: no advice the submit would refuse
+    (13, "Asking for 8 GPUs (8 per node) would fit now."),
+])
+def test_a_smaller_gang_is_suggested_only_in_whole_nodes_of_its_shape(db, room, step):
+    # "Asking for 3 GPUs would start it now" to a job of 8 per node, which gpuq then
+    # refused ("3 GPUs cannot be split into nodes of 8"): found 2026-12-07
+    pod = Pod.objects.create(name="pod-a")
+    for i in range(4):
+        NodeFactory(name=f"pod-a-n{i}", pod=pod)
+    team = TenantFactory(name="evals", guaranteed_gpus=32, borrow_limit_gpus=0)
+    job = job_submit(tenant=team, name="big", gpus=16, gpus_per_node=8)
+    Tenant.objects.filter(pk=team.pk).update(held_gpus=32 - room)
+    Job.objects.filter(pk=job.pk).update(pending_reason="QuotaLimit")
+    job = Job.objects.select_related("tenant").get(pk=job.pk)
+    answer = why_pending(job=job)
+    if step is None:
+        assert "Asking for" not in answer.next_step
+    else:
+        assert answer.next_step == step
 
 
 def test_why_a_node_down_wait_names_the_draining_nodes(db):
