@@ -204,3 +204,16 @@ def test_a_job_over_its_owners_cap_is_told_the_teams_cap() -> None:
     hints = explain.hints(job, {"name": "vision", "max_gpus_per_user": 16})
     assert "at most 16 GPUs at once" in hints[0]
     assert explain.hints(job, None)  # the advice stands without the team's figures
+
+
+@pytest.mark.parametrize(("preemption", "said"), [
+    ({"for_job": 12, "detail": {"for": 12}}, "job 12"),
+    # not the reader's to see: the API's words, not "job -" (found 2026-12-07)
+    ({"for_job": None, "detail": {"for": "a job of team pretrain"}}, "a job of team pretrain"),
+    ({"for_job": None, "detail": {}}, "another job"),
+])
+def test_a_preemption_names_the_job_it_made_room_for_as_the_reader_may_see_it(
+        preemption, said) -> None:
+    from gpuq.cli import made_room_for
+
+    assert made_room_for(preemption) == said

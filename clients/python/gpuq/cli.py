@@ -534,7 +534,7 @@ def detail_lines(job: dict[str, Any], width: int, ellipsis: str) -> list[str]:
               output.table(job.get("history") or [], HISTORY_COLUMNS, width=width - 2,
                            ellipsis=ellipsis)]
     for p in job.get("preemptions") or []:
-        lines += ["", f"Preempted {when(p.get('at'))} for job {p.get('for_job') or '-'}"]
+        lines += ["", f"Preempted {when(p.get('at'))} for {made_room_for(p)}"]
         lines += wrap(f"{p.get('why') or ''} (work lost: {format_duration(p.get('cost_s'))}, "
                       f"{p.get('est_gpu_s_lost') or 0:.0f} GPU-s)", width)
     return [output.cut(line, width, ellipsis) for line in lines]
@@ -595,6 +595,15 @@ def awaited_jobs(client: Client, depends_on: Sequence[dict[str, Any]]
         except ApiError:
             found.append((dep, None))
     return found
+
+
+def made_room_for(preemption: dict[str, Any]) -> str:
+    """The job a preemption made room for: "job 12", or, when it is not the reader's to
+    see, the API's words for it ("a job of team pretrain"; it printed "job -")."""
+    if preemption.get("for_job") is not None:
+        return f"job {preemption['for_job']}"
+    said = (preemption.get("detail") or {}).get("for")
+    return said if isinstance(said, str) and said.strip() else "another job"
 
 
 def why_lines(data: dict[str, Any], job: dict[str, Any], width: int) -> list[str]:
@@ -664,8 +673,8 @@ def why_lines(data: dict[str, Any], job: dict[str, Any], width: int) -> list[str
             lines += wrap(f"{label}: {show_value(key, value)}", width, indent="")
     if data.get("preemptions"):
         last = data["preemptions"][-1]
-        lines += wrap(f"Last preempted {relative(last.get('at'))} for job "
-                      f"{last.get('for_job') or '-'}: {last.get('why') or ''}", width, "")
+        lines += wrap(f"Last preempted {relative(last.get('at'))} for {made_room_for(last)}: "
+                      f"{last.get('why') or ''}", width, "")
     if data.get("hints"):
         lines.append("To start sooner:")
         for hint in data["hints"]:
