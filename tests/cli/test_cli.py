@@ -151,6 +151,30 @@ def test_submit_a_json_batch_file_all_at_once(live: Live, tmp_path) -> None:
     assert [live.client().job(i).name for i in ids] == ["lr-0", "lr-1", "lr-2"]
 
 
+@pytest.mark.parametrize("count", [0, 1001])
+def test_a_batch_file_of_no_jobs_or_too_many_is_a_usage_error(live: Live, tmp_path,
+                                                             count: int) -> None:
+    # a traceback (the SDK's ValueError) with exit 1 until 2026-12-07
+    path = tmp_path / "sweep.json"
+    path.write_text(json.dumps({"tenant": "vision", "jobs": [
+        {"name": f"lr-{i}", "gpus": 1} for i in range(count)]}))
+    done = live.gpuq("submit", "-f", str(path))
+    assert done.returncode == 2, done.stderr
+    assert f"--file: a batch holds 1 to 1000 jobs, not {count}" in done.stderr
+    assert "Traceback" not in done.stderr
+
+
+def test_a_url_that_is_not_the_schedulers_is_one_line_not_a_traceback_or_a_page(
+        live: Live) -> None:
+    bad = live.gpuq("queue", "--url", "notaurl")
+    assert bad.returncode == 1 and "Traceback" not in bad.stderr
+    assert "not an http(s) URL: 'notaurl' (give http://host:port)" in bad.stderr
+    wrong = live.gpuq("queue", "--url", live.url + "/foo")
+    assert wrong.returncode == 1 and "<!DOCTYPE" not in wrong.stderr, wrong.stderr
+    assert "HTTP 404" in wrong.stderr and "no such endpoint here" in wrong.stderr
+    assert len(wrong.stderr.strip().splitlines()) == 1
+
+
 def test_submit_refusals_print_the_apis_message_at_the_flag_and_exit_2(live: Live) -> None:
     unknown = live.gpuq("submit", "--tenant", "nope", "--gpus", "1", "--name", "x")
     assert unknown.returncode == 2

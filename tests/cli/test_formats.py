@@ -217,3 +217,17 @@ def test_a_preemption_names_the_job_it_made_room_for_as_the_reader_may_see_it(
     from gpuq.cli import made_room_for
 
     assert made_room_for(preemption) == said
+
+
+def test_a_server_error_page_is_told_in_one_line_not_printed_whole() -> None:
+    # a 500's Django debug page (80 KB of HTML) was printed as the error (2026-12-07)
+    from gpuq.http import _not_json
+
+    page = (b"<!DOCTYPE html><html><head><title>TypeError at /api/v1/jobs/69/cancel/"
+            b"</title></head><body>" + b"x" * 80_000 + b"</body></html>")
+    said = _not_json(page, 500)
+    assert said == ("the server failed (HTTP 500: TypeError at /api/v1/jobs/69/cancel/); "
+                    "its log says why")
+    assert _not_json(b"<html><title>Bad Gateway</title></html>", 502).startswith(
+        "the server failed (HTTP 502: Bad Gateway)")
+    assert _not_json(b"Service Unavailable", 403) == "Service Unavailable"

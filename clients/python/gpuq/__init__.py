@@ -11,6 +11,7 @@ __version__ = "0.1.0"
 from .client import FINAL_STATES, Client, Job, JobArray, LogTail, Tenant  # noqa: E402
 from .errors import (  # noqa: E402
     ApiError,
+    BadURL,
     ConfigError,
     Conflict,
     ConnectionFailed,
@@ -24,7 +25,7 @@ from .errors import (  # noqa: E402
 )
 
 __all__ = [
-    "FINAL_STATES", "ApiError", "Client", "ConfigError", "Conflict", "ConnectionFailed",
+    "FINAL_STATES", "ApiError", "BadURL", "Client", "ConfigError", "Conflict", "ConnectionFailed",
     "Forbidden", "GpuqError", "InvalidRequest", "Job", "JobArray", "LogTail", "NotFound",
     "ServerError", "Tenant", "Throttled", "Unauthorized", "__version__",
 ]

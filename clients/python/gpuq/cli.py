@@ -35,7 +35,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from . import __version__, config, explain, jobfile, output
-from .client import FINAL_STATES, Client, Job, parse_ref
+from .client import FINAL_STATES, MAX_BATCH, Client, Job, parse_ref
 from .errors import (
     ApiError,
     ConfigError,
@@ -243,6 +243,10 @@ def cmd_submit(args: argparse.Namespace) -> int:
         if "array" in flags or any("array" in one for one in batch):
             raise UsageError("--array makes an array of one job's spec: a batch file's jobs "
                              "cannot be arrays (submit each array on its own)")
+        if not 1 <= len(batch) <= MAX_BATCH:  # (the SDK's ValueError was a traceback)
+            raise UsageError(f"--file: a batch holds 1 to {MAX_BATCH} jobs, not "
+                             f"{len(batch)}: it is one transaction; split a larger sweep "
+                             "into several files")
         tenant = flags.pop("tenant", None) or batch_tenant
         jobs = [{**one, **flags} for one in batch]
         tenant = tenant or _default_tenant(client, jobs[0] if jobs else {})

@@ -19,6 +19,10 @@ class ConfigError(GpuqError):
     """No URL or token, or an unreadable config file: says what to set."""
 
 
+class BadURL(ConfigError, ValueError):
+    """A server address that is not an http(s) URL (a ValueError too, as it always was)."""
+
+
 class ConnectionFailed(GpuqError):
     """The server could not be reached (after the retries)."""
 

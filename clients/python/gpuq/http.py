@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from . import __version__
-from .errors import ApiError, ConnectionFailed, api_error
+from .errors import ApiError, BadURL, ConnectionFailed, api_error
 
 USER_AGENT = f"gpuq/{__version__}"
 API_PATH = "/api/v1"
@@ -39,7 +39,7 @@ def api_base(url: str) -> str:
     ``http://host:8000/api/v1``."""
     parts = urllib.parse.urlsplit(url.strip())
     if parts.scheme not in ("http", "https") or not parts.netloc:
-        raise ValueError(f"not an http(s) URL: {url!r}")
+        raise BadURL(f"not an http(s) URL: {url!r} (give http://host:port)")
     path = parts.path.rstrip("/")
     if not path.endswith(API_PATH):
         path += API_PATH
@@ -180,8 +180,27 @@ def _decode(raw: bytes, status: int) -> Any:
             raise ApiError(status, [{"field": None, "code": "not_json", "message":
                                      "the server answered something other than JSON: is "
                                      "the URL the scheduler's?"}]) from None
-        return {"errors": [{"field": None, "code": "error",
-                            "message": raw[:300].decode(errors="replace").strip()}]}
+        return {"errors": [{"field": None, "code": "error", "message": _not_json(raw, status)}]}
+
+
+def _not_json(raw: bytes, status: int) -> str:
+    """A refusal that is not the API's JSON (a web page): one line, not the page (a
+    Django debug page of 80 KB was printed whole: 2026-12-07)."""
+    text = raw[:2000].decode(errors="replace")
+    title = ""
+    start = text.lower().find("<title>")
+    if start >= 0:
+        end = text.lower().find("</title>", start)
+        title = " ".join(text[start + 7:end if end > 0 else None].split())[:200]
+    if status == 404:
+        return (f"HTTP 404{': ' + title if title else ''}: no such endpoint here; is the "
+                "URL the scheduler's address (http://host:port, without a path)?")
+    if status >= 500:
+        return (f"the server failed (HTTP {status}{': ' + title if title else ''}); its log "
+                "says why")
+    if title:
+        return f"HTTP {status}: {title}"
+    return " ".join(text[:300].split()) or f"HTTP {status}"
 
 
 def _errors(response: Response) -> list[dict[str, Any]]:
