@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import bisect
+import re
 import time
 from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
@@ -639,6 +640,13 @@ MAX_DURATION_S = 366 * 24 * 3600
 DURATION_FIELDS = ("checkpoint_interval_s", "checkpoint_time_s", "max_runtime_s", "restart_s")
 
 
+#: What a job's name may not hold: control characters (C0, DEL, C1: tabs and line
+#: breaks among them) and the text-direction controls (bidirectional embeddings,
+#: overrides, isolates and marks).
+_UNPRINTABLE = re.compile("[\x00-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e"
+                          "\u2066-\u2069]")
+
+
 def validate_job_spec(spec: dict[str, Any]) -> None:
     """Raise ValidationError naming each bad field. Durations are whole seconds, at most
     :data:`MAX_DURATION_S` (366 days)."""
@@ -646,6 +654,11 @@ def validate_job_spec(spec: dict[str, Any]) -> None:
     gpus = spec["gpus"]
     if not spec["name"] or len(spec["name"]) > 200:
         errors["name"] = "Give the job a name of 1 to 200 characters."
+    elif _UNPRINTABLE.search(spec["name"]):
+        # a tab broke gpuq's columns, a right-to-left override reorders what a terminal
+        # shows (found by trying the product, 2026-12-07)
+        errors["name"] = ("A name is printable text: no tabs, line breaks, control or "
+                          "text-direction characters.")
     if not isinstance(gpus, int) or gpus < 1:
         errors["gpus"] = "A job needs at least 1 GPU."
     per_node = spec["gpus_per_node"]
@@ -659,6 +672,11 @@ def validate_job_spec(spec: dict[str, Any]) -> None:
         not isinstance(min_gpus, int) or min_gpus < 1 or ("gpus" not in errors and min_gpus > gpus)
     ):
         errors["min_gpus"] = "The elastic minimum must be between 1 and the job's GPUs."
+    elif (min_gpus is not None and isinstance(per_node, int) and per_node > 0
+          and min_gpus % per_node):
+        # placement shrinks a shaped gang by whole nodes: 12 of 8 a node would be 16
+        errors["min_gpus"] = (f"With {per_node} GPUs per node the elastic minimum is a "
+                              f"whole number of nodes: a multiple of {per_node}.")
     for field in ("checkpoint_interval_s", "checkpoint_time_s", "max_runtime_s"):
         value = spec[field]
         if value is not None and (not isinstance(value, int) or value < 1):

@@ -171,6 +171,12 @@ def test_a_header_key_that_is_not_ascii_is_refused_and_the_body_takes_it(world, 
         ({"restart_s": -1}, "restart_s", "zero or a positive number of seconds"),
         ({"name": ""}, "name", "blank"),
         ({"name": "x" * 201}, "name", "200"),
+        # a tab broke gpuq's columns; an override reorders a terminal (2026-12-07)
+        ({"name": "tab\there"}, "name", "printable text"),
+        ({"name": "run\u202egnp.exe"}, "name", "text-direction"),
+        ({"name": "bell\x07"}, "name", "control"),
+        # placement shrinks a shaped gang by whole nodes: 12 of 8 a node would be 16
+        ({"gpus": 16, "gpus_per_node": 8, "min_gpus": 12}, "min_gpus", "a multiple of 8"),
         ({"tenant": "no-such-team"}, "tenant", "No tenant named"),
         ({"gpus": "four"}, "gpus", "valid integer"),
         ({"priority": 2**40}, "priority", "less than or equal"),
