@@ -9,7 +9,6 @@ from typing import Any
 
 from django.db import connection
 from django.db.models import Count, QuerySet
-from django.shortcuts import get_object_or_404
 from drf_spectacular.utils import (
     OpenApiParameter,
     OpenApiResponse,
@@ -572,7 +571,9 @@ def visible_jobs(request: Request) -> QuerySet[Job]:
 
 def job_for(request: Request, pk: int) -> Job:
     """The job, or 404 if there is none; 403 (not 404) if it is someone else's."""
-    job = get_object_or_404(Job.objects.select_related("tenant", "owner"), pk=pk)
+    job = Job.objects.select_related("tenant", "owner").filter(pk=pk).first()
+    if job is None:  # (Django's words were "No Job matches the given query.")
+        raise NotFound(f"No job {pk}.")
     if not access.can_see_job(request.user, job):
         # whose it is stays unsaid: the id alone must not tell a job's team
         raise PermissionDenied(f"Job {pk} is not yours to see: researchers see their own "

@@ -398,6 +398,11 @@ def test_an_unknown_job_is_a_404(world):
     response = world.client("operator").get("/api/v1/jobs/999999/")
     assert response.status_code == 404
     assert response.json()["errors"][0]["code"] == "not_found"
+    # in the API's words, not Django's "No Job matches the given query."
+    assert response.json()["errors"][0]["message"] == "No job 999999."
+    cancel = world.client("operator").post("/api/v1/jobs/999999/cancel/", {}, format="json")
+    assert cancel.status_code == 404 and cancel.json()["errors"][0]["message"] == \
+        "No job 999999."
 
 
 # ---------------------------------------------------------------- cancel
