@@ -611,6 +611,17 @@ class JobListCreate(generics.GenericAPIView):
                     f"No tenant named {tenant!r}: see GET /api/v1/tenants/."]})
             if not access.can_list_tenant_jobs(request.user, found):
                 raise PermissionDenied(f"You are not a member of tenant {tenant!r}.")
+        array = request.query_params.get("array", "")
+        if array.isdigit() and int(array) <= ID_MAX:
+            # an array not yours is a 403, one that does not exist a 400 naming the
+            # parameter, as for a tenant (an empty list read as "no tasks": 2026-12-07);
+            # a malformed one is the filter's own 400
+            first = Job.objects.filter(pk=int(array), array_id=int(array)).first()
+            if first is None:
+                raise ValidationError({"array": [f"No job array {int(array)}: an array's "
+                                                 "id is its task 0's id."]})
+            if not access.can_see_job(request.user, first):
+                raise PermissionDenied(f"Job array {int(array)} is not yours to see.")
         owner = request.query_params.get("owner")
         if owner and not access.is_operator(request.user) and owner != request.user.username \
                 and not access.leads_any(request.user):

@@ -79,6 +79,12 @@ def test_the_tasks_are_listed_together_and_counted_by_state(world):
     assert detail == {"array_id": made["array_id"], "tenant": "vision", "owner": "vision-r1",
                       "name": "sweep", "count": 3, "max_running": None,
                       "states": {"QUEUED": 3}, "depends_on": []}
+    # another's array is a 403 and no array a 400, not an empty list (2026-12-07)
+    theirs = world.client("other_team").get(f"/api/v1/jobs/?array={made['array_id']}")
+    assert theirs.status_code == 403
+    none = world.client("researcher").get("/api/v1/jobs/?array=999999")
+    assert none.status_code == 400 and none.json()["errors"][0]["field"] == "array"
+    assert world.client("researcher").get("/api/v1/jobs/?array=x").status_code == 400
 
 
 def test_every_task_waits_for_the_arrays_dependencies(world):
