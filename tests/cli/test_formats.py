@@ -231,3 +231,12 @@ def test_a_server_error_page_is_told_in_one_line_not_printed_whole() -> None:
     assert _not_json(b"<html><title>Bad Gateway</title></html>", 502).startswith(
         "the server failed (HTTP 502: Bad Gateway)")
     assert _not_json(b"Service Unavailable", 403) == "Service Unavailable"
+
+
+def test_the_schedulers_instants_read_as_clock_times() -> None:
+    # "reserved ... from t=1796606519" was printed raw by gpuq why (2026-12-07)
+    from gpuq.timefmt import plain_instants
+
+    assert plain_instants("reserved 2 nodes from t=1796606519, when 33 ends") == (
+        "reserved 2 nodes from 01:21 UTC, when 33 ends")
+    assert plain_instants("t=12 and at=1796606519x stay") == "t=12 and at=1796606519x stay"

@@ -47,7 +47,7 @@ from .errors import (
 from .fields import FIELDS, flag_for, spec_from_file
 from .login import LoginRefused, token_from_password
 from .output import Column, field
-from .timefmt import absolute, format_duration, parse_duration, relative, when
+from .timefmt import absolute, format_duration, parse_duration, plain_instants, relative, when
 
 EXIT_OK = 0
 EXIT_ERROR = 1
@@ -652,7 +652,7 @@ def why_lines(data: dict[str, Any], job: dict[str, Any], width: int) -> list[str
             lines += wrap(f"Kind: {estimate['kind']} ({ESTIMATE_KINDS.get(estimate['kind'], '')})"
                           .replace(" ()", ""), width)
         if estimate.get("basis"):
-            lines += wrap(f"Basis: {estimate['basis']}", width)
+            lines += wrap(f"Basis: {plain_instants(estimate['basis'])}", width)
     elif state in FINAL_STATES:
         lines += wrap(f"{head} is {state}: it has finished, and will not start again.", width,
                       "")

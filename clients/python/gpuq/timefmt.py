@@ -92,3 +92,14 @@ def when(text: str | None, now: datetime | None = None) -> str:
     if not text:
         return ""
     return f"{absolute(text)} ({relative(text, now)})"
+
+
+_EPOCH = re.compile(r"\bt=(\d{9,11})\b")
+
+
+def plain_instants(text: str) -> str:
+    """The scheduler's sentences name instants as ``t=<Unix seconds>`` (``reserved ...
+    from t=1796606519``): as clock times in UTC, as the dashboard shows them (gpuq why
+    printed the raw numbers)."""
+    return _EPOCH.sub(lambda m: datetime.fromtimestamp(int(m.group(1)), tz=UTC)
+                      .strftime("%H:%M UTC"), text or "")
