@@ -35,32 +35,66 @@ _UNITS = {"s": 1, "sec": 1, "m": 60, "min": 60, "h": 3600, "d": 86400}
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([a-z]*)\s*$")
 
 
+_COMPOUND = re.compile(r"^(?:(\d+)d)?(?:(\d+)h)?(?:(\d+)m)?(?:(\d+)s)?$")
+_SLURM = re.compile(r"^(?:(\d+)-)?(\d+)(?::(\d+))?(?::(\d+))?$")
+
+
 class SecondsField(forms.CharField):
-    """A duration typed as seconds ("3600") or with a unit ("90m", "4h", "1.5h", "2d")."""
+    """A duration with a unit ("90m", "4h", "1.5h", "2d", "1h30m") or in Slurm's colon
+    forms ("1:30:00", "2-00:00:00"), as gpuq reads them. A bare number ("3600") is
+    seconds where ``bare_seconds``; the time limit refuses it, as gpuq does: Slurm reads
+    ``--time 90`` as minutes, the API as seconds (a Slurm user's "90" made a job that
+    failed after 90 s: found by trying the product, 2026-12-07)."""
 
     default_error_messages = {
-        "invalid": "Type a number of seconds, or a number with a unit: 90m, 4h, 2d.",
+        "invalid": "Type a number with a unit (90m, 4h, 1h30m, 2d) or Slurm's 1:30:00.",
+        "bare": ("%(value)s has no unit: Slurm reads a bare number as minutes, the API as "
+                 "seconds. Type %(value)sm, %(value)ss or 1:30:00."),
         "too_long": "At most 366 days.",
     }
 
-    def __init__(self, **kwargs: Any) -> None:
+    def __init__(self, *, bare_seconds: bool = True, **kwargs: Any) -> None:
         kwargs.setdefault("required", False)
+        self.bare_seconds = bare_seconds
         super().__init__(**kwargs)
 
     def to_python(self, value: Any) -> int | None:
         text = super().to_python(value)
         if text in ("", None):
             return None
-        m = _DURATION.match(str(text).lower())
-        if m is None or m.group(2) not in {**_UNITS, "": 1}:
-            # a minus sign is not a unit: let the service say what it allows
-            if re.fullmatch(r"\s*-\d+\s*", str(text)):
-                return int(text)
+        raw = str(text).strip().lower()
+        if re.fullmatch(r"-\d+", raw):  # a minus sign is not a unit: the service says
+            return int(raw)
+        if raw.isdigit() and not self.bare_seconds:
+            raise ValidationError(self.error_messages["bare"], code="bare",
+                                  params={"value": raw})
+        seconds = _seconds(raw)
+        if seconds is None:
             raise ValidationError(self.error_messages["invalid"], code="invalid")
-        seconds = round(float(m.group(1)) * _UNITS.get(m.group(2), 1))
         if seconds > MAX_DURATION_S:
             raise ValidationError(self.error_messages["too_long"], code="too_long")
         return seconds
+
+
+def _seconds(raw: str) -> int | None:
+    m = _DURATION.match(raw)
+    if m is not None and m.group(2) in {**_UNITS, "": 1}:
+        return round(float(m.group(1)) * _UNITS.get(m.group(2), 1))
+    compact = raw.replace(" ", "")
+    found = _COMPOUND.match(compact)
+    if compact and found and any(found.groups()):
+        d, h, mi, sec = (int(g or 0) for g in found.groups())
+        return d * 86400 + h * 3600 + mi * 60 + sec
+    found = _SLURM.match(compact)
+    if found and (found.group(1) is not None or found.group(3) is not None):
+        days, first, second, third = found.groups()
+        if days is not None:  # D-HH[:MM[:SS]]
+            return int(days) * 86400 + int(first) * 3600 + int(second or 0) * 60 + int(
+                third or 0)
+        if third is not None:  # HH:MM:SS
+            return int(first) * 3600 + int(second) * 60 + int(third)
+        return int(first) * 60 + int(second)  # MM:SS
+    return None
 
 
 #: sbatch's dependency kinds (``--dependency afterok:12``) and the services' ``when``.
@@ -156,7 +190,7 @@ class JobForm(forms.Form):
     priority = _int("Priority", initial=0,
                     help_text="Orders your team's own queue: higher goes first.")
     max_runtime_s = SecondsField(
-        label="Time limit", initial="4h",
+        label="Time limit", initial="4h", bare_seconds=False,
         help_text="The run stops (FAILED, TimeLimit) at this limit. With a limit the job can "
                   "backfill and others get start estimates; empty: no limit.",
     )

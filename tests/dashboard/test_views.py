@@ -213,7 +213,7 @@ def test_a_researcher_submits_through_the_form_and_lands_on_the_queued_job(world
          "12 GPUs cannot be split into nodes of 8."),
         ({"gpus": 16, "min_gpus": 20, "gpus_per_node": ""}, "min_gpus",
          "The elastic minimum must be between 1 and the job&#x27;s GPUs."),
-        ({"max_runtime_s": "soon"}, "max_runtime_s", "Type a number of seconds, or a number"),
+        ({"max_runtime_s": "soon"}, "max_runtime_s", "Type a number with a unit (90m, 4h"),
         ({"max_runtime_s": "-5"}, "max_runtime_s",
          "Must be a positive number of seconds, or empty."),
         ({"max_runtime_s": "400d"}, "max_runtime_s", "At most 366 days."),
@@ -470,7 +470,7 @@ def test_the_job_form_refuses_a_limit_over_the_team_max(world: World):
     t.max_runtime_s = 3600
     t.save(update_fields=["max_runtime_s"])
     response = world.client("researcher").post(
-        "/jobs/new/", form_data(world.vision, max_runtime_s="7200"))
+        "/jobs/new/", form_data(world.vision, max_runtime_s="7200s"))
     assert response.status_code == 400
     page = response.content.decode()
     slot = re.search(r'<p class="field-error" id="err-max_runtime_s" role="alert">(.*?)</p>',
@@ -485,3 +485,30 @@ def test_the_job_page_says_a_limit_came_from_the_team_default(world: World):
     page = world.client("teammate").get(f"/jobs/{job.pk}/").content.decode()
     assert "the team&#x27;s default: the job declared none" in page or \
         "the team's default: the job declared none" in page
+
+
+@pytest.mark.parametrize(("typed", "seconds"), [
+    ("90m", 5400), ("1h30m", 5400), ("1.5h", 5400), ("1:30:00", 5400), ("90:00", 5400),
+    ("2-00:00:00", 172800), ("1-12", 129600), ("45s", 45), ("2d", 172800),
+])
+def test_the_forms_durations_read_as_gpuqs_do(typed, seconds):
+    from dashboard.forms import SecondsField
+
+    assert SecondsField(bare_seconds=False).clean(typed) == seconds
+    assert SecondsField().clean(typed) == seconds
+
+
+def test_a_bare_number_is_refused_as_a_time_limit_but_is_seconds_elsewhere(world: World):
+    # a Slurm user's "90" made a job that failed after 90 s (found 2026-12-07)
+    from django.core.exceptions import ValidationError
+
+    from dashboard.forms import SecondsField
+
+    with pytest.raises(ValidationError, match="90 has no unit: Slurm reads a bare number"):
+        SecondsField(bare_seconds=False).clean("90")
+    assert SecondsField().clean("90") == 90
+    response = world.client("researcher").post(
+        "/jobs/new/", form_data(world.vision, max_runtime_s="90"))
+    assert response.status_code == 400
+    assert "Type 90m, 90s or 1:30:00" in response.content.decode()
+    assert not Job.objects.filter(name="llama-tiny").exists()
