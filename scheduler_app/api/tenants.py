@@ -50,12 +50,19 @@ class TenantOut(serializers.Serializer):
     usage_gpu_s = serializers.FloatField(help_text="Decayed GPU-seconds, as of now.")
     usage_gpu_h = serializers.SerializerMethodField()
     share = serializers.FloatField(
-        allow_null=True, help_text="Fair share now: decayed usage / guarantee (lower goes "
-        "first); null without a guarantee.")
+        allow_null=True, help_text="Fair share now: decayed usage (GPU-seconds) / guarantee "
+        "(lower goes first); null without a guarantee. It moves every second; the rank was "
+        "made from ranked_share.")
+    ranked_share = serializers.FloatField(
+        source="tenant.share", allow_null=True,
+        help_text="The share the last tick ranked the tenant by, as of share_at (a tick "
+        "ranks once a share period, 60 s by default): share_rank follows this, not share, "
+        "which may have crossed another team's since. Null before the first tick or "
+        "without a guarantee.")
     share_rank = serializers.IntegerField(
         source="tenant.share_rank", allow_null=True,
-        help_text="Place in the last tick's fair-share order (1 = served first; equal shares "
-        "share a rank); null before the first tick.")
+        help_text="Place in the last tick's fair-share order, by ranked_share (1 = served "
+        "first; equal shares share a rank); null before the first tick.")
     share_at = serializers.DateTimeField(source="tenant.share_at", allow_null=True,
                                          help_text="When the last tick ranked it.")
     borrowed_gpus = serializers.IntegerField(help_text="GPUs held past the guarantee.")

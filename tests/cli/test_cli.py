@@ -379,14 +379,14 @@ def test_share_lists_every_team_in_fair_share_order(live: Live) -> None:
     assert done.returncode == 0, done.stderr
     header, *rows = done.stdout.splitlines()
     assert header.split() == ["TEAM", "GUARANTEE", "HELD", "BORROWED", "BORROW_LIMIT",
-                              "USAGE_H", "SHARE", "RANK"]
+                              "USAGE_H", "SHARE_H", "RANK"]
     assert sorted(r.split()[0] for r in rows) == ["nlp", "vision"]
     vision = next(r.split() for r in rows if r.startswith("vision"))
     assert vision[1:3] == ["8", "0"] and vision[4] == "8"
     data = json.loads(live.gpuq("share", "-o", "json").stdout)
     assert {t["name"] for t in data} == {"nlp", "vision"}
     assert {"guaranteed_gpus", "current_gpus", "borrowed_gpus", "borrow_limit_gpus",
-            "usage_gpu_s", "share", "share_rank"} <= set(data[0])
+            "usage_gpu_s", "share", "ranked_share", "share_rank"} <= set(data[0])
 
 
 def test_logs_of_a_job_that_has_not_run_says_so(live: Live) -> None:

@@ -240,3 +240,14 @@ def test_the_schedulers_instants_read_as_clock_times() -> None:
     assert plain_instants("reserved 2 nodes from t=1796606519, when 33 ends") == (
         "reserved 2 nodes from 01:21 UTC, when 33 ends")
     assert plain_instants("t=12 and at=1796606519x stay") == "t=12 and at=1796606519x stay"
+
+
+def test_share_shows_the_share_the_rank_was_made_from_in_hours() -> None:
+    # the share "now", in GPU-seconds, beside a rank made up to a minute earlier read as
+    # a broken order (rank 1 at 106.4 above rank 2 at 86.5: found 2026-12-07)
+    from gpuq.cli import SHARE_COLUMNS
+
+    cols = {c.header: c for c in SHARE_COLUMNS}
+    row = {"share": 383_040.0, "ranked_share": 9000.0, "share_rank": 1}
+    assert cols["SHARE_H"].text(row) == "2.50" and cols["RANK"].text(row) == "1"
+    assert cols["SHARE_H"].text({"ranked_share": None}) == "-"

@@ -849,10 +849,22 @@ SHARE_COLUMNS = (
     field("BORROW_LIMIT", "borrow_limit_gpus", right=True),
     Column("USAGE_H", "usage_gpu_h", lambda r: r.get("usage_gpu_h"), _fixed(1, "usage_gpu_h"),
            right=True),
-    Column("SHARE", "share", lambda r: r.get("share"), _fixed(3, "share"), right=True),
+    # the share the rank was made from (ranked_share), in decayed GPU-hours per guaranteed
+    # GPU as the dashboard shows it: the share "now" in GPU-seconds, beside a rank made
+    # up to a minute earlier, read as an order broken (found 2026-12-07)
+    Column("SHARE_H", "ranked_share", lambda r: _hours(r.get("ranked_share")),
+           lambda r: _dash_or(_hours(r.get("ranked_share")), "{:.2f}"), right=True),
     Column("RANK", "share_rank", lambda r: r.get("share_rank"),
            lambda r: str(r.get("share_rank") or "-"), right=True),
 )
+
+
+def _hours(seconds: Any) -> float | None:
+    return None if seconds is None else float(seconds) / 3600
+
+
+def _dash_or(value: float | None, fmt: str) -> str:
+    return "-" if value is None else fmt.format(value)
 
 
 def cmd_share(args: argparse.Namespace) -> int:
