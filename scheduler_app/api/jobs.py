@@ -266,6 +266,10 @@ class JobOut(serializers.ModelSerializer):
         allow_null=True, read_only=True,
         help_text="A task's name, <array_id>_<array_index> (as Slurm writes 12_3); null "
                   "outside an array.")
+    started_at = serializers.SerializerMethodField(
+        help_text="When its current run started; null while it waits (QUEUED, PLACING), "
+                  "as Slurm resets StartTime on a requeue: a requeued job's earlier runs "
+                  "are in its history.")
 
     class Meta:
         model = Job
@@ -282,6 +286,20 @@ class JobOut(serializers.ModelSerializer):
     @extend_schema_field(DependencyOut(many=True))
     def get_depends_on(self, job: Job) -> list[dict[str, Any]]:
         return dependencies_out(job)
+
+    @extend_schema_field(serializers.DateTimeField(allow_null=True))
+    def get_started_at(self, job: Job) -> str | None:
+        return _when(run_started_at(job))
+
+
+#: a job in these states waits for a run: its last run's start is history, not its own
+_WAITING = frozenset({JobState.SUBMITTED.value, JobState.QUEUED.value, JobState.PLACING.value})
+
+
+def run_started_at(job: Job) -> Any:
+    """When the job's current run started, None while it waits for one (a requeued
+    job showed its previous run's start while QUEUED: found 2026-12-07)."""
+    return None if job.state in _WAITING else job.started_at
 
 
 def dependencies_out(job: Job) -> list[dict[str, Any]]:
@@ -310,7 +328,7 @@ def job_summary(job: Job) -> dict[str, Any]:
         "state": job.state,
         "pending_reason": job.pending_reason,
         "submitted_at": _when(job.submitted_at),
-        "started_at": _when(job.started_at),
+        "started_at": _when(run_started_at(job)),
         "finished_at": _when(job.finished_at),
         "estimate_start_at": _when(job.estimate_start_at),
         "idempotency_key": job.idempotency_key,

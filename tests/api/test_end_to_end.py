@@ -106,6 +106,11 @@ def test_submit_tick_confirm_checkpoint_preempt_ack_exit_through_the_api(world):
     requeued = job(vision, big_id)
     assert requeued["state"] == "QUEUED"
     assert requeued["resume_pointer"] == "s3://ckpt/llm/step-1000"
+    # waiting for its next run: no start (its last run's is in the history), as Slurm
+    # resets StartTime on a requeue (it showed the old one: found 2026-12-07)
+    assert requeued["started_at"] is None
+    listed = vision.get("/api/v1/jobs/?state=QUEUED").json()["results"]
+    assert [j["started_at"] for j in listed if j["id"] == big_id] == [None]
     assert job(nlp, small_id)["state"] == "PLACING"
 
     # the history, as the API shows it
