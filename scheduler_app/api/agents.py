@@ -125,6 +125,16 @@ class StartOut(serializers.Serializer):
                   "of the gang's nodes.")
     resume_pointer = serializers.CharField(allow_blank=True, allow_null=True)
     env = serializers.DictField(child=serializers.CharField(), required=False)
+    nodes = serializers.ListField(
+        child=serializers.CharField(),
+        help_text="Every node of the gang, in name order (one name for a one-node job).")
+    # (the serializer dropped it, and the reference agent took every poll of a gang still
+    # placing for a new placement: it restarted the gang's runs every two seconds, for
+    # good; found by running it as production does, 2026-12-07)
+    run = serializers.CharField(
+        help_text="Which placement this is (its instant, the same on every node of the "
+                  "gang): an item seen again with the same run is the same placement, "
+                  "never a new one.")
 
 
 class PreemptOut(serializers.Serializer):

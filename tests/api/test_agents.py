@@ -152,6 +152,25 @@ def gang(world) -> Job:
     return job
 
 
+def test_a_gangs_start_items_carry_every_field_the_agent_reads(world, gang):
+    """The API gave no ``run`` (its serializer dropped the field the selector builds), and
+    the reference agent took each poll of a gang still placing for a new placement: it
+    restarted the gang's runs every two seconds, for good (found by running it as
+    production does, 2026-12-07). The API's items are the selector's, whole."""
+    from scheduler_app.selectors.agents import agent_assignments
+
+    items = {}
+    for name in ("n0", "n1"):
+        body = world.client(f"agent:{name}").get("/api/v1/agent/assignments/").json()
+        (item,) = body["start"]
+        (built,) = agent_assignments(node=Node.objects.get(name=name))["start"]
+        assert set(item) == set(built), set(built) - set(item)
+        assert item["run"] == built["run"] and item["run"]
+        assert item["nodes"] == ["n0", "n1"]
+        items[name] = item
+    assert items["n0"]["run"] == items["n1"]["run"]  # one placement, whichever node asks
+
+
 def report(world, node: str, job: Job, action: str, body: dict | None = None):
     return world.client(f"agent:{node}").post(f"/api/v1/agent/jobs/{job.pk}/{action}/",
                                               body or {}, format="json")
