@@ -249,13 +249,14 @@ AXES_CLIENT_IP_CALLABLE = "scheduler_app.security.client_ip"
 #: default. Scripts only from this site (htmx, Chart.js and Swagger UI are served from
 #: it; the Swagger page's own script comes as a file); inline styles are allowed, for the
 #: style attributes of the dashboard's bars and timelines. Empty: no header.
+PRODUCTION_CONTENT_SECURITY_POLICY = (
+    "default-src 'self'; script-src 'self'; style-src 'self' 'unsafe-inline'; "
+    "img-src 'self' data:; font-src 'self'; connect-src 'self'; object-src 'none'; "
+    "base-uri 'self'; form-action 'self'; frame-ancestors 'none'"
+)
 CONTENT_SECURITY_POLICY = env.str(
     "CONTENT_SECURITY_POLICY",
-    default=(
-        "default-src 'self'; script-src 'self'; style-src 'self' 'unsafe-inline'; "
-        "img-src 'self' data:; font-src 'self'; connect-src 'self'; object-src 'none'; "
-        "base-uri 'self'; form-action 'self'; frame-ancestors 'none'"
-    ) if IS_PRODUCTION else "",
+    default=PRODUCTION_CONTENT_SECURITY_POLICY if IS_PRODUCTION else "",
 )
 
 # --- REST API -------------------------------------------------------------------------

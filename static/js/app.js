@@ -172,10 +172,28 @@
   });
 
   // the operator's quota inputs: typed but not saved marks the row, so the table's poll
-  // waits instead of wiping it (the section's hx-trigger filter reads the mark)
+  // waits instead of wiping it
   document.addEventListener("input", function (event) {
     if (event.target.closest && event.target.closest(".quota-form")) {
       event.target.setAttribute("data-dirty", "1");
+    }
+  });
+
+  // A section marked data-hold-while-editing skips its poll while the operator is in it
+  // (focus inside, a drain form open, a quota typed and not saved): the swap would wipe
+  // what they typed. Here and not in an hx-trigger filter, which htmx evaluates as code:
+  // the production Content-Security-Policy forbids that (no 'unsafe-eval'), and htmx then
+  // swapped at every poll (found 2026-12-07). A poll's request carries no triggering
+  // event; the refresh after the operator's own change (cluster-changed) goes through.
+  function editing(elt) {
+    return elt.contains(document.activeElement) ||
+      elt.querySelector("details[open], [data-dirty]") !== null;
+  }
+  document.addEventListener("htmx:confirm", function (event) {
+    var elt = event.detail.elt;
+    if (!event.detail.triggeringEvent && elt.hasAttribute &&
+        elt.hasAttribute("data-hold-while-editing") && editing(elt)) {
+      event.preventDefault();
     }
   });
 

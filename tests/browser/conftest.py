@@ -27,3 +27,12 @@ def browser() -> Iterator[object]:
 @pytest.fixture(autouse=True)
 def fast_polling(settings):
     settings.DASHBOARD_POLL_S = 1
+
+
+@pytest.fixture(autouse=True)
+def production_policy(settings):
+    """Every page under the production Content-Security-Policy: a page that needs what it
+    forbids (htmx evaluating an hx-trigger filter, an inline script) logs a violation, and
+    the tests' console checks see it (the operator's page wiped what was typed at every
+    poll under it, unseen here until 2026-12-07)."""
+    settings.CONTENT_SECURITY_POLICY = settings.PRODUCTION_CONTENT_SECURITY_POLICY

@@ -212,9 +212,26 @@ def test_the_operator_page_refreshes_held_and_free_gpus_on_its_own(
     agent_report_exit(node=node, job=cluster["blocker"], outcome="completed", exit_code=0)
     expect(held).to_have_text("0")  # the poll brought it in, no reload
     expect(page.locator(f"#noderow-{node.pk} td[data-label='free']")).to_have_text("8 / 8")
-    # typing a quota holds the refresh back: what is typed stays
+    # typing a quota holds the refresh back: what is typed stays, under the production
+    # Content-Security-Policy too (conftest), which forbade the hx-trigger filter that
+    # did it: the page then swapped at every poll (found 2026-12-07)
+    errors: list[str] = []
+    page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
     box = page.locator(f"#quota-{nlp.pk} input[type=number]").first
     box.fill("20")
     page.wait_for_timeout(2500)
     expect(box).to_have_value("20")
+    box.blur()  # typed and not saved: still held
+    page.wait_for_timeout(2500)
+    expect(box).to_have_value("20")
+    # a drain form opened and a reason typed stay too, while the polls go by
+    other = Node.objects.get(name="n1")
+    row = page.locator(f"#noderow-{other.pk}")
+    row.get_by_text("Drain…").click()
+    reason = row.get_by_label(f"Why drain {other.name}?")
+    reason.fill("fan replacement")
+    page.wait_for_timeout(2500)
+    expect(reason).to_be_visible()
+    expect(reason).to_have_value("fan replacement")
+    assert errors == [], errors
     context.close()
