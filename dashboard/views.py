@@ -703,7 +703,9 @@ def whatif(request: HttpRequest) -> HttpResponse:
 @require_GET
 def whatif_run(request: HttpRequest, pk: Any) -> HttpResponse:
     run = get_object_or_404(WhatIfRun, pk=pk)
-    ctx = {"run": run, "answer": _whatif_answer(run)}
+    ctx = {"run": run, "answer": _whatif_answer(run),
+           # runs have a worker of their own (the tick's would stall): say which to start
+           "whatif_queue": settings.CELERY_WHATIF_QUEUE if settings.CELERY_BROKER_URL else ""}
     if request.htmx:
         return render(request, "dashboard/partials/whatif_run.html", ctx)
     return page(request, "dashboard/whatif_run.html", ctx)

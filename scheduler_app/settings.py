@@ -334,6 +334,12 @@ CELERY_TASK_ACKS_LATE = True
 CELERY_TIMEZONE = TIME_ZONE
 #: Tests and shared brokers give each deployment its own queue (worker and beat alike).
 CELERY_TASK_DEFAULT_QUEUE = env.str("CELERY_TASK_DEFAULT_QUEUE", default="celery")
+#: What-if runs go to a queue of their own, consumed by a worker of their own: on the
+#: tick's worker (one process, --concurrency 1) a run of a minute held every tick back
+#: for that minute (found 2026-12-07). docs/operations.md.
+CELERY_WHATIF_QUEUE = env.str("CELERY_WHATIF_QUEUE",
+                              default=f"{CELERY_TASK_DEFAULT_QUEUE}-whatif")
+CELERY_TASK_ROUTES = {"dashboard.whatif_run": {"queue": CELERY_WHATIF_QUEUE}}
 #: Keep Django's LOGGING (JSON lines) in the worker instead of Celery's own handlers.
 CELERY_WORKER_HIJACK_ROOT_LOGGER = False
 #: The scheduler tick, every SCHEDULER_TICK_INTERVAL_S seconds (the leader lease decides

@@ -158,3 +158,21 @@ def test_a_job_a_run_ended_without_a_start_is_listed_apart(operator) -> None:
     html = operator.get(f"/operator/whatif/{done.pk}/").content.decode()
     assert 'id="whatif-ended"' in html
     assert "8 (alpha; before: cancelled, after: starts in 0.50 h)" in html
+
+
+def test_a_whatif_run_goes_to_a_queue_of_its_own_not_the_ticks(operator, settings) -> None:
+    """On the tick's worker (one process) a run of a minute held every tick back for that
+    minute (found by running it as production does, 2026-12-07)."""
+    from scheduler_app.celery import app
+
+    def queue_of(task: str) -> str:
+        return app.amqp.router.route({}, task)["queue"].name
+
+    assert settings.CELERY_WHATIF_QUEUE == f"{settings.CELERY_TASK_DEFAULT_QUEUE}-whatif"
+    assert queue_of("dashboard.whatif_run") == settings.CELERY_WHATIF_QUEUE
+    assert queue_of("scheduler_app.scheduler_tick") == settings.CELERY_TASK_DEFAULT_QUEUE
+    # a run no worker has taken says which worker to start
+    settings.CELERY_BROKER_URL = "redis://broker.invalid:6379/0"
+    run = WhatIfRun.objects.create(changes={}, hours=24)
+    html = operator.get(f"/operator/whatif/{run.pk}/").content.decode()
+    assert f"worker -Q {settings.CELERY_WHATIF_QUEUE} --concurrency 1" in html
