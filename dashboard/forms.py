@@ -381,10 +381,10 @@ class DrainForm(forms.Form):
 
 
 def _lines(text: str) -> list[str]:
-    """One change a line (commas too): the command line's repeated flags; a change given
-    twice counts once, as the command's (``sim.whatif.parse_changes``)."""
-    return list(dict.fromkeys(part.strip() for line in (text or "").splitlines()
-                              for part in line.split(",") if part.strip()))
+    """One change a line (commas or spaces too: no change holds a space, and "pod-a-n01
+    pod-a-n02" was read as one unknown node): the command line's repeated flags; a
+    change given twice counts once, as the command's (``sim.whatif.parse_changes``)."""
+    return list(dict.fromkeys(part for part in (text or "").replace(",", " ").split()))
 
 
 class WhatIfForm(forms.Form):

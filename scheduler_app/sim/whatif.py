@@ -303,6 +303,9 @@ def apply_changes(data: Mapping[str, Any], changes: Changes) -> dict[str, Any]:
         out["events"].append({"at_s": 0, "node_drain": value})
     for value in changes.cancel:
         if value not in jobs:
+            if not (value.isascii() and value.isdigit()):  # (the snapshot's ids: pks)
+                raise WhatIfError(f"--cancel {value}: not a job id (a job's number, as "
+                                  "gpuq queue shows it)")
             raise WhatIfError(f"--cancel {value}: no such job running or queued")
         out["events"].append({"at_s": 0, "cancel": value})
     settings = out.setdefault("settings", {})

@@ -84,7 +84,7 @@ def test_with_a_broker_the_celery_task_gets_it(operator, settings, monkeypatch) 
     monkeypatch.setattr(tasks.whatif_run, "delay", sent.append)
     monkeypatch.setattr(threading, "Thread", None)  # no thread may be started
     # a change given twice counts once, as the command's flags do
-    response = operator.post("/operator/whatif/", {"drain": "a1\na2\n a1, a2", "hours": "6"})
+    response = operator.post("/operator/whatif/", {"drain": "a1\na2\n a1, a2 a1", "hours": "6"})
     assert response.status_code == 302
     run = WhatIfRun.objects.get()
     assert sent == [str(run.pk)] and run.status == "queued"
@@ -168,7 +168,7 @@ def test_a_whatif_run_goes_to_a_queue_of_its_own_not_the_ticks(operator, setting
     def queue_of(task: str) -> str:
         return app.amqp.router.route({}, task)["queue"].name
 
-    assert settings.CELERY_WHATIF_QUEUE == f"{settings.CELERY_TASK_DEFAULT_QUEUE}-whatif"
+    assert f"{settings.CELERY_TASK_DEFAULT_QUEUE}-whatif" == settings.CELERY_WHATIF_QUEUE
     assert queue_of("dashboard.whatif_run") == settings.CELERY_WHATIF_QUEUE
     assert queue_of("scheduler_app.scheduler_tick") == settings.CELERY_TASK_DEFAULT_QUEUE
     # a run no worker has taken says which worker to start

@@ -183,6 +183,7 @@ def test_the_horizon_bounds_the_starts(live):
     (("--setting", "queue_stretch=nan"), "--setting queue_stretch: must be a finite number"),
     (("--hours", "nan"), "--hours nan: must be from one second"),
     (("--cancel", "999999"), "--cancel 999999: no such job running or queued"),
+    (("--cancel", "abc"), "--cancel abc: not a job id (a job's number, as gpuq queue shows"),
     (("--setting", "tick_intervals=5"), "--setting tick_intervals=5: unknown setting"),
     (("--setting", "tick_interval_s=0"), "--setting tick_interval_s: must be a whole number, 1"),
     (("--hours", "0"), "--hours 0.0: must be from one second (1/3600) to 336"),
