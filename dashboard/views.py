@@ -33,6 +33,7 @@ from scheduler_app.core.types import SIZE_CLASS_LABELS, NodeHealth
 from scheduler_app.models import Job, Node, Tenant
 from scheduler_app.scheduler_config import rows as scheduler_settings_rows
 from scheduler_app.selectors import dashboard as sel
+from scheduler_app.selectors.leader import scheduler_status
 from scheduler_app.services import array_cancel, array_submit, job_cancel, job_submit
 from scheduler_app.services.cluster import node_drain, node_mark_up, node_undrain, tenant_set_quota
 from scheduler_app.services.errors import Invalid, ServiceError
@@ -72,6 +73,10 @@ def page(request: HttpRequest, template: str, context: dict[str, Any],
     context.setdefault("viewer", v)
     context.setdefault("can_submit", v.operator or bool(v.member_of))
     context.setdefault("palette", palette(request))
+    # no scheduler running (its lease expired): said on every page, as squeue says it
+    # cannot reach the controller (a killed worker went unnoticed: 2026-12-07)
+    leader = scheduler_status(now=timezone.now())
+    context.setdefault("scheduler_down", None if leader.running else leader)
     return render(request, template, context, status=status)
 
 

@@ -286,7 +286,38 @@ def metrics(request: HttpRequest) -> HttpResponse:
     if token and request.headers.get("Authorization", "") != f"Bearer {token}":
         return HttpResponse("metrics need a bearer token\n", status=401,
                             content_type="text/plain")
-    return HttpResponse(generate_latest(registry()), content_type=CONTENT_TYPE_LATEST)
+    lease = CollectorRegistry()
+    lease.register(_LeaseCollector())
+    return HttpResponse(generate_latest(registry()) + generate_latest(lease),
+                        content_type=CONTENT_TYPE_LATEST)
+
+
+class _LeaseCollector:
+    """The leader's lease, read from the database at each scrape: the one view of
+    "a scheduler runs" that a crash cannot leave stale (a process killed with SIGKILL
+    keeps its ``scheduler_leader`` series at 1 in the multiprocess directory: found
+    2026-12-07). Served by /metrics only (it needs the database)."""
+
+    def collect(self) -> Iterator[Any]:
+        from django.utils import timezone
+        from prometheus_client.core import GaugeMetricFamily
+
+        from scheduler_app.selectors.leader import scheduler_status
+
+        status = _safe(lambda: scheduler_status(now=timezone.now()), default=None)
+        if status is None:
+            return
+        running = GaugeMetricFamily(
+            "scheduler_running", "1 if a scheduler holds the leader lease now (read from "
+            "the database at the scrape), else 0: alert on 0.")
+        running.add_metric([], 1.0 if status.running else 0.0)
+        yield running
+        if status.expires_in_s is not None:
+            left = GaugeMetricFamily(
+                "scheduler_lease_expires_in_seconds", "Seconds until the leader's lease "
+                "expires; negative: it expired that long ago (no scheduler runs).")
+            left.add_metric([], status.expires_in_s)
+            yield left
 
 
 def serve_metrics(port: int) -> None:

@@ -37,6 +37,12 @@ def relative(at: datetime | None) -> str:
 
 
 @register.filter
+def abs_seconds(seconds: int | float | None) -> int | None:
+    """A signed number of seconds as a duration: ``-300`` -> ``300``."""
+    return None if seconds is None else int(abs(seconds))
+
+
+@register.filter
 def dur(seconds: int | float | None) -> str:
     return words.duration(seconds)
 

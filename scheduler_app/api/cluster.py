@@ -8,6 +8,7 @@ from typing import Any
 
 import django_filters
 from django.db.models import Q, QuerySet
+from django.utils import timezone
 from drf_spectacular.utils import extend_schema
 from rest_framework import generics, serializers
 from rest_framework.request import Request
@@ -16,6 +17,7 @@ from rest_framework.views import APIView
 
 from scheduler_app.core.states import JobState
 from scheduler_app.models import Job, Reservation, Transition
+from scheduler_app.selectors.leader import scheduler_status
 
 from . import access
 from .filters import IdFilter, StrictFilterSet
@@ -92,7 +94,20 @@ def reservation_rows(user: Any, reservations: list[Reservation]) -> list[dict[st
     ]
 
 
+class SchedulerOut(serializers.Serializer):
+    running = serializers.BooleanField(
+        help_text="A scheduler holds the leader lease now: jobs are placed, explained and "
+                  "timed out. False: submits are still accepted, and wait until one runs.")
+    holder = serializers.CharField(help_text="The lease's holder (host:pid), or empty.")
+    lease_expires_at = serializers.DateTimeField(allow_null=True)
+    lease_expires_in_s = serializers.FloatField(
+        allow_null=True, help_text="Negative: the lease expired that long ago (the "
+                                   "scheduler stopped, or cannot reach the database).")
+
+
 class SummaryOut(serializers.Serializer):
+    scheduler = SchedulerOut(help_text="Whether a scheduler runs (its lease), as squeue "
+                                       "says when it cannot reach the controller.")
     nodes = serializers.IntegerField()
     nodes_by_health = serializers.DictField(child=serializers.IntegerField())
     gpus = serializers.IntegerField(help_text="All GPUs, whatever their node's health.")
@@ -120,7 +135,11 @@ class ClusterSummary(APIView):
     def get(self, request: Request) -> Response:
         reservations = published_reservations()
         summary = cluster_summary(reserved_gpus=sum(r.gpus for r in reservations))
+        status = scheduler_status(now=timezone.now())
         data = {
+            "scheduler": {"running": status.running, "holder": status.holder,
+                          "lease_expires_at": status.expires_at,
+                          "lease_expires_in_s": status.expires_in_s},
             **{name: getattr(summary, name) for name in summary.__slots__},
             "reservations": reservation_rows(request.user, reservations),
         }

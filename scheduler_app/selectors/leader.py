@@ -20,7 +20,7 @@ from django.db import connection, transaction
 from django.db.models import Max
 
 from scheduler_app.core.states import FINAL_STATES, HOLDING_STATES, JobState
-from scheduler_app.models import Allocation, Job, Node, Reservation, Tenant, Transition
+from scheduler_app.models import Allocation, Job, Lease, Node, Reservation, Tenant, Transition
 from scheduler_app.services.transitions import LOG_APPEND_LOCK_KEY
 
 from .binary import fetch_binary
@@ -348,3 +348,34 @@ def tenant_names(ids: Collection[int]) -> dict[int, str]:
 def nodes_named(names: Collection[str]) -> dict[str, Node]:
     """name -> Node, for the nodes ``names`` (the few a build takes out of scheduling)."""
     return {n.name: n for n in Node.objects.filter(name__in=names)} if names else {}
+
+
+@dataclass(frozen=True, slots=True)
+class SchedulerStatus:
+    """Whether a scheduler leads now, read from its lease (one query): the processes'
+    own gauges cannot say it after a crash (a killed leader's ``scheduler_leader``
+    series stays at 1), and a submit is accepted whether or not anything will place it."""
+
+    holder: str  # "" when the lease was released or never taken
+    expires_at: datetime | None
+    now: datetime
+
+    @property
+    def running(self) -> bool:
+        return bool(self.holder) and self.expires_at is not None and self.expires_at > self.now
+
+    @property
+    def expires_in_s(self) -> float | None:
+        """Seconds until the lease expires (negative: expired that long ago); None: never
+        taken."""
+        if self.expires_at is None:
+            return None
+        return (self.expires_at - self.now).total_seconds()
+
+
+def scheduler_status(*, now: datetime) -> SchedulerStatus:
+    from scheduler_app.services.lease import LEADER_LEASE
+
+    row = Lease.objects.filter(name=LEADER_LEASE).values_list("holder", "expires_at").first()
+    holder, expires_at = row if row is not None else ("", None)
+    return SchedulerStatus(holder=holder or "", expires_at=expires_at, now=now)

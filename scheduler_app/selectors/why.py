@@ -153,7 +153,7 @@ def why_pending(*, job: Job, others: OtherJobs | None = None,
     if reason == P.USER_LIMIT and tenant.max_gpus_per_user is None:
         reason = P.PRIORITY  # the cap was lifted since: the next tick says more
     if reason == P.NONE:
-        return _not_looked_at(job, evidence)
+        return _not_looked_at(job, evidence, now)
 
     if reason in (P.RESOURCES, P.TOPOLOGY, P.GPU_TYPE, P.NODE_DOWN, P.INTERACTIVE_TIER_FULL):
         c = _cluster(job.gpu_type)
@@ -316,10 +316,23 @@ def why_pending(*, job: Job, others: OtherJobs | None = None,
     return WhyPending(reason.value, PENDING_SENTENCES.get(reason, reason.value), evidence, "")
 
 
-def _not_looked_at(job: Job, evidence: list[str]) -> WhyPending:
+def _not_looked_at(job: Job, evidence: list[str], now: datetime) -> WhyPending:
     """No reason yet. Right after the submit, the next tick gives one; but each tick
     looks only at the front of each team's queue (a bounded tick), so a job behind
-    many others of its team may go without one until they start."""
+    many others of its team may go without one until they start. With no scheduler
+    running (its lease expired), no tick comes at all: said so, not "at the next tick"
+    (found by running it as production does, 2026-12-07)."""
+    from .leader import scheduler_status
+
+    status = scheduler_status(now=now)
+    if not status.running:
+        since = status.expires_in_s
+        ago = (f" (its lease expired {_ago(-since)} ago)" if since is not None and since < 0
+               else "")
+        return WhyPending(P.NONE.value, "No scheduler is running" + ago + ": nothing is "
+                          "placed or explained until one is back.", evidence,
+                          "Nothing to do on the job: it keeps its place. An operator starts "
+                          "the scheduler (docs/operations.md).")
     ahead, ahead_gpus, in_team = _ahead(job)
     if not in_team:
         return WhyPending(P.NONE.value, "The scheduler has not looked at it yet.", evidence,
@@ -332,6 +345,15 @@ def _not_looked_at(job: Job, evidence: list[str]) -> WhyPending:
                       "Nothing to do: each tick looks at the front of each team's queue, and "
                       "it is explained and given a start estimate as the jobs ahead of it "
                       "start. A higher priority puts it before its team's other jobs.")
+
+
+def _ago(seconds: float) -> str:
+    whole = int(seconds)
+    if whole < 120:
+        return f"{whole} s"
+    if whole < 7200:
+        return f"{whole // 60} min"
+    return f"{whole // 3600} h"
 
 
 def _over_the_limit(job: Job, evidence: list[str], headline: str, limit: int,

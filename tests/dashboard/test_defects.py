@@ -366,10 +366,24 @@ def _queued_behind(team, n: int, **last):
     return job_submit(tenant=team, name="behind", gpus=1, **last)
 
 
+def _leading(seconds_left: float) -> None:
+    """A scheduler holds the leader lease for ``seconds_left`` more seconds (negative:
+    it expired that long ago)."""
+    from django.utils import timezone
+
+    from scheduler_app.models import Lease
+    from scheduler_app.services.lease import LEADER_LEASE
+
+    Lease.objects.update_or_create(name=LEADER_LEASE, defaults={
+        "holder": "host:1", "fencing_token": 1,
+        "expires_at": timezone.now() + timedelta(seconds=seconds_left)})
+
+
 def test_a_job_deep_in_its_teams_queue_is_not_promised_a_reason_at_the_next_tick(db):
     # each tick looks at the front of each team's queue: a job behind 40 of its team's
     # (found by trying the product, 2026-12-07: still "explained at the next tick" after
     # seven ticks) says what it waits behind
+    _leading(15)
     pod = Pod.objects.create(name="pod-a")
     NodeFactory(name="pod-a-n0", pod=pod)
     team = TenantFactory(name="vision", guaranteed_gpus=8, borrow_limit_gpus=0)
@@ -383,6 +397,24 @@ def test_a_job_deep_in_its_teams_queue_is_not_promised_a_reason_at_the_next_tick
     assert "as the jobs ahead of it start" in answer.next_step
     first = Job.objects.get(name="ahead-0")
     assert "next tick" in why_pending(job=first).next_step  # at the front: it is
+
+
+def test_with_no_scheduler_running_a_new_job_is_not_promised_the_next_tick(db):
+    # a killed worker: submits still answer 201, and the job said "explained at the next
+    # tick (every few seconds)" (found by running it as production does, 2026-12-07)
+    pod = Pod.objects.create(name="pod-a")
+    NodeFactory(name="pod-a-n0", pod=pod)
+    team = TenantFactory(name="vision", guaranteed_gpus=8, borrow_limit_gpus=0)
+    job = job_submit(tenant=team, name="alone", gpus=1)
+    for lease in (None, -300):
+        if lease is not None:
+            _leading(lease)
+        answer = why_pending(job=job)
+        assert answer.headline.startswith("No scheduler is running")
+        assert "next tick" not in answer.next_step
+    assert "(its lease expired 5 min ago)" in answer.headline
+    _leading(15)
+    assert "next tick" in why_pending(job=job).next_step
 
 
 def test_a_user_limit_that_was_lifted_is_not_read_as_a_cap_of_zero(db):

@@ -78,3 +78,24 @@ def test_an_operators_home_polls_no_job_list(demo_client: Client, django_user_mo
     demo_client.force_login(django_user_model.objects.get(username="operator"))
     body = demo_client.get("/live/home-jobs/").content.decode()
     assert "GPUs in use" in body and "<table" not in body
+
+
+def test_every_page_says_when_no_scheduler_is_running(demo_client: Client, django_user_model):
+    # a killed worker went unnoticed: submits were accepted and jobs promised the next
+    # tick (found by running it as production does, 2026-12-07)
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from scheduler_app.models import Lease
+
+    assert "scheduler-down" not in demo_client.get("/").content.decode()  # it leads
+    Lease.objects.update(expires_at=timezone.now() - timedelta(minutes=3))
+    for path in ("/", "/jobs/", "/cluster/"):
+        page = demo_client.get(path).content.decode()
+        assert 'id="scheduler-down"' in page, path
+        assert "No scheduler is running (its lease expired 3 min" in page
+    demo_client.force_login(django_user_model.objects.get(username="operator"))
+    assert "<code>run_scheduler</code>" in demo_client.get("/").content.decode()
+    summary = demo_client.get("/api/v1/cluster/").json()["scheduler"]
+    assert summary["running"] is False and summary["lease_expires_in_s"] < -170

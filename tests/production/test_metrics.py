@@ -174,6 +174,36 @@ def test_the_metrics_endpoint_serves_the_prometheus_text_format(client, settings
         assert name in body
 
 
+@pytest.mark.django_db
+def test_whether_a_scheduler_runs_is_read_from_its_lease_at_the_scrape(client, settings):
+    # a leader killed with SIGKILL left its scheduler_leader series at 1 for good, so the
+    # alert on it never fired (found by running it as production does, 2026-12-07)
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from scheduler_app.models import Lease
+    from scheduler_app.services.lease import LEADER_LEASE
+
+    settings.METRICS_TOKEN = ""
+
+    def scraped() -> dict[str, float]:
+        body = client.get("/metrics").content.decode()
+        return {line.split()[0]: float(line.split()[1]) for line in body.splitlines()
+                if line.startswith(("scheduler_running ", "scheduler_lease_expires_in"))}
+
+    assert scraped() == {"scheduler_running": 0.0}  # never taken
+    Lease.objects.create(name=LEADER_LEASE, holder="host:1", fencing_token=3,
+                         expires_at=timezone.now() + timedelta(seconds=15))
+    now = scraped()
+    assert now["scheduler_running"] == 1.0
+    assert 0 < now["scheduler_lease_expires_in_seconds"] <= 15
+    Lease.objects.update(expires_at=timezone.now() - timedelta(seconds=90))
+    gone = scraped()
+    assert gone["scheduler_running"] == 0.0
+    assert gone["scheduler_lease_expires_in_seconds"] <= -90
+
+
 def test_the_metrics_endpoint_wants_the_bearer_token_when_one_is_set(client, settings):
     settings.METRICS_TOKEN = "s3cret"
     assert client.get("/metrics").status_code == 401
