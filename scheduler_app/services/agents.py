@@ -89,6 +89,7 @@ def agent_register(
     draining node stays draining: the drain is an operator's decision.
     """
     _check_registration(name=name, pod=pod, gpus=gpus, gpu_type=gpu_type, rail=rail)
+    _check_gpu_type_case(gpu_type)
     at = at or now_s()
     # the log's append lock before the node's row lock, as the leader takes them (a tick
     # updating the node's free GPUs would deadlock with the other order)
@@ -365,6 +366,20 @@ def _check_registration(*, name: str, pod: str, gpus: int, gpu_type: str, rail: 
     if errors:
         first = next(iter(errors))
         raise Invalid(errors[first], field=first, errors=errors)
+
+
+def _check_gpu_type_case(gpu_type: str) -> None:
+    """A GPU type that differs from one of the cluster's only in case (an operator's
+    "h100" beside "H100") is a typo: types match exactly, so jobs asking for H100 would
+    never use the node (found by running it as production does, 2026-12-07)."""
+    if not gpu_type:
+        return
+    known = (Node.objects.filter(gpu_type__iexact=gpu_type).exclude(gpu_type=gpu_type)
+             .values_list("gpu_type", flat=True).first())
+    if known is not None:
+        raise Invalid(f"{gpu_type!r} differs from the cluster's GPU type {known!r} only in "
+                      f"case: GPU types match exactly; write {known!r}.", field="gpu_type",
+                      code="gpu_type_case")
 
 
 def _log_node(

@@ -86,6 +86,22 @@ def test_registration_errors_name_the_field(world):
     assert not Node.objects.filter(name="n9").exists()
 
 
+def test_a_gpu_type_that_differs_only_in_case_is_a_typo(world):
+    # "h100" beside the cluster's H100 made a type of its own, which no H100 job would
+    # ever use (found by running it as production does, 2026-12-07)
+    response = world.client("operator").post(
+        "/api/v1/agent/register/", {"name": "n9", "pod": "pod0", "gpus": 8,
+                                    "gpu_type": "h100"}, format="json")
+    assert response.status_code == 400
+    assert "only in case" in errors_of(response)["gpu_type"] and "'H100'" in errors_of(
+        response)["gpu_type"]
+    assert not Node.objects.filter(name="n9").exists()
+    ok = world.client("operator").post(
+        "/api/v1/agent/register/", {"name": "n9", "pod": "pod0", "gpus": 8,
+                                    "gpu_type": "H100"}, format="json")
+    assert ok.status_code == 201
+
+
 def test_a_heartbeat_records_the_time(world):
     before = timezone.now() - timedelta(seconds=1)
     response = world.client("agent:n2").post("/api/v1/agent/heartbeat/", {}, format="json")
