@@ -17,6 +17,7 @@ from django.core.exceptions import ValidationError
 
 from scheduler_app.core.types import MAX_ARRAY_TASKS, TENANT_LIMITS
 from scheduler_app.models import Job, Tenant
+from scheduler_app.services.cluster import QUOTA_GPUS_WORDS, limit_words
 from scheduler_app.services.jobs import (
     awaited_errors,
     never_fits,
@@ -342,20 +343,31 @@ def _never_fits_field(why: str, spec: dict[str, Any]) -> str:
     return "gpus"
 
 
+def _bounds_words(words: str) -> dict[str, str]:
+    return {"min_value": words, "max_value": words}
+
+
 class QuotaForm(forms.Form):
     """A team's guarantee and borrow limit; the service checks the values."""
 
-    guaranteed_gpus = forms.IntegerField(label="Guaranteed GPUs", min_value=-MAX_INT,
-                                         max_value=MAX_INT)
-    borrow_limit_gpus = forms.IntegerField(label="Borrow limit (GPUs)", min_value=-MAX_INT,
-                                           max_value=MAX_INT)
+    # storage's bounds, in the services' words (it said "Ensure this value is less than
+    # or equal to 2147483647." for 10**30: found 2026-12-07); the service checks the rest
+    guaranteed_gpus = forms.IntegerField(
+        label="Guaranteed GPUs", min_value=-MAX_INT, max_value=MAX_INT,
+        error_messages=_bounds_words(QUOTA_GPUS_WORDS))
+    borrow_limit_gpus = forms.IntegerField(
+        label="Borrow limit (GPUs)", min_value=-MAX_INT, max_value=MAX_INT,
+        error_messages=_bounds_words(QUOTA_GPUS_WORDS))
     # team limits, empty: none (the service checks the values and names the field)
-    max_gpus_per_user = forms.IntegerField(label="GPUs per user", required=False,
-                                           min_value=-MAX_INT, max_value=MAX_INT)
-    default_runtime_s = forms.IntegerField(label="Default time limit (s)", required=False,
-                                           min_value=-MAX_INT, max_value=MAX_INT)
-    max_runtime_s = forms.IntegerField(label="Longest time limit (s)", required=False,
-                                       min_value=-MAX_INT, max_value=MAX_INT)
+    max_gpus_per_user = forms.IntegerField(
+        label="GPUs per user", required=False, min_value=-MAX_INT, max_value=MAX_INT,
+        error_messages=_bounds_words(limit_words("max_gpus_per_user")))
+    default_runtime_s = forms.IntegerField(
+        label="Default time limit (s)", required=False, min_value=-MAX_INT, max_value=MAX_INT,
+        error_messages=_bounds_words(limit_words("default_runtime_s")))
+    max_runtime_s = forms.IntegerField(
+        label="Longest time limit (s)", required=False, min_value=-MAX_INT, max_value=MAX_INT,
+        error_messages=_bounds_words(limit_words("max_runtime_s")))
 
     @staticmethod
     def initial_of(tenant: Any) -> dict[str, Any]:

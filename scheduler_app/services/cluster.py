@@ -47,6 +47,8 @@ NODE_MOVES: dict[str, tuple[frozenset[NodeHealth], NodeHealth]] = {
 }
 
 MAX_GPUS_QUOTA = 10_000_000
+#: What a guarantee or a borrow limit may be, in the operator's words (the API, the form)
+QUOTA_GPUS_WORDS = f"Must be a whole number of GPUs, 0 or more (at most {MAX_GPUS_QUOTA:,})."
 
 
 def tenant_create(
@@ -275,7 +277,7 @@ def _apply_move(
 
 def _check_quota(guaranteed_gpus: object, borrow_limit_gpus: object) -> None:
     errors = {
-        name: "Must be a whole number of GPUs, 0 or more."
+        name: QUOTA_GPUS_WORDS
         for name, value in (
             ("guaranteed_gpus", guaranteed_gpus),
             ("borrow_limit_gpus", borrow_limit_gpus),
@@ -333,6 +335,13 @@ LIMIT_MAXIMUMS = {"max_gpus_per_user": MAX_GPUS_QUOTA, "default_runtime_s": 366 
                   "max_runtime_s": 366 * 24 * 3600}
 
 
+def limit_words(name: str) -> str:
+    """What the team limit ``name`` may be, in the operator's words (the API, the form)."""
+    unit = "GPUs" if name == "max_gpus_per_user" else "seconds"
+    return (f"Must be a whole number of {unit} from 1 to {LIMIT_MAXIMUMS[name]:,}, or empty "
+            "(no limit).")
+
+
 def check_limits(limits: Mapping[str, object]) -> dict[str, int | None]:
     """The team limits ``limits`` sets, checked: each a whole number from 1 to its maximum,
     or None (no limit); the default time limit no longer than the longest allowed. Raises
@@ -343,9 +352,7 @@ def check_limits(limits: Mapping[str, object]) -> dict[str, int | None]:
             errors[key] = "Not a team limit."
         elif value is not None and (isinstance(value, bool) or not isinstance(value, int)
                                     or not 1 <= value <= LIMIT_MAXIMUMS[key]):
-            unit = "GPUs" if key == "max_gpus_per_user" else "seconds"
-            errors[key] = (f"Must be a whole number of {unit} from 1 to "
-                           f"{LIMIT_MAXIMUMS[key]:,}, or empty (no limit).")
+            errors[key] = limit_words(key)
     if errors:
         first = next(iter(errors))
         raise Invalid(errors[first], field=first, errors=errors)
