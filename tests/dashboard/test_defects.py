@@ -474,3 +474,16 @@ def test_the_node_panel_lists_its_jobs_naming_other_teams_by_team(world: World):
             assert f"#{job.pk} {job.name}" in panel
     assert world.client(None).get(f"/live/node/{holder.pk}/").status_code == 302
     assert 'class="node-open"' in world.client("researcher").get("/live/map/").content.decode()
+
+
+def test_the_node_panel_names_an_arrays_tasks_as_everywhere_else(world: World):
+    # "#8 probe-layer-sweep" where every list says 8_0 (found 2026-12-07)
+    from scheduler_app.services import array_submit
+
+    tasks = array_submit(tenant=world.vision, owner=world.users["researcher"], name="sweep",
+                         gpus=1, count=2)
+    node = NodeFactory(name="n9", pod=Pod.objects.order_by("name").first())  # (all full)
+    job_transition(job_id=tasks[1].pk, to_state=JobState.PLACING, reason=Reason.PLACED,
+                   actor=Actor.SCHEDULER, alloc={node.name: [0]})
+    panel = world.client("researcher").get(f"/live/node/{node.pk}/").content.decode()
+    assert f"{tasks[0].pk}_1 sweep" in panel and f"#{tasks[1].pk} sweep" not in panel
