@@ -83,7 +83,7 @@ bench: $(VENV)/.installed core
 bench-quick: $(VENV)/.installed core
 	$(BIN)/python -m bench.run_all --quick
 
-# Run the three worked scenarios through the simulator and check each result.
+# Run the worked scenarios (scenarios/examples/) through the simulator and check each result.
 scenarios: $(VENV)/.installed core
 	@mkdir -p bench/out
 	@for f in scenarios/examples/*.yaml; do \

@@ -37,6 +37,7 @@ import bisect
 import csv
 import hashlib
 import math
+import os
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -146,7 +147,12 @@ class QuotaTable:
 
 
 def default_trace_dir() -> Path:
-    """``../shared/traces`` relative to the repository root (this file is 3 levels down)."""
+    """``$SCHEDULER_SHARED_DIR/traces`` if that is set, else ``../shared/traces`` relative
+    to the repository root (this file is 3 levels down): a clone elsewhere than beside
+    ``shared/`` names it (docs/workloads.md)."""
+    shared = os.environ.get("SCHEDULER_SHARED_DIR", "").strip()
+    if shared:
+        return Path(shared).expanduser() / "traces"
     return Path(__file__).resolve().parents[2].parent / "shared" / "traces"
 
 

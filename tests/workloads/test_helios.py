@@ -300,3 +300,14 @@ def test_the_artifacts_window_is_the_one_anchors_describes() -> None:
     span = max(j["submit_at_s"] for j in s["jobs"])
     load = sum(j["gpus"] * j["runtime_s"] for j in s["jobs"]) / span / (136 * 8)
     assert 1.14 < load < 1.16
+
+
+def test_the_shared_directory_may_be_named_for_a_clone_elsewhere(monkeypatch, tmp_path):
+    # a clone not beside shared/ could not find the trace: import_trace, the Helios
+    # snippet and make bench-quick failed (found by following the README, 2026-12-07)
+    from scheduler_app.workloads.helios import default_trace_dir
+
+    monkeypatch.setenv("SCHEDULER_SHARED_DIR", str(tmp_path))
+    assert default_trace_dir() == tmp_path / "traces"
+    monkeypatch.delenv("SCHEDULER_SHARED_DIR")
+    assert default_trace_dir().parts[-2:] == ("shared", "traces")
