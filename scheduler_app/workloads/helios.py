@@ -146,14 +146,18 @@ class QuotaTable:
         return self.totals[min(max(day, 0), len(self.totals) - 1)]
 
 
-def default_trace_dir() -> Path:
-    """``$SCHEDULER_SHARED_DIR/traces`` if that is set, else ``../shared/traces`` relative
-    to the repository root (this file is 3 levels down): a clone elsewhere than beside
-    ``shared/`` names it (docs/workloads.md)."""
-    shared = os.environ.get("SCHEDULER_SHARED_DIR", "").strip()
+def shared_dir() -> Path:
+    """``$SCHED_SHARED_DIR`` if that is set, else ``../shared`` beside the repository
+    (this file is 3 levels down): a clone elsewhere names it (docs/workloads.md)."""
+    shared = os.environ.get("SCHED_SHARED_DIR", "").strip()
     if shared:
-        return Path(shared).expanduser() / "traces"
-    return Path(__file__).resolve().parents[2].parent / "shared" / "traces"
+        return Path(shared).expanduser()
+    return Path(__file__).resolve().parents[2].parent / "shared"
+
+
+def default_trace_dir() -> Path:
+    """The Helios trace and quota table: ``traces/`` of :func:`shared_dir`."""
+    return shared_dir() / "traces"
 
 
 def read_quota(path: str | Path) -> QuotaTable:

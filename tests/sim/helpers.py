@@ -14,10 +14,10 @@ from scheduler_app.sim.invariants import check_result
 from scheduler_app.sim.result import build_result, dump_result
 from scheduler_app.sim.scenario import Scenario, validate_scenario
 from scheduler_app.workloads import HeliosParams, import_helios
-from scheduler_app.workloads.helios import TRACE_FILE, default_trace_dir
+from scheduler_app.workloads.helios import TRACE_FILE, default_trace_dir, shared_dir
 
 REPO = Path(__file__).resolve().parents[2]
-SHARED_SCENARIOS = REPO.parent / "shared" / "scenarios"
+SHARED_SCENARIOS = shared_dir() / "scenarios"
 EXAMPLE_SCENARIOS = REPO / "scenarios" / "examples"
 
 

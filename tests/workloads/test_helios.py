@@ -307,7 +307,7 @@ def test_the_shared_directory_may_be_named_for_a_clone_elsewhere(monkeypatch, tm
     # snippet and make bench-quick failed (found by following the README, 2026-12-07)
     from scheduler_app.workloads.helios import default_trace_dir
 
-    monkeypatch.setenv("SCHEDULER_SHARED_DIR", str(tmp_path))
+    monkeypatch.setenv("SCHED_SHARED_DIR", str(tmp_path))
     assert default_trace_dir() == tmp_path / "traces"
-    monkeypatch.delenv("SCHEDULER_SHARED_DIR")
+    monkeypatch.delenv("SCHED_SHARED_DIR")
     assert default_trace_dir().parts[-2:] == ("shared", "traces")
