@@ -31,7 +31,12 @@ from scheduler_app.core.types import (
     size_class,
 )
 from scheduler_app.models import Allocation, Job, Membership, Tenant, Transition
-from scheduler_app.selectors.jobs import job_history, job_queue_position, queue_deadline
+from scheduler_app.selectors.jobs import (
+    job_history,
+    job_queue_position,
+    queue_deadline,
+    run_started_at,
+)
 from scheduler_app.selectors.redaction import OtherJobs
 from scheduler_app.selectors.why import why_pending
 from scheduler_app.services import array_cancel, array_submit, job_cancel, job_submit
@@ -292,14 +297,6 @@ class JobOut(serializers.ModelSerializer):
         return _when(run_started_at(job))
 
 
-#: a job in these states waits for a run: its last run's start is history, not its own
-_WAITING = frozenset({JobState.SUBMITTED.value, JobState.QUEUED.value, JobState.PLACING.value})
-
-
-def run_started_at(job: Job) -> Any:
-    """When the job's current run started, None while it waits for one (a requeued
-    job showed its previous run's start while QUEUED: found 2026-12-07)."""
-    return None if job.state in _WAITING else job.started_at
 
 
 def dependencies_out(job: Job) -> list[dict[str, Any]]:

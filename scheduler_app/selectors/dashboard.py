@@ -32,7 +32,7 @@ from scheduler_app.core.states import (
 )
 from scheduler_app.models import Allocation, Job, Membership, Node, Pod, Tenant, Transition
 
-from .jobs import job_history, job_queue_position, queue_order
+from .jobs import job_history, job_queue_position, queue_order, run_started_at
 from .redaction import OtherJobs
 from .why import why_pending
 
@@ -248,18 +248,18 @@ class JobRow:
     def ends_by(self) -> datetime | None:
         return ends_by(self.job)
 
-    @property
-    def grace(self) -> tuple[int, bool]:
-        """(the seconds it is given to write its checkpoint when asked to stop, whether
-        the cluster's cap cut its declared time): what the scheduler grants
-        (``core.scheduler.capped_grace``), not a default written into the page."""
-        from scheduler_app.core.scheduler import capped_grace
-        from scheduler_app.scheduler_config import scheduler_config
 
-        config = scheduler_config()
-        declared = self.job.checkpoint_time_s
-        return (capped_grace(declared, config),
-                bool(declared) and declared > config.max_grace_period_s)
+def granted_grace(job: Job) -> tuple[int, bool]:
+    """(the seconds it is given to write its checkpoint when asked to stop, whether the
+    cluster's cap cut its declared time): what the scheduler grants
+    (``core.scheduler.capped_grace``), not a default written into the page."""
+    from scheduler_app.core.scheduler import capped_grace
+    from scheduler_app.scheduler_config import scheduler_config
+
+    config = scheduler_config()
+    declared = job.checkpoint_time_s
+    return (capped_grace(declared, config),
+            bool(declared) and declared > config.max_grace_period_s)
 
 
 def ends_by(job: Job) -> datetime | None:
@@ -328,16 +328,11 @@ class JobDetail:
 
     @property
     def grace(self) -> tuple[int, bool]:
-        """(the seconds it is given to write its checkpoint when asked to stop, whether
-        the cluster's cap cut its declared time): what the scheduler grants
-        (``core.scheduler.capped_grace``), not a default written into the page."""
-        from scheduler_app.core.scheduler import capped_grace
-        from scheduler_app.scheduler_config import scheduler_config
+        return granted_grace(self.job)
 
-        config = scheduler_config()
-        declared = self.job.checkpoint_time_s
-        return (capped_grace(declared, config),
-                bool(declared) and declared > config.max_grace_period_s)
+    @property
+    def started_at(self) -> datetime | None:
+        return run_started_at(self.job)
 
 
 #: What each dependency kind waits for, as the job page says it ("after #12 completes").

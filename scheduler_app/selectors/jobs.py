@@ -38,6 +38,17 @@ _ORDER_COLUMNS = ("priority", "submitted_at", "max_runtime_s", "gpus", "pk")
 PARKED = (PendingReason.DEPENDENCY.value, PendingReason.ARRAY_LIMIT.value)
 
 
+#: a job in these states waits for a run: its last run's start is history, not its own
+_WAITING = frozenset({JobState.SUBMITTED.value, JobState.QUEUED.value, JobState.PLACING.value})
+
+
+def run_started_at(job: Job) -> datetime | None:
+    """When the job's current run started, None while it waits for one, as Slurm resets
+    StartTime on a requeue (a requeued job showed its previous run's start while QUEUED:
+    found 2026-12-07). The API and the job page both say this."""
+    return None if job.state in _WAITING else job.started_at
+
+
 def in_line(jobs: QuerySet[Job]) -> QuerySet[Job]:
     """The QUEUED jobs among ``jobs`` that wait in the scheduler's queues (not parked)."""
     return jobs.filter(state=JobState.QUEUED).exclude(pending_reason__in=PARKED)
@@ -137,5 +148,5 @@ def array_tasks(*, array_id: int) -> QuerySet[Job]:
     return Job.objects.filter(array_id=array_id).order_by("array_index")
 
 
-__all__ = ["array_tasks", "job_history", "job_queue_position", "job_visibility",
-           "queue_deadline", "queue_order"]
+__all__ = ["array_tasks", "in_line", "job_history", "job_queue_position", "job_visibility",
+           "queue_deadline", "queue_order", "run_started_at"]

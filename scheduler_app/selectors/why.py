@@ -37,7 +37,7 @@ from scheduler_app.core.states import (
 )
 from scheduler_app.models import Allocation, Job, Node, Tenant, Transition
 
-from .jobs import queue_order
+from .jobs import in_line, queue_order
 from .redaction import OtherJobs
 
 P = PendingReason
@@ -121,13 +121,18 @@ def _smaller(job: Job, fits: int) -> str:
     nodes' worth for a shaped gang (it said "3 GPUs" to a job of 8 per node, which the
     submit then refused: 2026-12-07). It fits; whether it starts first is the queue's
     say (a job of its team ahead of it may take those GPUs), so no more is promised."""
-    per = job.gpus_per_node or 1
-    fits -= fits % per
+    fits = _whole_nodes(job, fits)
     if fits <= 0 or fits >= job.gpus:
         return ""
     if job.min_gpus and job.min_gpus <= fits:
         return ""  # elastic: the scheduler shrinks it on its own at the next tick
     return f"Asking for {_gpus(fits)}{_shape(job)} would fit now."
+
+
+def _whole_nodes(job: Job, gpus: int) -> int:
+    """The most of ``gpus`` a gang of the job's shape can ask for: whole nodes' worth of
+    its ``gpus_per_node`` (a job of 8 per node cannot ask for 3)."""
+    return gpus - gpus % (job.gpus_per_node or 1)
 
 
 def why_pending(*, job: Job, others: OtherJobs | None = None,
@@ -299,8 +304,7 @@ def why_pending(*, job: Job, others: OtherJobs | None = None,
         running = tasks.filter(state__in=[s.value for s in HOLDING_STATES]).count()
         # a task let past the cap holds its slot while it waits in the queue: "runs 0 of
         # its 5 tasks, the most it allows" read as a contradiction (2026-12-07)
-        waiting = tasks.filter(state=JobState.QUEUED).exclude(
-            pending_reason__in=(P.ARRAY_LIMIT.value, P.DEPENDENCY.value)).count()
+        waiting = in_line(tasks).count()
         active = min(cap, running + waiting) if cap else running + waiting
         if active == running:
             headline = (f"Array {job.array_id} runs {running} of its {job.array_count} "
@@ -360,12 +364,8 @@ def _over_the_limit(job: Job, evidence: list[str], headline: str, limit: int,
                     what: str) -> WhyPending:
     """A job bigger than a limit lowered after it was submitted: it stays queued (the
     limit may come back, as Slurm and Kueue keep such jobs pending), and says so."""
-    smaller = ""
-    if limit > 0 and not job.min_gpus:
-        per = job.gpus_per_node or 1
-        most = limit - limit % per
-        if most > 0:
-            smaller = f" with at most {_gpus(most)}"
+    most = _whole_nodes(job, limit) if not job.min_gpus else 0
+    smaller = f" with at most {_gpus(most)}" if most > 0 else ""
     return WhyPending(job.pending_reason, headline, evidence,
                       f"Cancel it and submit it again{smaller}, or ask an operator to raise "
                       f"{what}.")

@@ -6,12 +6,11 @@ import sys
 import time
 from typing import Any
 
-from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
+from scheduler_app.management.outputs import check_out
 from scheduler_app.workloads import HeliosParams, import_helios, write_scenario
 from scheduler_app.workloads.helios import QUOTA_FILE, TRACE_FILE, default_trace_dir
-from scheduler_app.workloads.io import database_files, output_problem
 
 
 class Command(BaseCommand):
@@ -28,10 +27,7 @@ class Command(BaseCommand):
                             help="cluster and guarantees times this (0.5: a contended window)")
 
     def handle(self, *args: Any, **opts: Any) -> None:
-        problem = output_problem(opts["out"], database_files(settings.DATABASES.values()),
-                                 makes_parents=True)
-        if problem:  # before the work, not after it
-            raise CommandError(f"--out {opts['out'] or repr(opts['out'])}: {problem}")
+        check_out(opts["out"], makes_parents=True)  # before the work, not after it
         started = time.monotonic()
         try:
             params = HeliosParams(from_day=opts["from_day"], days=opts["days"],

@@ -6,11 +6,10 @@ import sys
 import time
 from typing import Any
 
-from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
+from scheduler_app.management.outputs import check_out
 from scheduler_app.workloads import SyntheticParams, generate, write_scenario
-from scheduler_app.workloads.io import database_files, output_problem
 
 
 class Command(BaseCommand):
@@ -27,10 +26,7 @@ class Command(BaseCommand):
                             help="simulated window (until_s) and span of the late arrivals")
 
     def handle(self, *args: Any, **opts: Any) -> None:
-        problem = output_problem(opts["out"], database_files(settings.DATABASES.values()),
-                                 makes_parents=True)
-        if problem:  # before the work, not after it
-            raise CommandError(f"--out {opts['out'] or repr(opts['out'])}: {problem}")
+        check_out(opts["out"], makes_parents=True)  # before the work, not after it
         try:
             params = SyntheticParams(jobs=opts["jobs"], nodes=opts["nodes"], teams=opts["teams"],
                                      seed=opts["seed"], hours=opts["hours"])

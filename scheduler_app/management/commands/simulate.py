@@ -5,12 +5,11 @@ sim/scratch.py); the configured database is never written."""
 
 from __future__ import annotations
 
-from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
+from scheduler_app.management.outputs import configured_database_files
 from scheduler_app.sim.cli import SimulateError, add_arguments, run_simulation, summary_line
 from scheduler_app.sim.scratch import in_scratch
-from scheduler_app.workloads.io import database_files
 
 
 class Command(BaseCommand):
@@ -26,7 +25,7 @@ class Command(BaseCommand):
                 engine=str(options["engine"]), policy=str(options["policy"]),
                 seed=int(options["seed"]),  # type: ignore[call-overload]
                 quiet=bool(options["quiet"]),
-                protected=database_files(settings.DATABASES.values()),
+                protected=configured_database_files(),
             )
         except SimulateError as exc:
             raise CommandError(str(exc)) from exc

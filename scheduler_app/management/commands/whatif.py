@@ -12,9 +12,9 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from django.conf import settings
 from django.core.management.base import BaseCommand, CommandParser
 
+from scheduler_app.management.outputs import configured_database_files
 from scheduler_app.selectors.whatif import live_snapshot
 from scheduler_app.sim.parallel import RunFailed
 from scheduler_app.sim.whatif import (
@@ -26,7 +26,7 @@ from scheduler_app.sim.whatif import (
     scenario_text,
     write_files,
 )
-from scheduler_app.workloads.io import database_files, output_problem
+from scheduler_app.workloads.io import output_problem
 
 
 class Command(BaseCommand):
@@ -107,7 +107,7 @@ class Command(BaseCommand):
             problem = output_problem(path)
             if problem:
                 self._bad(f"{name} {value}: {problem}")
-            if where in database_files(settings.DATABASES.values()):
+            if where in configured_database_files():
                 self._bad(f"{name} {value}: is the live database; a what-if never writes it")
             for other, taken in out.items():
                 if taken.resolve() == where:
