@@ -462,6 +462,11 @@ def test_an_array_from_a_job_file_and_a_dependency_on_a_task_by_its_name(
     task = live.client().job(f"{array_id}_2")
     assert task.array_index == 2
     assert live.client().job(after).depends_on == [{"job": task.id, "when": "ok"}]
+    # a task that does not exist is bad input at the flag, as a job that does not (2)
+    missing = live.gpuq("submit", "--gpus", "1", "--name", "x", "--dependency",
+                        f"afterok:{array_id},afterok:{array_id}_9")
+    assert missing.returncode == 2, missing.stderr
+    assert (f"--dependency (depends_on[1].job): No task {array_id}_9" in missing.stderr)
     batch = tmp_path / "batch.json"
     batch.write_text('[{"name": "b", "gpus": 1}]')
     refused = live.gpuq("submit", "-f", str(batch), "--array", "0-1")

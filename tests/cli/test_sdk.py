@@ -292,6 +292,9 @@ def test_submit_array_gets_and_cancels_an_array_and_its_tasks(live: Live) -> Non
         client.cancel_array(sweep.id)
     with pytest.raises(gpuq.NotFound, match=f"No task {sweep.id}_9"):
         client.job(f"{sweep.id}_9")
+    with pytest.raises(gpuq.InvalidRequest, match=f"No task {sweep.id}_9") as awaits:
+        client.submit(name="after", gpus=1, depends_on=[f"{sweep.id}_9"])
+    assert awaits.value.field == "depends_on[0].job"
     with pytest.raises(gpuq.InvalidRequest) as refused:
         client.submit_array(name="too-many", gpus=1, count=10_001)
     assert refused.value.field == "array.count"

@@ -30,7 +30,7 @@ from datetime import datetime
 from typing import Any
 
 from . import config
-from .errors import ApiError, Conflict, NotFound
+from .errors import ApiError, Conflict, InvalidRequest, NotFound
 from .http import Transport
 
 #: States a job never leaves.
@@ -376,19 +376,29 @@ class Client:
         pairs and the API's own objects (a batch's ``{"index": i}`` ones pass unchanged).
         """
         out: list[dict[str, Any]] = []
-        for item in depends_on:
+        for k, item in enumerate(depends_on):
             when: str | None = None
             if isinstance(item, tuple):
                 item, when = item
             if isinstance(item, dict):
                 one = dict(item)
                 if isinstance(one.get("job"), str):
-                    one["job"] = self.job_id(one["job"])
+                    one["job"] = self._awaited_id(one["job"], k)
                 out.append(one)
                 continue
-            job = item.id if isinstance(item, Job) else self.job_id(item)
+            job = item.id if isinstance(item, Job) else self._awaited_id(item, k)
             out.append({"job": job} if when is None else {"job": job, "when": when})
         return out
+
+    def _awaited_id(self, ref: int | str, k: int) -> int:
+        """``job_id`` for dependency ``k``: a task name that names no task is bad input
+        at its field (400, as the API answers a dependency on a job that does not
+        exist), not a missing page."""
+        try:
+            return self.job_id(ref)
+        except NotFound as error:
+            raise InvalidRequest(400, [{**e, "field": f"depends_on[{k}].job"}
+                                       for e in error.errors]) from error
 
     def submit_batch(self, jobs: Iterable[dict[str, Any]], *, tenant: str | None = None,
                      idempotency_key: str | None = None) -> list[Job]:
