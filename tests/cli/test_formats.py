@@ -251,3 +251,18 @@ def test_share_shows_the_share_the_rank_was_made_from_in_hours() -> None:
     row = {"share": 383_040.0, "ranked_share": 9000.0, "share_rank": 1}
     assert cols["SHARE_H"].text(row) == "2.50" and cols["RANK"].text(row) == "1"
     assert cols["SHARE_H"].text({"ranked_share": None}) == "-"
+
+
+def test_ctrl_c_before_a_watchs_first_frame_stops_it_with_status_0_too(monkeypatch) -> None:
+    """--watch runs until Ctrl-C, so Ctrl-C is its way out however early it comes (the
+    first request under way, say); any other command stopped by it exits 130."""
+    from gpuq import cli
+
+    def interrupted(args):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(cli, "client_for", interrupted)
+    assert cli.main(["queue", "--watch"]) == cli.EXIT_OK
+    assert cli.main(["logs", "-f", "12"]) == cli.EXIT_OK
+    assert cli.main(["queue"]) == cli.EXIT_INTERRUPTED
+    assert cli.main(["logs", "12"]) == cli.EXIT_INTERRUPTED

@@ -1041,7 +1041,10 @@ def main(argv: list[str] | None = None) -> int:
         err(f"{prog}: error: {error}")
         return EXIT_ERROR
     except KeyboardInterrupt:
-        return EXIT_INTERRUPTED
+        # --watch and logs -f run until Ctrl-C: one pressed before the first frame or
+        # line (the first request under way) stops them as well
+        until_ctrl_c = getattr(args, "watch", False) or getattr(args, "follow", False)
+        return EXIT_OK if until_ctrl_c else EXIT_INTERRUPTED
     except BrokenPipeError:
         # the reader went away (`gpuq queue | head`): not an error of ours
         devnull = os.open(os.devnull, os.O_WRONLY)
