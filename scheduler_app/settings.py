@@ -342,6 +342,9 @@ CELERY_WHATIF_QUEUE = env.str("CELERY_WHATIF_QUEUE",
 CELERY_TASK_ROUTES = {"dashboard.whatif_run": {"queue": CELERY_WHATIF_QUEUE}}
 #: Keep Django's LOGGING (JSON lines) in the worker instead of Celery's own handlers.
 CELERY_WORKER_HIJACK_ROOT_LOGGER = False
+#: Every worker also reads a queue of its own (``<nodename>.dq2``): a standby forwards the
+#: beat's ticks it takes to the leader's (tasks.forward_to_leader).
+CELERY_WORKER_DIRECT = True
 #: The scheduler tick, every SCHEDULER_TICK_INTERVAL_S seconds (the leader lease decides
 #: which worker's tick writes; standbys' ticks do nothing).
 CELERY_BEAT_SCHEDULE = {

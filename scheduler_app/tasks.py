@@ -9,17 +9,24 @@ step by a standby does nothing, and two steps in a row by the leader simply tick
 Run the worker with one process per host for this task (``--concurrency 1`` or
 ``--pool solo``): each worker process has its own loop and its own holder name, so with
 several processes an early tick delivered to a standby process does nothing.
+
+Beat's ticks go to the shared queue, which every tick worker reads: a standby that takes
+one forwards it, once, to the leader's own queue (Celery's ``worker_direct`` queue of the
+worker named in the lease's holder, ``<nodename>:<pid>``). Without that the leader ran
+only the ticks it happened to take: about every other one with one standby.
 """
 
 from __future__ import annotations
 
 import logging
 import os
+import re
 import socket
 import threading
 
 from celery import shared_task
 from celery.signals import worker_process_shutdown, worker_shutdown
+from celery.utils import worker_direct
 from django.conf import settings
 from django.core.cache import cache
 
@@ -30,7 +37,9 @@ from scheduler_app.observability import (
     serve_metrics,
     step_observed,
 )
+from scheduler_app.selectors.leader import scheduler_status
 from scheduler_app.services.leader import LeaderLoop
+from scheduler_app.services.transitions import now_s
 
 log = logging.getLogger("scheduler_app.tick")
 
@@ -56,30 +65,68 @@ _loop: LeaderLoop | None = None
 _loop_lock = threading.Lock()
 
 
-def worker_holder() -> str:
-    return f"{socket.gethostname()}:{os.getpid()}"
+#: A worker's lease holder name: its Celery node name and its process id.
+WORKER_HOLDER = re.compile(r"^(?P<node>[^@:\s]+@[^:\s]+):(?P<pid>\d+)$")
 
 
-def leader_loop() -> LeaderLoop:
+def worker_holder(nodename: str | None = None) -> str:
+    """``<nodename>:<pid>`` (``celery@host:4242``): the lease says which worker's queue
+    reaches the leader. ``host:pid`` outside a worker (an eager call)."""
+    return f"{nodename or socket.gethostname()}:{os.getpid()}"
+
+
+def leader_node(holder: str) -> str | None:
+    """The Celery node name in a lease holder's name; None for a holder that is not a
+    worker (``run_scheduler``'s)."""
+    found = WORKER_HOLDER.match(holder)
+    return found.group("node") if found else None
+
+
+def leader_loop(nodename: str | None = None) -> LeaderLoop:
     """This process's loop (one per worker process: its in-memory state lives here)."""
     global _loop
     if _loop is None:
-        _loop = LeaderLoop(holder=worker_holder(), ttl_s=settings.SCHEDULER_LEASE_TTL_S)
+        _loop = LeaderLoop(holder=worker_holder(nodename),
+                           ttl_s=settings.SCHEDULER_LEASE_TTL_S)
         if settings.SCHEDULER_METRICS_PORT:
             serve_metrics(settings.SCHEDULER_METRICS_PORT)  # this process records them
     return _loop
 
 
-@shared_task(name="scheduler_app.scheduler_tick", ignore_result=True)
-def scheduler_tick() -> str:
+@shared_task(name="scheduler_app.scheduler_tick", ignore_result=True, bind=True)
+def scheduler_tick(self, forwarded: bool = False) -> str:
     cache.delete(EARLY_TICK_KEY)  # a request arriving from now on needs a new tick
     if not _loop_lock.acquire(blocking=False):
         return "busy"  # a step is already running in this process: it is the tick
     try:
-        report = step_observed(leader_loop())
+        loop = leader_loop(self.request.hostname)
+        report = step_observed(loop)
     finally:
         _loop_lock.release()
+    if not report.leader and not report.error and not forwarded:
+        return forward_to_leader(loop.holder) or report.line()
     return report.line()
+
+
+def forward_to_leader(own_holder: str) -> str | None:
+    """A standby took a tick: send it, once, to the leader's own queue (a forwarded tick
+    is never forwarded again, so a tick lost in a change of leader makes no loop). None
+    when there is no worker to send it to: no live lease, or a leader that is not a
+    Celery worker (``run_scheduler`` ticks on its own)."""
+    status = scheduler_status(now=now_s())
+    holder = status.holder
+    node = leader_node(holder) if status.running else None
+    if node is None or holder == own_holder:
+        return None
+    interval = float(settings.SCHEDULER_TICK_INTERVAL_S)
+    try:
+        # expires: a tick for a leader that died meanwhile is dropped, not run late
+        scheduler_tick.apply_async(kwargs={"forwarded": True}, queue=worker_direct(node),
+                                   expires=interval, retry=False)
+    except Exception:  # noqa: BLE001 - the broker went away: the next beat tick comes
+        log.warning("could not forward a tick to the leader %s", holder, exc_info=True)
+        return None
+    return f"standby: tick forwarded to the leader {holder}"
 
 
 def request_early_tick() -> bool:

@@ -98,7 +98,9 @@ class SchedulerOut(serializers.Serializer):
     running = serializers.BooleanField(
         help_text="A scheduler holds the leader lease now: jobs are placed, explained and "
                   "timed out. False: submits are still accepted, and wait until one runs.")
-    holder = serializers.CharField(help_text="The lease's holder (host:pid), or empty.")
+    holder = serializers.CharField(help_text="The lease's holder (a Celery worker's "
+                                             "<nodename>:<pid>, run_scheduler's host:pid), "
+                                             "or empty.")
     lease_expires_at = serializers.DateTimeField(allow_null=True)
     lease_expires_in_s = serializers.FloatField(
         allow_null=True, help_text="Negative: the lease expired that long ago (the "

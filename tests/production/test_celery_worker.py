@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import socket
+import time
 import urllib.request
 from datetime import datetime
 
@@ -20,7 +21,7 @@ from scheduler_app.models import Lease, Transition
 from scheduler_app.services import job_submit
 from scheduler_app.services.lease import LEADER_LEASE
 
-from .procs import SHARED_REDIS_DB, free_port, poll, shared_redis_base
+from .procs import SHARED_REDIS_DB, Proc, free_port, poll, shared_redis_base
 
 pytestmark = [
     pytest.mark.postgres, pytest.mark.slow, pytest.mark.django_db(transaction=True),
@@ -53,7 +54,8 @@ def test_a_job_submitted_through_the_service_is_placed_by_a_beat_driven_tick(
     row = poll(lambda: placing_row(job.pk), 30, every=0.1, what="the PLACING row")
 
     assert row.actor == Actor.SCHEDULER
-    assert row.actor_name == f"{socket.gethostname()}:{worker.pid}"
+    # the holder names the worker (its Celery node name) and its process
+    assert row.actor_name == f"w1-{procs.queue}@{socket.gethostname()}:{worker.pid}"
     _i, _at, line = worker.wait_for(lambda line: f'"tick_id": "{row.tick_id}"' in line, 10)
     assert json.loads(line)["tick"]["decisions"] >= 1
     beat.wait_for(lambda line: "scheduler-tick" in line and "Sending due task" in line, 5)
@@ -112,3 +114,59 @@ def test_an_early_tick_follows_a_submit_within_a_second(cluster, procs, broker):
     logged_delay = tick_logged - result["before_submit"]
     assert 0 < logged_delay <= 1.0, (logged_delay, tick)
     assert polled_delay <= 1.0, result
+
+
+
+def leader_ticks(proc: Proc, since: float) -> int:
+    """The ticks ``proc`` ran as the leader after ``since`` (its JSON tick lines)."""
+    return sum(1 for at, _s, line in proc.lines if at > since and '"leader": true' in line
+               and '"tick"' in line)
+
+
+
+SEND_TICKS = """
+import time
+from celery.utils import worker_direct
+from scheduler_app.tasks import scheduler_tick
+for _ in range({count}):
+    scheduler_tick.apply_async(kwargs={{"forwarded": {forwarded}}}, queue=worker_direct({node!r}))
+    time.sleep(0.3)
+print("sent", flush=True)
+"""
+
+
+def send_ticks(procs, broker: str, node: str, count: int, *, forwarded: bool = False) -> None:
+    """Send ``count`` ticks to one worker's own queue (Celery's worker_direct)."""
+    code = SEND_TICKS.format(count=count, forwarded=forwarded, node=node)
+    procs.python(f"send-{count}", code, procs.celery_env(broker)).wait_for(
+        lambda line: line == "sent", 60)
+
+
+def test_a_standby_forwards_the_ticks_it_takes_to_the_leader_once(cluster, procs, broker):
+    """Two tick workers share the beat's queue, and which one takes a tick is the
+    broker's choice: a standby sends the ticks it takes to the leader's own queue (without
+    that, the leader ran only the ticks it happened to take: about every other one). The
+    ticks here go to the standby's own queue, so that it takes every one."""
+    workers = {name: procs.worker(broker, name=name) for name in ("w1", "w2")}
+    nodes = {name: f"{name}-{procs.queue}@{socket.gethostname()}" for name in workers}
+    send_ticks(procs, broker, nodes["w1"], 1)
+    lease = poll(lambda: Lease.objects.filter(name=LEADER_LEASE, holder__contains="@").first(),
+                 30, every=0.1, what="w1 holding the lease")
+    leader, standby = workers["w1"], workers["w2"]
+    assert lease.holder == f"{nodes['w1']}:{leader.pid}"  # the holder names the worker
+    since = time.time()
+    send_ticks(procs, broker, nodes["w2"], 5)
+    poll(lambda: leader_ticks(leader, since) >= 5, 15, every=0.1,
+         what=f"the leader running the 5 forwarded ticks:\n{standby.tail()}")
+    forwarded = [line for at, _s, line in standby.lines
+                 if at > since and f"tick forwarded to the leader {lease.holder}" in line]
+    assert len(forwarded) == 5
+    assert leader_ticks(standby, since) == 0
+    # a forwarded tick is never forwarded again (a change of leader makes no loop)
+    again, mark = time.time(), len(standby.lines)
+    send_ticks(procs, broker, nodes["w2"], 1, forwarded=True)
+    standby.wait_for(lambda line: "leader=0" in line and "succeeded" in line, 15, after=mark)
+    time.sleep(1)
+    assert not [line for at, _s, line in standby.lines
+                if at > again and "tick forwarded" in line]
+    assert leader_ticks(leader, again) == 0
