@@ -186,7 +186,19 @@ def agent_report_checkpoint(
     moves = {s: (s, Reason.CHECKPOINTED) for s in (S.RUNNING, S.PREEMPT_REQUESTED,
                                                     S.CHECKPOINTING)}
     return _agent_move(node, job, moves, "report a checkpoint", at=checkpoint_at,
-                       detail={"resume_pointer": resume_pointer}, check=_check_checkpoint_time)
+                       detail={"resume_pointer": resume_pointer}, check=_check_checkpoint_time,
+                       same=lambda locked: _same_checkpoint(locked, resume_pointer))
+
+
+def _same_checkpoint(job: Job, resume_pointer: str) -> Transition | None:
+    """The row of this run's latest checkpoint if it has ``resume_pointer``: each node of
+    a gang reports the checkpoint the gang wrote (and an agent retries), and one
+    checkpoint is one row in the log."""
+    if job.resume_pointer != resume_pointer or job.last_checkpoint_at is None or (
+            job.started_at is not None and job.last_checkpoint_at < job.started_at):
+        return None
+    return (Transition.objects.filter(job=job, reason=Reason.CHECKPOINTED.value)
+            .order_by("-id").first())
 
 
 def agent_ack_preempt(*, node: Node, job: Job, at: datetime | None = None) -> Transition:
@@ -237,6 +249,7 @@ def _agent_move(
     already: tuple[frozenset[JobState], Reason] | None = None,
     ended: bool = False,
     check: Callable[[Job, datetime], None] | None = None,
+    same: Callable[[Job], Transition | None] | None = None,
 ) -> Transition:
     """Apply the move ``moves`` allows from the job's state, as ``node``'s agent.
 
@@ -244,7 +257,8 @@ def _agent_move(
     was moved by this report before (another node of the gang): return its latest row
     with that reason. ``ended``: an exit report, which the run's earlier exit report
     answers (see :func:`_gang_exit_row`). ``check(job, at)`` validates the report against
-    the locked job."""
+    the locked job. ``same(job)``: the row that already records this report (a repeat
+    by another node of the gang, or a retry), returned as is."""
     at = at or now_s()
     # the log's append lock before the job's row lock, in the order the leader takes them
     # (the other order deadlocks with a tick moving the same job)
@@ -256,6 +270,11 @@ def _agent_move(
         state = S(locked.state)
         if holds_here and already is not None and state in already[0]:
             done = _latest_row(locked, already[1])
+            if done is not None:
+                job.state = locked.state
+                return _replayed(done)
+        if holds_here and same is not None and state in moves:
+            done = same(locked)
             if done is not None:
                 job.state = locked.state
                 return _replayed(done)

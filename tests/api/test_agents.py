@@ -222,6 +222,26 @@ def test_every_node_of_a_gang_acknowledges_the_preemption_once(world, gang):
     assert Transition.objects.count() == rows
 
 
+def test_every_node_of_a_gang_reports_its_checkpoint_and_the_log_has_it_once(world, gang):
+    """Each node's agent reports the checkpoint the gang wrote (found on the demo's two
+    real agents: every checkpoint of a 2-node job was two log rows, 2026-12-07)."""
+    report(world, "n0", gang, "start")
+    body = {"resume_pointer": "s3://ckpt/step-200"}
+    first = report(world, "n0", gang, "checkpoint", body)
+    assert first.status_code == 200 and "Idempotent-Replayed" not in first
+    rows = Transition.objects.count()
+    for node in ("n1", "n0"):  # the other node, then a retry
+        again = report(world, node, gang, "checkpoint", body)
+        assert again.status_code == 200 and again["Idempotent-Replayed"] == "true"
+        assert again.json()["transition"] == first.json()["transition"]
+    assert Transition.objects.count() == rows
+    later = report(world, "n1", gang, "checkpoint", {"resume_pointer": "s3://ckpt/step-300"})
+    assert later.status_code == 200 and "Idempotent-Replayed" not in later
+    assert Transition.objects.count() == rows + 1
+    assert Job.objects.get(pk=gang.pk).resume_pointer == "s3://ckpt/step-300"
+    assert report(world, "n2", gang, "checkpoint", body).status_code == 403  # not its job
+
+
 def test_the_first_exit_of_a_gang_ends_it_and_the_others_get_its_row(world, gang):
     report(world, "n0", gang, "start")
     first = report(world, "n1", gang, "exit", {"outcome": "completed", "exit_code": 0})
