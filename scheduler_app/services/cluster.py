@@ -124,7 +124,11 @@ def tenant_set_quota(
     # every quota change holds it, so two raises cannot both pass the capacity check
     with transaction.atomic(durable=True), append_lock():
         locked = _locked(Tenant, tenant.pk, "tenant")
-        _check_within_cluster(guaranteed_gpus, besides=locked.pk)
+        if guaranteed_gpus > locked.guaranteed_gpus:
+            # only a raise is checked: where the guarantees already exceed the cluster (a
+            # node removed), lowering one, or changing only the borrow limit or a
+            # limit, must go through: it is how the operator gets back within it
+            _check_within_cluster(guaranteed_gpus, besides=locked.pk)
         before = _quota(locked)
         locked.guaranteed_gpus = guaranteed_gpus
         locked.borrow_limit_gpus = borrow_limit_gpus

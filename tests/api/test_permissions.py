@@ -324,3 +324,23 @@ def test_a_guarantee_past_the_cluster_is_refused_naming_the_field_and_both_numbe
     assert "at most 16 is left for this one" in error["message"]
     assert Transition.objects.count() == rows  # nothing written
     assert Tenant.objects.get(name="vision").guaranteed_gpus == 16
+
+
+def test_where_the_guarantees_exceed_the_cluster_a_lower_one_goes_through_a_raise_does_not(
+        world):
+    """A node removed left the guarantees past the cluster: 16 + 16 on 24 GPUs. Lowering
+    one (the way back) and changing only a borrow limit were refused as "over capacity"
+    (found 2026-12-07); a raise still is."""
+    Node.objects.filter(name="n3").delete()
+    operator = world.client("operator")
+    borrow = operator.put("/api/v1/tenants/nlp/quota/",
+                          {"guaranteed_gpus": 16, "borrow_limit_gpus": 4}, format="json")
+    assert borrow.status_code == 200, borrow.json()
+    lower = operator.put("/api/v1/tenants/vision/quota/",
+                         {"guaranteed_gpus": 12, "borrow_limit_gpus": 0}, format="json")
+    assert lower.status_code == 200, lower.json()
+    raised = operator.put("/api/v1/tenants/vision/quota/",
+                          {"guaranteed_gpus": 13, "borrow_limit_gpus": 0}, format="json")
+    assert raised.status_code == 400
+    assert raised.json()["errors"][0]["code"] == "over_capacity"
+    assert Tenant.objects.get(name="vision").guaranteed_gpus == 12
