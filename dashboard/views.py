@@ -680,7 +680,8 @@ def node_action(request: HttpRequest, pk: int, action: str) -> HttpResponse:
         jobs = sel.node_rows([node.pk])[0].jobs
         response = render(request, "dashboard/partials/node_row.html",
                           {"node": node, "error": error, "jobs": jobs})
-        response["HX-Trigger"] = "cluster-changed"
+        if not error:  # a refused move changed nothing to refresh
+            response["HX-Trigger"] = "cluster-changed"
         return response
     if error:
         messages.error(request, f"Node {node.name}: {error}.")

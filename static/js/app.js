@@ -197,6 +197,29 @@
     }
   });
 
+  // The answer to an operator's change (Saved, or why it was refused) outlives the swaps
+  // that follow it for data-keep-s seconds: the section's refresh after the save came
+  // 0.2 s later and wiped it, and a refusal vanished at the next poll (found 2026-12-07).
+  // An element with an id and data-keep-s that arrives with text is kept; an empty one of
+  // that id swapped in before the time is up gets the text back.
+  var keptNotes = {};
+  function keepNotes() {
+    var now = Date.now();
+    document.querySelectorAll("[data-keep-s][id]").forEach(function (note) {
+      var kept = keptNotes[note.id];
+      if (kept && kept.el === note) return;  // seen at an earlier swap
+      if (note.textContent.trim()) {  // a new answer
+        keptNotes[note.id] = {el: note, html: note.innerHTML,
+                              until: now + 1000 * Number(note.getAttribute("data-keep-s"))};
+      } else if (kept && kept.until > now) {  // swapped in empty while the answer holds
+        note.innerHTML = kept.html;
+        kept.el = note;
+      }
+    });
+  }
+  document.addEventListener("htmx:afterSwap", keepNotes);
+  document.addEventListener("htmx:oobAfterSwap", keepNotes);
+
   // a search box that hides the rows that do not contain its text (the node table); it
   // runs again when a poll swaps the rows in
   function filterRows(input) {

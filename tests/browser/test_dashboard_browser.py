@@ -235,3 +235,32 @@ def test_the_operator_page_refreshes_held_and_free_gpus_on_its_own(
     expect(reason).to_have_value("fan replacement")
     assert errors == [], errors
     context.close()
+
+
+def test_a_quota_saved_or_refused_says_so_through_the_refreshes(browser, live_server, cluster):
+    """The answer to a save vanished: the section's refresh after the save wiped "Saved"
+    within 0.2 s, and a refusal went at the next poll with the field quietly back at its
+    old value (found 2026-12-07). The answer stays 15 s; a refused value stays with its
+    error until the operator changes it."""
+    context, page = sign_in(browser, live_server, "op")
+    page.goto(f"{live_server.url}/operator/")
+    nlp = cluster["blocker"].tenant
+    row = page.locator(f"#quota-{nlp.pk}")
+    row.get_by_label("Guaranteed").fill("12")
+    row.get_by_role("button", name="Save").click()
+    note = page.locator(f"#quota-note-{nlp.pk}")
+    expect(note).to_contain_text("Saved: Team nlp: 12 guaranteed + 16 borrow limit.")
+    page.wait_for_timeout(2500)  # the refresh the save asked for, and polls after it
+    expect(note).to_contain_text("Saved: Team nlp: 12 guaranteed")
+    row = page.locator(f"#quota-{nlp.pk}")
+    row.get_by_label("Borrow limit").fill("-1")
+    row.get_by_role("button", name="Save").click()
+    expect(note).to_contain_text("Borrow limit (GPUs): Must be a whole number")
+    expect(note).not_to_contain_text("Saved")
+    page.locator("body").click(position={"x": 5, "y": 5})  # focus leaves the row
+    page.wait_for_timeout(2500)
+    expect(note).to_contain_text("Borrow limit (GPUs): Must be a whole number")
+    expect(page.locator(f"#quota-{nlp.pk}").get_by_label("Borrow limit")).to_have_value("-1")
+    nlp.refresh_from_db()
+    assert (nlp.guaranteed_gpus, nlp.borrow_limit_gpus) == (12, 16)
+    context.close()
