@@ -168,8 +168,10 @@ def agent_report_checkpoint(
 
     ``checkpoint_at`` may not be ahead of the server's clock by more than
     :data:`CLOCK_SKEW` (within it, it is taken as now), nor before the run that reports
-    it started (a checkpoint belongs to the run that wrote it): ``Invalid`` (field
-    ``checkpoint_at``), nothing written. The
+    it started (a checkpoint belongs to the run that wrote it), nor before the run's
+    latest checkpoint (code ``before_last``): ``Invalid`` (field ``checkpoint_at``),
+    nothing written. A report with the run's latest resume pointer is that checkpoint
+    again (its row is returned, whatever its time). The
     simulator's virtual times (seconds after the Unix epoch) are always in the past."""
     if not isinstance(resume_pointer, str) or not resume_pointer or len(resume_pointer) > 512:
         raise Invalid("A resume pointer of 1 to 512 characters is needed.",
@@ -347,11 +349,19 @@ def _gang_exit_row(node: Node, job: Job) -> Transition | None:
 
 
 def _check_checkpoint_time(job: Job, at: datetime) -> None:
-    """A checkpoint belongs to the run that wrote it: not before that run started."""
+    """A checkpoint belongs to the run that wrote it: not before that run started, nor
+    before the run's latest checkpoint (the job's last checkpoint and its resume pointer
+    would go back in time, and the log would date a row before an earlier one)."""
     if job.started_at is not None and at < job.started_at:
         raise Invalid(
             f"Before this run started ({job.started_at.isoformat()}): a checkpoint belongs "
             "to the run that wrote it.", field="checkpoint_at", code="before_start")
+    last = job.last_checkpoint_at
+    if last is not None and (job.started_at is None or last >= job.started_at) and at < last:
+        raise Invalid(
+            f"Before this run's latest checkpoint ({last.isoformat()}): checkpoints are "
+            "reported in the order they were written.", field="checkpoint_at",
+            code="before_last")
 
 
 def _check_own(node: Node, job: Job, *, holds_here: bool) -> None:

@@ -12,6 +12,8 @@ from scheduler_app.core.states import JobState, Reason
 from scheduler_app.core.types import Actor
 from scheduler_app.models import Job, Node, Transition
 from scheduler_app.services import job_submit, job_transition
+from scheduler_app.services.agents import agent_confirm_start
+from scheduler_app.services.transitions import now_s
 from tests.foundation.factories import job_in_state
 
 pytestmark = pytest.mark.django_db
@@ -240,6 +242,36 @@ def test_every_node_of_a_gang_reports_its_checkpoint_and_the_log_has_it_once(wor
     assert Transition.objects.count() == rows + 1
     assert Job.objects.get(pk=gang.pk).resume_pointer == "s3://ckpt/step-300"
     assert report(world, "n2", gang, "checkpoint", body).status_code == 403  # not its job
+
+
+def test_a_checkpoint_older_than_the_runs_latest_is_refused(world, gang):
+    """A backdated report moved last_checkpoint_at back and logged a row dated before an
+    earlier one (found by a user gaming the scheduler, 2026-12-07)."""
+    at = now_s() - timedelta(seconds=60)
+    agent_confirm_start(node=world.nodes[0], job=gang, at=at - timedelta(seconds=1))
+    latest = {"resume_pointer": "s3://ckpt/step-300",
+              "checkpoint_at": (at + timedelta(seconds=10)).isoformat()}
+    assert report(world, "n0", gang, "checkpoint", latest).status_code == 200
+    rows = Transition.objects.count()
+    old = report(world, "n1", gang, "checkpoint",
+                 {"resume_pointer": "old", "checkpoint_at": at.isoformat()})
+    assert old.status_code == 400, old.json()
+    error = old.json()["errors"][0]
+    assert (error["field"], error["code"]) == ("checkpoint_at", "before_last")
+    assert Transition.objects.count() == rows
+    job = Job.objects.get(pk=gang.pk)
+    assert job.resume_pointer == "s3://ckpt/step-300"
+    assert job.last_checkpoint_at == at + timedelta(seconds=10)
+    # the latest checkpoint again (the other node of the gang) is still its row, replayed,
+    # whatever time that node gives it
+    again = report(world, "n1", gang, "checkpoint",
+                   {"resume_pointer": "s3://ckpt/step-300", "checkpoint_at": at.isoformat()})
+    assert again.status_code == 200 and again["Idempotent-Replayed"] == "true"
+    # a checkpoint at the same instant as the latest, or after it, is taken
+    same = report(world, "n0", gang, "checkpoint", {
+        "resume_pointer": "s3://ckpt/step-301", "checkpoint_at": latest["checkpoint_at"]})
+    assert same.status_code == 200 and "Idempotent-Replayed" not in same
+    assert Transition.objects.count() == rows + 1
 
 
 def test_the_first_exit_of_a_gang_ends_it_and_the_others_get_its_row(world, gang):
