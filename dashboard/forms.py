@@ -14,6 +14,7 @@ from typing import Any
 
 from django import forms
 from django.core.exceptions import ValidationError
+from django.utils.html import format_html
 
 from scheduler_app.core.types import MAX_ARRAY_TASKS, TENANT_LIMITS
 from scheduler_app.models import Job, Tenant
@@ -245,7 +246,23 @@ class JobForm(forms.Form):
         self.fields["gpu_type"].choices = [("", "Any")] + [(t, t) for t in gpu_types]
         if not self.is_bound:
             # one key per rendered form: a double click or a resend submits the job once
-            self.initial["idempotency_key"] = f"web-{uuid.uuid4().hex}"
+            self.initial["idempotency_key"] = _new_key()
+
+    @property
+    def field_error_count(self) -> int:
+        """How many fields have an error (the form's own errors, above it, are not one)."""
+        return sum(1 for name in self.errors if name != forms.forms.NON_FIELD_ERRORS)
+
+    def submitted_before(self, what: str, url: str) -> None:
+        """This form's key made ``what`` (e.g. "job #96 w1", at ``url``) from other values
+        (the browser's Back, an edit, Submit again): say so, and give the form a fresh key
+        so that submitting it again makes these values a new job, as asked."""
+        self.add_error(None, format_html(
+            'This form was already submitted as <a href="{}">{}</a>, with other values: '
+            "nothing new was submitted. Submit again to submit these values as a new job.",
+            url, what))
+        self.data = self.data.copy()
+        self.data[self.add_prefix("idempotency_key")] = _new_key()
 
     def spec(self) -> dict[str, Any]:
         """The cleaned fields as job_submit's keyword arguments (after is_valid)."""
@@ -318,6 +335,10 @@ class JobForm(forms.Form):
         if too_long and "max_runtime_s" not in self.errors:
             self.add_error("max_runtime_s", too_long)
         return data
+
+
+def _new_key() -> str:
+    return f"web-{uuid.uuid4().hex}"
 
 
 def _spec_of(data: dict[str, Any]) -> dict[str, Any]:

@@ -28,6 +28,7 @@ from django.utils.cache import patch_cache_control
 from django.views.decorators.http import conditional_page, require_GET, require_POST
 from django_htmx.http import HttpResponseClientRedirect
 
+from scheduler_app.api.submit import same_array, same_dependencies, same_spec
 from scheduler_app.core.states import FINAL_STATES
 from scheduler_app.core.types import SIZE_CLASS_LABELS, NodeHealth
 from scheduler_app.models import Job, Node, Tenant
@@ -37,6 +38,7 @@ from scheduler_app.selectors.leader import scheduler_status
 from scheduler_app.services import array_cancel, array_submit, job_cancel, job_submit
 from scheduler_app.services.cluster import node_drain, node_mark_up, node_undrain, tenant_set_quota
 from scheduler_app.services.errors import Invalid, ServiceError
+from scheduler_app.services.jobs import submit_replayed
 from scheduler_app.sim.whatif import cancelled_words, ended_unstarted, fate
 
 from . import whatif_runs, words
@@ -426,26 +428,45 @@ def job_new(request: HttpRequest) -> HttpResponse:
     if request.method == "POST" and form.is_valid():
         try:
             if form.array() is not None:
-                return _submit_array(request, form)
-            job = job_submit(tenant=form.cleaned_data["tenant"], owner=request.user,
-                             depends_on=form.depends_on(), sees=v.sees_job, **form.spec())
+                answer = _submit_array(request, form)
+                if answer is not None:
+                    return answer
+            else:
+                answer = _submit_job(request, form, v)
+                if answer is not None:
+                    return answer
         except ValidationError as error:  # a rule changed between the check and the write
             form.add_service_errors(error.message_dict)
         except Invalid as error:  # a job it waits for, or the array (the services' words)
             form.add_service_errors(error.errors or {None: error.message})
-        else:
-            if job.state in FINAL:
-                messages.error(request, f"Job #{job.pk} was refused: see why below.")
-            else:
-                messages.success(request, f"Job #{job.pk} {job.name} submitted: it is queued.")
-            return redirect("dashboard:job", pk=job.pk)
     status = 400 if request.method == "POST" else 200
     return page(request, "dashboard/job_new.html", {"form": form}, status=status)
 
 
-def _submit_array(request: HttpRequest, form: JobForm) -> HttpResponse:
+def _submit_job(request: HttpRequest, form: JobForm, v: sel.Viewer) -> HttpResponse | None:
+    """One job through ``job_submit``, then its page. None: the form's key made another
+    job before (the form says so: the API's 409 ``idempotency_key_reused``)."""
+    spec, depends_on = form.spec(), form.depends_on()
+    job = job_submit(tenant=form.cleaned_data["tenant"], owner=request.user,
+                     depends_on=depends_on, sees=v.sees_job, **spec)
+    if submit_replayed(job):
+        if not (same_spec(job, spec) and same_dependencies(job, depends_on)):
+            form.submitted_before(f"job #{job.pk} {job.name}",
+                                  resolve_url("dashboard:job", pk=job.pk))
+            return None
+        messages.info(request, f"Job #{job.pk} {job.name} was submitted already (this form "
+                               "was sent twice): nothing new was submitted.")
+    elif job.state in FINAL:
+        messages.error(request, f"Job #{job.pk} was refused: see why below.")
+    else:
+        messages.success(request, f"Job #{job.pk} {job.name} submitted: it is queued.")
+    return redirect("dashboard:job", pk=job.pk)
+
+
+def _submit_array(request: HttpRequest, form: JobForm) -> HttpResponse | None:
     """An array through the API's service (``array_submit``: every task in one
-    transaction), then the page of its task 0 (it shows the array)."""
+    transaction), then the page of its task 0 (it shows the array). None: the form's key
+    made another array before (the form says so)."""
     count, max_running = form.array()  # type: ignore[misc]
     spec = form.spec()
     key = spec.pop("idempotency_key")
@@ -455,6 +476,11 @@ def _submit_array(request: HttpRequest, form: JobForm) -> HttpResponse:
                          depends_on=form.depends_on(), idempotency_key=key,
                          sees=viewer(request).sees_job, **spec)
     first = tasks[0]
+    if submit_replayed(first) and not same_array(
+            tasks, {**spec, "name": name, "gpus": gpus}, count, max_running):
+        form.submitted_before(f"array {first.array_id or first.pk} {first.name}",
+                              resolve_url("dashboard:job", pk=first.pk))
+        return None
     cap = f", at most {max_running} at once" if max_running else ""
     if first.state in FINAL:
         messages.error(request, f"Array {first.array_id} was refused: see why below.")

@@ -64,7 +64,14 @@ from .fields import (
 )
 from .filters import JobFilter
 from .pagination import IdCursorPagination
-from .submit import Refusals, full_spec, same_spec, spec_errors
+from .submit import (
+    Refusals,
+    full_spec,
+    same_array,
+    same_dependencies,
+    same_spec,
+    spec_errors,
+)
 
 MAX_BATCH = 1000
 IDEMPOTENCY_HEADER = "Idempotency-Key"
@@ -704,13 +711,6 @@ def _sees(request: Request) -> Any:
     return lambda tenant_id, owner_id: access.sees(user, tenant_id, owner_id)
 
 
-def _same_dependencies(job: Job, depends_on: list[dict[str, Any]] | None) -> bool:
-    if depends_on is None:
-        return True  # (not known here: the first request was checked the same way)
-    asked = [[d.get("job"), d.get("when", "ok")] for d in depends_on]
-    return [list(d) for d in job.depends_on or ()] == asked
-
-
 def _replayed(tenant: Tenant, owner: Any, spec: dict[str, Any],
               depends_on: list[dict[str, Any]] | None = None) -> Job | None:
     """The job an earlier request of ``owner`` with this key made (None: no key, or none
@@ -721,7 +721,7 @@ def _replayed(tenant: Tenant, owner: Any, spec: dict[str, Any],
         return None
     job = Job.objects.select_related("tenant", "owner").filter(
         tenant=tenant, owner=owner, idempotency_key=key).first()
-    if job is not None and not (same_spec(job, spec) and _same_dependencies(job, depends_on)):
+    if job is not None and not (same_spec(job, spec) and same_dependencies(job, depends_on)):
         raise ApiConflict(
             f"Idempotency key {key!r} was used for job {job.pk} with a different spec: "
             "use a new key for a new job.", code="idempotency_key_reused",
@@ -930,10 +930,7 @@ def _array_replayed(tenant: Tenant, owner: Any, key: str, spec: dict[str, Any],
                                owner=owner)
     if jobs is None:
         return None
-    first = jobs[0]
-    if len(jobs) != array["count"] or first.array_id is None or \
-            first.array_max_running != array.get("max_running") or \
-            not same_spec(first, {**spec, "idempotency_key": first.idempotency_key}):
+    if not same_array(jobs, spec, array["count"], array.get("max_running")):
         raise ApiConflict(
             f"Idempotency key {key!r} was used for a different submission ({len(jobs)} "
             "jobs): use a new key for a new array.", code="idempotency_key_reused",

@@ -116,3 +116,22 @@ def same_spec(job: Job, spec: dict[str, Any]) -> bool:
     declared = {"max_runtime_s": None} if job.runtime_from_team_default else {}
     return all(declared.get(name, getattr(job, name)) == spec[name] for name in SPEC_FIELDS)
 
+
+def same_dependencies(job: Job, depends_on: list[dict[str, Any]] | None) -> bool:
+    """Does ``job`` wait for exactly ``depends_on`` (``[{"job", "when"}]``)? None: not
+    known, taken as the same."""
+    if depends_on is None:
+        return True  # (not known here: the first request was checked the same way)
+    asked = [[d.get("job"), d.get("when", "ok")] for d in depends_on]
+    return [list(d) for d in job.depends_on or ()] == asked
+
+
+def same_array(tasks: list[Job], spec: dict[str, Any], count: int,
+               max_running: int | None) -> bool:
+    """Are ``tasks`` (found by an array's idempotency key) the array ``spec``, ``count``
+    and ``max_running`` ask for (and not a batch's jobs)?"""
+    first = tasks[0]
+    return (len(tasks) == count and first.array_id is not None
+            and first.array_max_running == max_running
+            and same_spec(first, {**spec, "idempotency_key": first.idempotency_key}))
+

@@ -74,6 +74,19 @@ def test_the_form_submits_an_array_through_the_arrays_service(world: World):
     assert Job.objects.filter(name="llama-tiny").count() == 12
 
 
+def test_an_array_form_sent_again_with_other_values_says_it_was_submitted_before(
+        world: World):
+    client = world.client("researcher")
+    array = {"gpus": 1, "gpus_per_node": "", "array_count": 4, "array_max_running": 2}
+    client.post("/jobs/new/", form_data(world.vision, **array))
+    first = Job.objects.get(name="llama-tiny", array_index=0)
+    edited = client.post("/jobs/new/", form_data(world.vision, **{**array, "array_count": 6}))
+    assert edited.status_code == 400
+    assert (f'already submitted as <a href="/jobs/{first.pk}/">array {first.pk} llama-tiny'
+            "</a>") in edited.content.decode()
+    assert Job.objects.filter(name="llama-tiny").count() == 4
+
+
 @pytest.mark.parametrize(
     ("over", "field", "message"),
     [

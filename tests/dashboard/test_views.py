@@ -204,6 +204,34 @@ def test_a_researcher_submits_through_the_form_and_lands_on_the_queued_job(world
     assert Job.objects.filter(name="llama-tiny").count() == 1
 
 
+def test_the_form_sent_again_with_other_values_says_it_was_submitted_before(world: World):
+    """Back, edit, Submit: the same key with another name and GPU count redirected to the
+    first job with "Job #96 w1 submitted" (found by a user gaming the scheduler,
+    2026-12-07). The API answers 409 idempotency_key_reused; the form says so, and its
+    fresh key lets a deliberate resubmit make the new job."""
+    client = world.client("researcher")
+    first = client.post("/jobs/new/", form_data(world.vision, name="w1"))
+    job = Job.objects.get(name="w1")
+    assert first.status_code == 302
+    edited = client.post("/jobs/new/", form_data(world.vision, name="w2", gpus=1,
+                                                 gpus_per_node=""))
+    assert edited.status_code == 400
+    page = edited.content.decode()
+    assert f'already submitted as <a href="/jobs/{job.pk}/">job #{job.pk} w1</a>' in page
+    assert "field to fix" not in page
+    assert not Job.objects.filter(name="w2").exists()
+    key = re.search(r'name="idempotency_key" value="([^"]+)"', page).group(1)
+    assert key.startswith("web-") and key != "web-test-1"
+    again = client.post("/jobs/new/", form_data(world.vision, name="w2", gpus=1,
+                                                gpus_per_node="", idempotency_key=key))
+    assert again.status_code == 302
+    assert Job.objects.get(name="w2").gpus == 1 and Job.objects.filter(name="w1").count() == 1
+    # the same values twice (a double click) still land on the job, saying so
+    twice = client.post("/jobs/new/", form_data(world.vision, name="w1"), follow=True)
+    assert twice.redirect_chain[-1][0] == f"/jobs/{job.pk}/"
+    assert f"Job #{job.pk} w1 was submitted already" in twice.content.decode()
+
+
 @pytest.mark.parametrize(
     ("over", "field", "message"),
     [
