@@ -22,6 +22,7 @@ from scheduler_app.services.cluster import QUOTA_GPUS_WORDS, limit_words
 from scheduler_app.services.jobs import (
     awaited_errors,
     never_fits,
+    never_fits_field,
     over_team_max_runtime,
     parse_dependencies,
     validate_job_spec,
@@ -330,7 +331,7 @@ class JobForm(forms.Form):
                   gpus_per_node=spec["gpus_per_node"], gpu_type=spec["gpu_type"])
         why = never_fits(job, tenant)
         if why:
-            self.add_error(_never_fits_field(why, spec), f"This job can never run: it {why}.")
+            self.add_error(never_fits_field(why, spec), f"This job can never run: it {why}.")
         too_long = over_team_max_runtime(spec, tenant)
         if too_long and "max_runtime_s" not in self.errors:
             self.add_error("max_runtime_s", too_long)
@@ -353,15 +354,6 @@ def _spec_of(data: dict[str, Any]) -> dict[str, Any]:
     spec["gpu_type"] = spec["gpu_type"] or ""
     spec["idempotency_key"] = spec["idempotency_key"] or ""
     return spec
-
-
-def _never_fits_field(why: str, spec: dict[str, Any]) -> str:
-    """The field at fault in a never_fits sentence (it names the limit it hit)."""
-    if "per node" in why or "nodes with" in why:
-        return "gpus_per_node"
-    if spec.get("min_gpus"):
-        return "min_gpus"
-    return "gpus"
 
 
 def _bounds_words(words: str) -> dict[str, str]:

@@ -22,6 +22,7 @@ from scheduler_app.models import Job, Tenant
 from scheduler_app.services.jobs import (
     ClusterShape,
     never_fits,
+    never_fits_field,
     over_team_max_runtime,
     validate_job_spec,
 )
@@ -74,16 +75,8 @@ class Refusals:
         why = never_fits(job, self.tenant, capacity=self.shape)  # type: ignore[arg-type]
         if not why:
             return {}
-        # never_fits says which limit it hit in words; map them to the field at fault
-        if "per node" in why or "nodes with" in why:
-            field = "gpus_per_node"
-        elif "max_gpus_per_user" in why and not spec.get("min_gpus"):
-            field = "gpus"
-        elif spec.get("min_gpus"):
-            field = "min_gpus"
-        else:
-            field = "gpus"
-        return {field: ErrorDetail(f"This job can never run: it {why}.", code="never_fits")}
+        return {never_fits_field(why, spec): ErrorDetail(f"This job can never run: it {why}.",
+                                                         code="never_fits")}
 
 
 def full_spec(data: dict[str, Any]) -> dict[str, Any]:

@@ -756,26 +756,23 @@ def _node_changed(update_fields: Any = None, **kwargs: Any) -> None:
     forget_cluster_shape()
 
 
+#: The words of a never_fits sentence about an elastic job's full size (field ``gpus``).
+_FULL_SIZE = "at its full size"
+
+
 def never_fits(job: Job, tenant: Tenant, *, capacity: ClusterShape | None = None) -> str:
     """Why ``job`` can never run, or "" if it might. Counts every node whatever its health
-    (a down node may come back). Elastic jobs need only their minimum. The same rules as
-    the core's admission (``Scheduler._never_fits``), so the two agree on every job."""
+    (a down node may come back). Elastic jobs need only their minimum to start, but their
+    full size (``gpus``) may not be more than the cluster could ever give them, as a
+    job that is not elastic may not (2147483647 GPUs with min_gpus 1 was admitted, and
+    why_pending spoke of it). Otherwise the same rules as the core's admission
+    (``Scheduler._never_fits``), so the two agree on every job the services admit."""
     need = job.min_gpus or job.gpus
     sizes = (capacity or ClusterShape()).sizes(job.gpu_type)
-    total, largest = sum(sizes), (sizes[-1] if sizes else 0)
-    kind = f"{job.gpu_type} GPUs" if job.gpu_type else "GPUs"
-    if need > total:
-        return f"needs {need} {kind}; the cluster has {total}"
-    if job.gpus_per_node:
-        per_node = job.gpus_per_node
-        if per_node > largest:
-            return f"needs {per_node} {kind} per node; the largest node has {largest}"
-        nodes_needed = -(-need // per_node)
-        wide = len(sizes) - bisect.bisect_left(sizes, per_node)
-        if nodes_needed > wide:
-            return (
-                f"needs {nodes_needed} nodes with {per_node} {kind} each; the cluster has {wide}"
-            )
+    for asked, words in ((need, ""), (job.gpus, f" {_FULL_SIZE}")):
+        why = _never_fits_cluster(job, asked, sizes, words)
+        if why:
+            return why
     if need > tenant.quota_limit_gpus:
         return (
             f"needs {need} GPUs; team {tenant.name} may hold at most "
@@ -787,3 +784,35 @@ def never_fits(job: Job, tenant: Tenant, *, capacity: ClusterShape | None = None
         return (f"needs {need} GPUs; one owner of team {tenant.name} may hold at most {cap} "
                 "(max_gpus_per_user)")
     return ""
+
+
+def _never_fits_cluster(job: Job, need: int, sizes: list[int], words: str) -> str:
+    """Why ``need`` GPUs of ``job``'s type and shape never fit the nodes of ``sizes``."""
+    total, largest = sum(sizes), (sizes[-1] if sizes else 0)
+    kind = f"{job.gpu_type} GPUs" if job.gpu_type else "GPUs"
+    if need > total:
+        return f"needs {need} {kind}{words}; the cluster has {total}"
+    if job.gpus_per_node:
+        per_node = job.gpus_per_node
+        if per_node > largest:
+            return f"needs {per_node} {kind} per node; the largest node has {largest}"
+        nodes_needed = -(-need // per_node)
+        wide = len(sizes) - bisect.bisect_left(sizes, per_node)
+        if nodes_needed > wide:
+            return (f"needs {nodes_needed} nodes with {per_node} {kind} each{words}; the "
+                    f"cluster has {wide}")
+    return ""
+
+
+def never_fits_field(why: str, spec: Mapping[str, Any]) -> str:
+    """The field at fault in a :func:`never_fits` sentence (it names the limit it hit),
+    for ``spec`` (the job's fields)."""
+    if _FULL_SIZE in why:
+        return "gpus"  # an elastic job's full size: its minimum fits
+    if "per node" in why or "nodes with" in why:
+        return "gpus_per_node"
+    if "max_gpus_per_user" in why and not spec.get("min_gpus"):
+        return "gpus"
+    if spec.get("min_gpus"):
+        return "min_gpus"
+    return "gpus"

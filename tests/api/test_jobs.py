@@ -203,13 +203,32 @@ def test_several_bad_fields_are_all_named_at_once(world):
     assert {"restart_s"} <= errors_of(response).keys()
 
 
-def test_an_elastic_job_is_refused_only_when_its_minimum_cannot_fit(world):
+def test_an_elastic_job_is_refused_when_its_minimum_cannot_fit(world):
     ok = world.client("researcher").post(
-        "/api/v1/jobs/", job_body(gpus=64, min_gpus=16), format="json")
+        "/api/v1/jobs/", job_body(gpus=32, min_gpus=16), format="json")
     assert ok.status_code == 201
     refused = world.client("researcher").post(
-        "/api/v1/jobs/", job_body(gpus=64, min_gpus=40), format="json")
+        "/api/v1/jobs/", job_body(gpus=32, min_gpus=40), format="json")
     assert refused.status_code == 400 and "min_gpus" in errors_of(refused)
+
+
+@pytest.mark.parametrize(("spec", "message"), [
+    ({"gpus": 2147483647, "min_gpus": 1},
+     "This job can never run: it needs 2147483647 GPUs at its full size; the cluster has 32."),
+    ({"gpus": 64, "min_gpus": 16}, "it needs 64 GPUs at its full size; the cluster has 32."),
+])
+def test_an_elastic_jobs_full_size_is_bounded_by_the_cluster(world, spec, message):
+    """{"gpus": 2147483647, "min_gpus": 1} was admitted (never_fits checked only the
+    minimum) and why_pending spoke of 2147483647 GPUs (found by a user gaming the
+    scheduler, 2026-12-07): gpus gets the rule a job that is not elastic gets."""
+    jobs = Job.objects.count()
+    response = world.client("researcher").post("/api/v1/jobs/", job_body(**spec),
+                                               format="json")
+    assert response.status_code == 400, response.json()
+    error = response.json()["errors"][0]
+    assert (error["field"], error["code"]) == ("gpus", "never_fits")
+    assert message in error["message"]
+    assert Job.objects.count() == jobs
 
 
 def test_json_is_required(world):

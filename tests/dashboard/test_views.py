@@ -249,6 +249,8 @@ def test_the_form_sent_again_with_other_values_says_it_was_submitted_before(worl
          "This job can never run: it needs 40 GPUs; the cluster has 32."),
         ({"gpus": 48, "min_gpus": 36, "gpus_per_node": ""}, "min_gpus",
          "This job can never run: it needs 36 GPUs; the cluster has 32."),
+        ({"gpus": 64, "min_gpus": 8, "gpus_per_node": ""}, "gpus",
+         "This job can never run: it needs 64 GPUs at its full size; the cluster has 32."),
         ({"gpus": 16, "gpus_per_node": 16}, "gpus_per_node", "the largest node has 8"),
         ({"gpu_type": "A100"}, "gpu_type", "Select a valid choice."),
     ],

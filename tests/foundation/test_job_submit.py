@@ -48,6 +48,11 @@ def test_a_job_that_fits_is_submitted_then_queued(cluster):
             {"gpus": 20},
             "needs 20 GPUs; team vision may hold at most 8 guaranteed + 8 borrowed = 16",
         ),
+        # an elastic job's full size, as a job that is not elastic (2147483647 GPUs with
+        # min_gpus 1 was admitted: 2026-12-07)
+        ({"gpus": 32, "min_gpus": 8}, "needs 32 GPUs at its full size; the cluster has 20"),
+        ({"gpus": 16, "gpus_per_node": 4, "min_gpus": 4},
+         "needs 4 nodes with 4 GPUs each at its full size; the cluster has 3"),
     ],
 )
 def test_a_job_that_can_never_fit_fails_at_once_with_never_fits(cluster, spec, why):
@@ -58,7 +63,8 @@ def test_a_job_that_can_never_fit_fails_at_once_with_never_fits(cluster, spec, w
 
 
 def test_an_elastic_job_needs_only_its_minimum_to_be_admitted(cluster):
-    job = job_submit(tenant=cluster, name="sweep", gpus=32, min_gpus=8, at=T0)
+    # its full size fits the cluster (not the team: it may grow when the team may)
+    job = job_submit(tenant=cluster, name="sweep", gpus=20, min_gpus=8, at=T0)
     assert job.state == JobState.QUEUED
 
 
