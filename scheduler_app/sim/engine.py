@@ -53,8 +53,8 @@ S = JobState
 
 # Event classes: the order of events sharing an instant (see the module docstring).
 _JOB, _SUBMIT, _SCENARIO = 0, 1, 2
-# Job behaviour kinds.
-_CHECKPOINT, _COMPLETE, _PREEMPT_EXIT, _FAIL = 0, 1, 2, 3
+# Job behaviour kinds (_ASKED: a job carried in while asked to stop answers at t=0).
+_CHECKPOINT, _COMPLETE, _PREEMPT_EXIT, _FAIL, _ASKED = 0, 1, 2, 3, 4
 
 ProgressFn = Callable[[int], None]
 
@@ -191,7 +191,14 @@ class Simulation:
         rebuilds its state with: no decision is made, the running ones hold their GPUs
         and their time-limit timers, the queued ones join their queues in file order.
         Their records start with the moves that brought them there, at their instants.
-        Running jobs first, so the entitlement of a queued one counts its team's GPUs."""
+        Running jobs first, so the entitlement of a queued one counts its team's GPUs.
+
+        A job being preempted at t=0 (``running.preempting``) keeps its GPUs in its state
+        (PREEMPT_REQUESTED, or CHECKPOINTING once acknowledged), with its grace deadline
+        from the request and the job it makes room for; it then stops as any job asked
+        to: its checkpoint ends ``checkpoint_time_s`` after the request (at t=0 if that
+        is past), one that cannot checkpoint exits at t=0. Then, as a production leader
+        restores them after its jobs, the reclaim claims and the published reservations."""
         if not jobs:
             return
         restore = getattr(self.sched, "restore_job", None)
@@ -219,14 +226,24 @@ class Simulation:
             # the resume pointer: the progress when the last checkpoint was written (wall
             # speed), none for a job that cannot checkpoint or never wrote one
             pointer = max(0, run.progress_s + ckpt) if ckpt is not None else 0
-            restore(spec, S.RUNNING, alloc=alloc, run_start_s=run.started_at_s,
+            asked = run.preempt_requested_s
+            state = (S.RUNNING if asked is None else
+                     S.CHECKPOINTING if run.checkpointing else S.PREEMPT_REQUESTED)
+            restore(spec, state, alloc=alloc, run_start_s=run.started_at_s,
                     confirmed_s=run.started_at_s, last_checkpoint_s=ckpt,
                     resume_pointer=pointer if ckpt is not None else None,
-                    preemption_times=j.preemption_times_s)
-            self.state[j.id] = S.RUNNING
-            rec.state = S.RUNNING.value
+                    preemption_times=j.preemption_times_s, preempt_requested_s=asked,
+                    preempted_for=run.preempted_for)
+            self.state[j.id] = state
+            rec.state = state.value
             rec.transitions += [(run.started_at_s, S.PLACING.value, str(Reason.PLACED)),
                                 (run.started_at_s, S.RUNNING.value, str(Reason.STARTED))]
+            if asked is not None:
+                rec.transitions.append((asked, S.PREEMPT_REQUESTED.value,
+                                        str(Reason.PREEMPT_REQUESTED)))
+                if run.checkpointing:
+                    rec.transitions.append((asked, S.CHECKPOINTING.value,
+                                            str(Reason.CHECKPOINT_STARTED)))
             self._start_run(j.id, alloc, run.started_at_s)
             # The segment that progresses now began at the last checkpoint of this run (or
             # at its start): periodic checkpoints keep their cadence from there.
@@ -235,6 +252,36 @@ class Simulation:
             job.pointer = pointer
             job.base = max(0, run.progress_s + seg)
             self._schedule_run(j.id, 0)
+            if asked is None:
+                continue
+            if run.checkpointing:  # progress stopped when it acknowledged (the request)
+                job.freeze(max(asked, seg))
+                self._push_job(asked + job.checkpoint_write_s(self.config.grace_period_s),
+                               _PREEMPT_EXIT, j.id)
+            else:  # its answer to the request, at t=0
+                self._push_job(0, _ASKED, j.id)
+        self._restore_plans()
+
+    def _restore_plans(self) -> None:
+        """The carried-in reclaim claims, then the published reservations in their order
+        (``Scheduler.add_claim``, ``Scheduler.restore_reservations``: a production leader's
+        rebuild, services/leader.py)."""
+        sc = self.scenario
+        if sc.claims:
+            from scheduler_app.core.records import ReclaimClaim
+
+            for c in sorted(sc.claims, key=lambda c: self.sim[c.job].job.spec.seq):
+                self.sched.add_claim(ReclaimClaim(
+                    head_id=c.job, tenant=self.sim[c.job].job.spec.tenant, gpus=c.gpus,
+                    nodes=frozenset(c.nodes), victims=set(c.victims), at_s=c.at_s, why=""))
+        if sc.reservations:
+            from scheduler_app.core.scheduler import ReservationView
+
+            self.sched.restore_reservations([ReservationView(
+                r.job, "reservation", r.start_s, tuple(n for n, _ in r.alloc), r.basis,
+                gpus=sum(len(ix) for _, ix in r.alloc), alloc=dict(r.alloc),
+                planned_at_s=r.planned_at_s, checked_at_s=r.checked_at_s,
+                after_job=r.after_job) for r in sc.reservations])
 
     def _priority_ranks(self) -> dict[str, dict[int, int]]:
         by_tenant: dict[str, set[int]] = {}
@@ -392,6 +439,10 @@ class Simulation:
                 nxt = job.next_checkpoint_s(now)
                 if nxt is not None:
                     self._push_job(nxt, _CHECKPOINT, job_id)
+        elif kind == _ASKED and state == S.PREEMPT_REQUESTED:
+            asked = self.sim[job_id].job.running
+            assert asked is not None and asked.preempt_requested_s is not None
+            self._stop(job_id, now, asked.preempt_requested_s)
         elif kind == _PREEMPT_EXIT and state == S.CHECKPOINTING:
             pointer = job.checkpoint(now)
             self._apply(self.sched.report_checkpoint(job_id, now, pointer), now)
@@ -456,19 +507,26 @@ class Simulation:
 
     def _react(self, what: str, job_id: str, now: int) -> None:
         state = self.state.get(job_id)
-        job = self.sim[job_id]
         if what == "confirm" and state == S.PLACING:
             self._apply(self.sched.confirm_start(job_id, now), now)
         elif what == "preempt" and state == S.PREEMPT_REQUESTED:
-            if job.job.ignores_preempt:
-                return  # the core's grace timer will kill it
-            if job.job.spec.checkpointable:
-                self._apply(self.sched.ack_preempt(job_id, now), now)
-                self._push_job(now + job.checkpoint_write_s(self.config.grace_period_s),
-                               _PREEMPT_EXIT, job_id)
-            else:
-                self._apply(self.sched.job_exited(job_id, now, "preempted"), now)
-                self._request_tick(now)
+            self._stop(job_id, now, now)
+
+    def _stop(self, job_id: str, now: int, asked_s: int) -> None:
+        """A job asked at ``asked_s`` to stop answers at ``now``: it acknowledges and its
+        checkpoint ends ``checkpoint_time_s`` after the request (``now`` at the earliest),
+        or it exits at once (it cannot checkpoint), or it ignores the request (the core's
+        grace timer kills it)."""
+        job = self.sim[job_id]
+        if job.job.ignores_preempt:
+            return  # the core's grace timer will kill it
+        if job.job.spec.checkpointable:
+            self._apply(self.sched.ack_preempt(job_id, now), now)
+            done = asked_s + job.checkpoint_write_s(self.config.grace_period_s)
+            self._push_job(max(now, done), _PREEMPT_EXIT, job_id)
+        else:
+            self._apply(self.sched.job_exited(job_id, now, "preempted"), now)
+            self._request_tick(now)
 
     def _request_tick(self, now: int) -> None:
         if now > self._ticked_at or self._in_tick:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -118,6 +118,36 @@ class RunningDef:
     alloc: tuple[tuple[str, tuple[int, ...]], ...]  # (node, GPU indices), by node name
     progress_s: int  # useful work done by t=0
     last_checkpoint_s: int | None = None  # when its last checkpoint was written (<= 0)
+    #: being preempted at t=0: when it was asked to stop (<= 0; None: not asked)
+    preempt_requested_s: int | None = None
+    preempted_for: str | None = None  # the job the preemption makes room for
+    checkpointing: bool = False  # it acknowledged: writing its checkpoint (CHECKPOINTING)
+
+
+@dataclass(frozen=True, slots=True)
+class ReservationDef:
+    """A reservation the live scheduler published for a queued job (the carried-in
+    extension): the GPUs it holds for it and when the job starts on them."""
+
+    job: str
+    start_s: int  # >= 0
+    alloc: tuple[tuple[str, tuple[int, ...]], ...]
+    basis: str = ""
+    after_job: str | None = None
+    planned_at_s: int | None = None  # <= 0
+    checked_at_s: int | None = None  # <= 0
+
+
+@dataclass(frozen=True, slots=True)
+class ClaimDef:
+    """A reclaim claim under way at t=0 (the carried-in extension): the nodes promised to
+    a queued head while its victims, being preempted, checkpoint and exit."""
+
+    job: str  # the head
+    gpus: int
+    nodes: tuple[str, ...]
+    victims: tuple[str, ...]
+    at_s: int  # <= 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -163,6 +193,9 @@ class Scenario:
     tenants: tuple[TenantDef, ...]
     jobs: tuple[JobDef, ...]
     events: tuple[EventDef, ...]
+    #: the carried-in plans, in the live scheduler's order (docs/scenarios.md)
+    reservations: tuple[ReservationDef, ...] = ()
+    claims: tuple[ClaimDef, ...] = ()
 
     def node_specs(self) -> list[NodeSpec]:
         return [
@@ -227,7 +260,8 @@ def parse_scenario(text: str, *, json_format: bool = False, source: str = "scena
 # ---------------------------------------------------------------------------------------
 # Validation helpers. Each takes the field path for its message.
 
-_TOP_KEYS = ("name", "until_s", "settings", "cluster", "tenants", "jobs", "events")
+_TOP_KEYS = ("name", "until_s", "settings", "cluster", "tenants", "jobs", "events",
+             "reservations", "claims")
 #: the settings a scenario may give, with their minimums: the core's one table (production
 #: reads the same table from SCHEDULER_<NAME> variables)
 #: name -> (minimum, maximum)
@@ -236,7 +270,11 @@ _SETTINGS_INT = {st.name: (int(st.minimum), int(st.maximum)) for st in SETTINGS
 _SETTINGS_FLOAT = {st.name: (st.minimum, st.maximum) for st in SETTINGS if st.is_float}
 _POD_KEYS = ("name", "nodes", "gpus_per_node", "gpu_type")
 _NODE_KEYS = ("name", "gpus", "gpu_type", "rail")
-_RUNNING_KEYS = ("started_at_s", "alloc", "progress_s", "last_checkpoint_s")
+_RUNNING_KEYS = ("started_at_s", "alloc", "progress_s", "last_checkpoint_s", "preempting")
+_PREEMPTING_KEYS = ("requested_at_s", "for", "acknowledged")
+_RESERVATION_KEYS = ("job", "start_s", "alloc", "basis", "after_job", "planned_at_s",
+                     "checked_at_s")
+_CLAIM_KEYS = ("job", "gpus", "nodes", "victims", "at_s")
 _TENANT_KEYS = ("name", "guaranteed_gpus", "borrow_limit_gpus", "initial_usage_gpu_s",
                 "max_gpus_per_user", "default_runtime_s", "max_runtime_s")
 _JOB_KEYS = (
@@ -320,6 +358,14 @@ def _name(value: Any, path: str) -> str:
     return value
 
 
+def unknown_node(name: object, nodes: Sequence[str] | Mapping[str, Any]) -> str:
+    """"unknown node X" with the first few of the scenario's own node names: a pod of N
+    nodes names them ``<pod>-000``..., a listed pod (an exported live cluster) as listed."""
+    names = list(nodes)
+    shown = ", ".join(names[:3]) + (f", ... ({len(names)} nodes)" if len(names) > 3 else "")
+    return f"unknown node {name} (the scenario's nodes: {shown})"
+
+
 def _list(value: Any, path: str) -> list[Any]:
     if not isinstance(value, list):
         raise _fail(path, "must be a list")
@@ -353,6 +399,8 @@ def validate_scenario(data: Any) -> Scenario:
     _time_limits_within({t.name: t for t in tenants}, jobs)
     events = _events(top.get("events") or [], node_gpus, _cancel_targets(jobs), tenant_names)
     _guarantees_within(sum(p.total_gpus() for p in pods), tenants, events)
+    by_id = {j.id: j for j in jobs}
+    _preempted_for_known(jobs, by_id)
     return Scenario(
         name=name,
         until_s=until_s,
@@ -361,6 +409,8 @@ def validate_scenario(data: Any) -> Scenario:
         tenants=tenants,
         jobs=jobs,
         events=events,
+        reservations=_reservations(top.get("reservations"), by_id, node_gpus),
+        claims=_claims(top.get("claims"), by_id, node_gpus),
     )
 
 
@@ -477,13 +527,20 @@ def _guarantees_within(cluster_gpus: int, tenants: Sequence[TenantDef],
     """The guarantees add up to at most the cluster's GPUs, at the start and after every
     quota change in the order the run applies them (a guarantee the cluster cannot hold
     would make the scheduler preempt to honour it)."""
-    total = 0
-    for i, t in enumerate(tenants):
-        total += t.guaranteed_gpus
-        if total > cluster_gpus:
+    total = sum(t.guaranteed_gpus for t in tenants)
+    if total > cluster_gpus:
+        # The whole sum is what must fit: a running sum named the tenant where it first
+        # overflowed, however innocent (an exported scenario with one team raised blamed
+        # a team after it, with a partial total). One guarantee past the cluster on its
+        # own is the one to name.
+        alone = [i for i, t in enumerate(tenants) if t.guaranteed_gpus > cluster_gpus]
+        if len(alone) == 1:
+            i = alone[0]
             raise _fail(f"tenants[{i}].guaranteed_gpus",
-                        f"the guarantees would add up to {total} GPUs; the cluster has "
-                        f"{cluster_gpus}")
+                        f"{tenants[i].guaranteed_gpus} GPUs is more than the cluster's "
+                        f"{cluster_gpus} on its own (the guarantees add up to {total} GPUs)")
+        raise _fail("tenants", f"the guarantees add up to {total} GPUs; the cluster has "
+                    f"{cluster_gpus}")
     guaranteed = {t.name: t.guaranteed_gpus for t in tenants}
     for ev in sorted(events, key=lambda e: (e.at_s, e.index)):
         if ev.kind != "set_quota" or ev.guaranteed_gpus is None:
@@ -755,7 +812,7 @@ def _running(raw: Any, path: str, spec: JobSpec, runtime_s: int, node_gpus: Mapp
     for node in sorted(raw_alloc, key=str):
         npath = f"{apath}.{node}"
         if node not in node_gpus:
-            raise _fail(npath, f"unknown node {node}")
+            raise _fail(npath, unknown_node(node, node_gpus))
         size = node_gpus[node]
         value = raw_alloc[node]
         if isinstance(value, list):
@@ -792,7 +849,127 @@ def _running(raw: Any, path: str, spec: JobSpec, runtime_s: int, node_gpus: Mapp
         if not spec.checkpointable:
             raise _fail(cpath, "set only for a checkpointable job (checkpointable: true)")
         checkpoint = _int(data["last_checkpoint_s"], cpath, minimum=spec.submit_s, maximum=0)
-    return RunningDef(started, tuple(alloc), progress, checkpoint)
+    asked, for_job, acked = None, None, False
+    if data.get("preempting") is not None:
+        ppath = f"{path}.preempting"
+        stop = _mapping(data["preempting"], ppath, _PREEMPTING_KEYS)
+        asked = _int(_required(stop, "requested_at_s", f"{ppath}.requested_at_s"),
+                     f"{ppath}.requested_at_s", minimum=-MAX_TIME_S, maximum=0)
+        if asked < started:
+            raise _fail(f"{ppath}.requested_at_s",
+                        f"before its run started ({started})")
+        if stop.get("for") is not None:
+            for_job = _name(stop["for"], f"{ppath}.for")
+        acked = _bool(stop, "acknowledged", ppath)
+        if acked and not spec.checkpointable:
+            raise _fail(f"{ppath}.acknowledged", "only a checkpointable job acknowledges "
+                        "(one that cannot checkpoint exits when asked)")
+    return RunningDef(started, tuple(alloc), progress, checkpoint, asked, for_job, acked)
+
+
+def _preempted_for_known(jobs: Sequence[JobDef], by_id: Mapping[str, JobDef]) -> None:
+    for i, j in enumerate(jobs):
+        run = j.running
+        if run is not None and run.preempted_for is not None \
+                and run.preempted_for not in by_id:
+            raise _fail(f"jobs[{i}].running.preempting.for", f"unknown job {run.preempted_for}")
+
+
+def _plans(raw: Any, key: str, allowed: tuple[str, ...], by_id: Mapping[str, JobDef]
+           ) -> Iterator[tuple[str, Mapping[str, Any], str]]:
+    """The items of a carried-in plan list (``reservations``, ``claims``): (path, mapping,
+    job), each for a different job queued at t=0."""
+    if raw is None:
+        return
+    seen: set[str] = set()
+    what = key[:-1]
+    for i, item in enumerate(_list(raw, key)):
+        path = f"{key}[{i}]"
+        data = _mapping(item, path, allowed)
+        jpath = f"{path}.job"
+        job_id = _name(_required(data, "job", jpath), jpath)
+        job = by_id.get(job_id)
+        if job is None:
+            raise _fail(jpath, f"unknown job {job_id}")
+        if not job.queued:
+            raise _fail(jpath, f"job {job_id} is not queued at t=0 (queued: true)")
+        if job_id in seen:
+            raise _fail(jpath, f"job {job_id} has a {what} already")
+        seen.add(job_id)
+        yield path, data, job_id
+
+
+def _reservations(raw: Any, by_id: Mapping[str, JobDef],
+                  node_gpus: Mapping[str, int]) -> tuple[ReservationDef, ...]:
+    """The reservations the live scheduler published (extension), in its order: each for
+    a queued carried-in job, on known nodes' GPUs, starting at or after t=0."""
+    out: list[ReservationDef] = []
+    for path, data, job in _plans(raw, "reservations", _RESERVATION_KEYS, by_id):
+        start = _time(_required(data, "start_s", f"{path}.start_s"), f"{path}.start_s")
+        alloc = _indices(_required(data, "alloc", f"{path}.alloc"), f"{path}.alloc",
+                         node_gpus)
+        basis = data.get("basis") or ""
+        if not isinstance(basis, str):
+            raise _fail(f"{path}.basis", "must be a string")
+        after = data.get("after_job")
+        if after is not None:
+            after = _name(after, f"{path}.after_job")
+            if after not in by_id:
+                raise _fail(f"{path}.after_job", f"unknown job {after}")
+        planned = _opt_int(data, "planned_at_s", path, minimum=-MAX_TIME_S, maximum=0)
+        checked = _opt_int(data, "checked_at_s", path, minimum=-MAX_TIME_S, maximum=0)
+        out.append(ReservationDef(job, start, alloc, basis, after, planned, checked))
+    return tuple(out)
+
+
+def _indices(raw: Any, path: str,
+             node_gpus: Mapping[str, int]) -> tuple[tuple[str, tuple[int, ...]], ...]:
+    if not isinstance(raw, Mapping) or not raw:
+        raise _fail(path, "must map node names to lists of GPU indices")
+    out: list[tuple[str, tuple[int, ...]]] = []
+    for node in sorted(raw, key=str):
+        npath = f"{path}.{node}"
+        if node not in node_gpus:
+            raise _fail(npath, unknown_node(node, node_gpus))
+        indices = tuple(sorted(_int(ix, f"{npath}[{k}]", minimum=0,
+                                    maximum=node_gpus[node] - 1)
+                               for k, ix in enumerate(_list(raw[node], npath))))
+        if not indices or len(set(indices)) != len(indices):
+            raise _fail(npath, "must list distinct GPU indices")
+        out.append((str(node), indices))
+    return tuple(out)
+
+
+def _claims(raw: Any, by_id: Mapping[str, JobDef],
+            node_gpus: Mapping[str, int]) -> tuple[ClaimDef, ...]:
+    """The reclaim claims under way at t=0 (extension): each for a queued carried-in
+    head, on known nodes, its victims jobs being preempted at t=0."""
+    out: list[ClaimDef] = []
+    for path, data, job in _plans(raw, "claims", _CLAIM_KEYS, by_id):
+        gpus = _int(_required(data, "gpus", f"{path}.gpus"), f"{path}.gpus", minimum=1,
+                    maximum=MAX_GPUS)
+        nodes: list[str] = []
+        for k, node in enumerate(_list(_required(data, "nodes", f"{path}.nodes"),
+                                       f"{path}.nodes")):
+            if node not in node_gpus:
+                raise _fail(f"{path}.nodes[{k}]", unknown_node(node, node_gpus))
+            nodes.append(node)
+        victims: list[str] = []
+        for k, victim in enumerate(_list(_required(data, "victims", f"{path}.victims"),
+                                         f"{path}.victims")):
+            vpath = f"{path}.victims[{k}]"
+            victim = _name(victim, vpath)
+            vjob = by_id.get(victim)
+            if vjob is None:
+                raise _fail(vpath, f"unknown job {victim}")
+            if vjob.running is None or vjob.running.preempt_requested_s is None:
+                raise _fail(vpath, f"job {victim} is not being preempted at t=0 "
+                            "(running.preempting)")
+            victims.append(victim)
+        at = _int(_required(data, "at_s", f"{path}.at_s"), f"{path}.at_s",
+                  minimum=-MAX_TIME_S, maximum=0)
+        out.append(ClaimDef(job, gpus, tuple(nodes), tuple(victims), at))
+    return tuple(out)
 
 
 def _events(raw: Any, node_gpus: Mapping[str, int], jobs: Mapping[str, int],
@@ -828,6 +1005,6 @@ def _events(raw: Any, node_gpus: Mapping[str, int], jobs: Mapping[str, int],
                 raise _fail(f"{path}.at_s", f"before job {target} is submitted "
                             f"(at {submit_s})")
         elif target not in node_gpus:
-            raise _fail(kpath, f"unknown node {target} (nodes are named <pod>-000, <pod>-001, ...)")
+            raise _fail(kpath, unknown_node(target, node_gpus))
         events.append(EventDef(i, at_s, kind, target))
     return tuple(events)

@@ -86,7 +86,7 @@ def test_usage_carried_in_orders_the_teams() -> None:
     ({"running": {"started_at_s": -600, "alloc": {"n1": 8}}},
      "jobs[0].running.started_at_s: before the job is submitted (-500)"),
     ({"running": {"started_at_s": -400, "alloc": {"n9": 8}}},
-     "jobs[0].running.alloc.n9: unknown node n9"),
+     "jobs[0].running.alloc.n9: unknown node n9 (the scenario's nodes: n1, n2)"),
     ({"running": {"started_at_s": -400, "alloc": {"n1": 4}}},
      "jobs[0].running.alloc: holds 4 GPUs; the job runs on 8"),
     ({"running": {"started_at_s": -400, "alloc": {"n1": [0, 0, 1, 2, 3, 4, 5, 6]}}},
@@ -190,3 +190,119 @@ def test_only_a_carried_in_job_is_a_task_of_an_existing_array() -> None:
         validate_scenario(carried(jobs=[job]))
     assert str(err.value) == ("jobs[0].array_task: only for a job running or queued at t=0 "
                               "(use array to make the tasks of a new array)")
+
+
+def stopping(asked_s: int, **preempting: Any) -> dict[str, Any]:
+    """``carried()`` with r1 (checkpointable, 60 s to write a checkpoint) asked at
+    ``asked_s`` to make room for q1, its node n1 claimed for q1."""
+    data = carried()
+    r1 = data["jobs"][0]
+    r1["checkpoint_time_s"] = 60
+    r1["running"]["preempting"] = {"requested_at_s": asked_s, "for": "q1", **preempting}
+    data["claims"] = [{"job": "q1", "gpus": 8, "nodes": ["n1"], "victims": ["r1"],
+                       "at_s": asked_s}]
+    return data
+
+
+def test_a_job_being_preempted_keeps_its_gpus_until_its_checkpoint_is_written() -> None:
+    # asked 20 s before t=0, 60 s to checkpoint: it leaves at 40 and its beneficiary
+    # starts there, on its node; before, it was back in its queue at t=0 and its GPUs
+    # were anyone's at once
+    result = run(stopping(-20))
+    r1, q1 = result["jobs"]["r1"], result["jobs"]["q1"]
+    assert r1["runs"][0] == {"start_s": -400, "end_s": 40, "alloc": {"n1": 8},
+                             "end": "PREEMPTED"}
+    assert [(t["at_s"], t["to"]) for t in r1["transitions"][2:7]] == [
+        (-400, "PLACING"), (-400, "RUNNING"), (-20, "PREEMPT_REQUESTED"),
+        (0, "CHECKPOINTING"), (40, "PREEMPTED")]
+    assert q1["first_start_s"] == 40 and q1["runs"][0]["alloc"] == {"n1": 8}
+    assert result["preemptions"] == []  # asked before the run: not one of its decisions
+
+
+@pytest.mark.parametrize(("asked_s", "change", "left_at"), [
+    (-200, {"acknowledged": True}, 0),  # its checkpoint was due at -140: it leaves at once
+    (-20, {"acknowledged": True}, 40),
+])
+def test_a_checkpointing_job_leaves_when_its_checkpoint_is_written(asked_s, change, left_at):
+    result = run(stopping(asked_s, **change))
+    assert result["jobs"]["r1"]["runs"][0]["end_s"] == left_at
+    assert result["jobs"]["q1"]["first_start_s"] == left_at
+
+
+def test_a_job_that_cannot_checkpoint_leaves_at_once_and_one_that_ignores_is_killed():
+    data = stopping(-20)
+    r1 = data["jobs"][0]
+    for key in ("checkpointable", "checkpoint_interval_s", "checkpoint_time_s"):
+        r1.pop(key)
+    r1["running"].pop("last_checkpoint_s")
+    assert run(data)["jobs"]["r1"]["runs"][0]["end_s"] == 0
+    data = stopping(-20)
+    data["jobs"][0]["ignores_preempt"] = True
+    result = run(data)  # killed at the end of its grace (its 60 s), from the request
+    assert result["jobs"]["r1"]["runs"][0]["end_s"] == 40
+    assert result["jobs"]["r1"]["transitions"][5]["reason"] == "GraceExpired"
+
+
+def reserved(reservation: dict[str, Any] | None) -> dict[str, Any]:
+    """n1 idle, r2 on n2 until 400; "head" (team b, both nodes) and "other" (team c, an
+    hour on one node; its team is ahead of b in fair share) wait."""
+    data = carried(
+        tenants=[{"name": "a", "guaranteed_gpus": 8, "borrow_limit_gpus": 8},
+                 {"name": "b", "guaranteed_gpus": 4, "borrow_limit_gpus": 12,
+                  "initial_usage_gpu_s": 1e6},
+                 {"name": "c", "guaranteed_gpus": 4, "borrow_limit_gpus": 12}],
+        jobs=[carried()["jobs"][1],
+              {"id": "head", "tenant": "b", "submit_at_s": -200, "queued": True, "gpus": 16,
+               "gpus_per_node": 8, "runtime_s": 600, "max_runtime_s": 600},
+              {"id": "other", "tenant": "c", "submit_at_s": -100, "queued": True, "gpus": 8,
+               "runtime_s": 3600, "max_runtime_s": 3600}])
+    if reservation is not None:
+        data["reservations"] = [reservation]
+    return data
+
+
+def test_a_published_reservation_holds_its_gpus_for_its_job() -> None:
+    plan = {"job": "head", "start_s": 400, "basis": "r2 ends",
+            "alloc": {"n1": list(range(8)), "n2": list(range(8))}, "planned_at_s": -30}
+    kept = run(reserved(plan))["jobs"]
+    # the head starts when the live scheduler said; the other team's hour-long job does
+    # not take the idle node at t=0 (it would run past the reserved start)
+    assert kept["head"]["first_start_s"] == 400 and kept["other"]["first_start_s"] == 1000
+    fresh = run(reserved(None))["jobs"]  # planned afresh, the other team's job goes first
+    assert fresh["other"]["first_start_s"] == 0 and fresh["head"]["first_start_s"] == 3600
+
+
+@pytest.mark.parametrize(("change", "message"), [
+    (lambda d: d["jobs"][0]["running"]["preempting"].update(requested_at_s=-401),
+     "jobs[0].running.preempting.requested_at_s: before its run started (-400)"),
+    (lambda d: d["jobs"][0]["running"]["preempting"].update(**{"for": "nope"}),
+     "jobs[0].running.preempting.for: unknown job nope"),
+    (lambda d: d["jobs"][0]["running"]["preempting"].update(when=3),
+     "jobs[0].running.preempting.when: unknown key; allowed: acknowledged, for, "
+     "requested_at_s"),
+    (lambda d: d["jobs"][1]["running"].update(preempting={"requested_at_s": -5,
+                                                          "acknowledged": True}),
+     "jobs[1].running.preempting.acknowledged: only a checkpointable job acknowledges (one "
+     "that cannot checkpoint exits when asked)"),
+    (lambda d: d["claims"][0].update(job="r2"),
+     "claims[0].job: job r2 is not queued at t=0 (queued: true)"),
+    (lambda d: d["claims"][0].update(victims=["r2"]),
+     "claims[0].victims[0]: job r2 is not being preempted at t=0 (running.preempting)"),
+    (lambda d: d["claims"][0].update(nodes=["n7"]),
+     "claims[0].nodes[0]: unknown node n7 (the scenario's nodes: n1, n2)"),
+    (lambda d: d.update(reservations=[{"job": "q1", "start_s": -5, "alloc": {"n1": [0]}}]),
+     "reservations[0].start_s: must be a non-negative integer"),
+    (lambda d: d.update(reservations=[{"job": "q1", "start_s": 5, "alloc": {"n1": [8]}}]),
+     "reservations[0].alloc.n1[0]: must be at most 7"),
+    (lambda d: d.update(reservations=[{"job": "q1", "start_s": 5, "alloc": {"n1": [0]}},
+                                      {"job": "q1", "start_s": 5, "alloc": {"n2": [0]}}]),
+     "reservations[1].job: job q1 has a reservation already"),
+    (lambda d: d.update(reservations=[{"job": "q9", "start_s": 5, "alloc": {"n1": [0]}}]),
+     "reservations[0].job: unknown job q9"),
+])
+def test_a_malformed_carried_in_plan_names_its_field(change, message: str) -> None:
+    data = stopping(-20)
+    change(data)
+    with pytest.raises(ScenarioError) as err:
+        validate_scenario(data)
+    assert str(err.value) == message

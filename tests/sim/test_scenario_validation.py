@@ -76,7 +76,8 @@ BAD: list[tuple[str, Any, str]] = [
     ("zero until", make(until_s=0), "until_s: must be a positive integer"),
     ("missing name", {k: v for k, v in BASE.items() if k != "name"}, "name: required"),
     ("unknown top-level key", make(clusters={}),
-     "clusters: unknown key; allowed: cluster, events, jobs, name, settings, tenants, until_s"),
+     "clusters: unknown key; allowed: claims, cluster, events, jobs, name, reservations, "
+     "settings, tenants, until_s"),
     ("not a mapping", [1, 2], "scenario: must be a mapping with name, until_s, cluster, "
      "tenants, jobs"),
     ("jobs not a list", make(jobs={"id": "j1"}), "jobs: must be a list"),
@@ -99,7 +100,15 @@ BAD: list[tuple[str, Any, str]] = [
      "events[0]: must have at_s and exactly one of: node_down, node_up, node_drain, "
      "node_undrain, cancel, set_quota"),
     ("event on unknown node", make(events=[{"at_s": 5, "node_down": "pod-b-000"}]),
-     "events[0].node_down: unknown node pod-b-000 (nodes are named <pod>-000, <pod>-001, ...)"),
+     "events[0].node_down: unknown node pod-b-000 (the scenario's nodes: pod-a-000, "
+     "pod-a-001)"),
+    # a listed pod (an exported live cluster) names its nodes as listed: the hint lists them
+    ("event on unknown node of a listed pod",
+     make(cluster={"pods": [{"name": "pod-a", "nodes": [
+         {"name": f"pod-a-n0{i}", "gpus": 8} for i in range(1, 6)]}]},
+          events=[{"at_s": 5, "node_drain": "pod-a-000"}]),
+     "events[0].node_drain: unknown node pod-a-000 (the scenario's nodes: pod-a-n01, "
+     "pod-a-n02, pod-a-n03, ... (5 nodes))"),
     ("cancel of unknown job", make(events=[{"at_s": 5, "cancel": "nope"}]),
      "events[0].cancel: unknown job nope"),
     ("cancel before submit", make(jobs=[job("j1", submit_at_s=50)],
@@ -114,8 +123,15 @@ BAD: list[tuple[str, Any, str]] = [
     ("guarantees past the cluster at the start",
      make(tenants=[{"name": "team-a", "guaranteed_gpus": 8},
                    {"name": "team-b", "guaranteed_gpus": 100_000}]),
-     "tenants[1].guaranteed_gpus: the guarantees would add up to 100008 GPUs; the cluster "
-     "has 16"),
+     "tenants[1].guaranteed_gpus: 100000 GPUs is more than the cluster's 16 on its own "
+     "(the guarantees add up to 100008 GPUs)"),
+    # the first tenant raised: the whole sum is named at tenants, not the running sum at
+    # the tenant after it (it said "tenants[1]...: would add up to 16", blaming team-b)
+    ("guarantees that add up past the cluster",
+     make(tenants=[{"name": "team-a", "guaranteed_gpus": 12},
+                   {"name": "team-b", "guaranteed_gpus": 8},
+                   {"name": "team-c", "guaranteed_gpus": 4}]),
+     "tenants: the guarantees add up to 24 GPUs; the cluster has 16"),
     ("a quota change past the cluster",
      make(tenants=[{"name": "team-a", "guaranteed_gpus": 8},
                    {"name": "team-b", "guaranteed_gpus": 8}],
