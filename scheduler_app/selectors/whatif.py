@@ -12,24 +12,39 @@ rebuild reads.
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime
+from typing import Any
 
 from django.db import connection, transaction
 
 from scheduler_app.core.fairshare import accrue
 from scheduler_app.core.states import HOLDING_STATES, JobState
-from scheduler_app.models import Node, Tenant
+from scheduler_app.models import Job, Node, Reservation, Tenant
 from scheduler_app.scheduler_config import scheduler_config
-from scheduler_app.sim.whatif import JobSnap, NodeSnap, Snapshot, TenantSnap, settings_of
+from scheduler_app.sim.whatif import (
+    ClaimSnap,
+    JobSnap,
+    NodeSnap,
+    ReservationSnap,
+    Snapshot,
+    TenantSnap,
+    settings_of,
+)
 
-from .leader import SPEC_COLUMNS, last_move_at, live_job_rows, open_allocations
+from .leader import (
+    SPEC_COLUMNS,
+    last_move_at,
+    last_preempt_requests,
+    live_job_rows,
+    open_allocations,
+)
 
 S = JobState
-#: these hold GPUs but are on their way out: the plan puts them back in their queue
+#: these hold GPUs on their way out: carried holding them, with their preemption request
 _LEAVING = frozenset({S.PREEMPT_REQUESTED.value, S.CHECKPOINTING.value})
-_RUNNING = frozenset(s.value for s in HOLDING_STATES) - _LEAVING
+_HOLDING = frozenset(s.value for s in HOLDING_STATES)
 
 
 @contextmanager
@@ -59,9 +74,11 @@ def read_only() -> Iterator[None]:
             cursor.execute("PRAGMA query_only = OFF")
 
 
-def live_snapshot(now: datetime | None = None) -> Snapshot:
+def live_snapshot(now: datetime | None = None, *, about: Iterable[str] = ()) -> Snapshot:
     """The live state as of ``now`` (default: the clock), every instant made relative to
-    it (seconds, <= 0)."""
+    it (seconds, <= 0). ``about``: job references (``--cancel``'s values: a job's id, a
+    task's ``<array>_<index>``) to look up among the jobs that have ended
+    (``Snapshot.ended``), so that a what-if can say so."""
     started = time.perf_counter()
     now = now or datetime.now(UTC)
     now_s = int(now.timestamp())
@@ -75,8 +92,15 @@ def live_snapshot(now: datetime | None = None) -> Snapshot:
         rows = live_job_rows()
         allocations = open_allocations()
         state_at = len(SPEC_COLUMNS)
+        ended = _ended(about, {r[0] for r in rows})
         placing = [r[0] for r in rows if r[state_at] == S.PLACING.value]
         placed = last_move_at(S.PLACING, placing) if placing else {}
+        # what the leader's rebuild restores besides the jobs (services/leader.py): the
+        # preemption requests under way (when, for whom, the claim) and its reservations
+        asked = last_preempt_requests([r[0] for r in rows if r[state_at] in _LEAVING])
+        plans = list(Reservation.objects.filter(kind=Reservation.Kind.RESERVATION)
+                     .order_by("position")
+                     .values_list("job_id", "start_at", "nodes", "basis", "plan"))
     allocs: dict[int, list[tuple[str, tuple[int, ...]]]] = {}
     for job_id, node, indices in allocations:
         allocs.setdefault(job_id, []).append((node, tuple(sorted(indices))))
@@ -86,6 +110,7 @@ def live_snapshot(now: datetime | None = None) -> Snapshot:
 
     jobs: list[JobSnap] = []
     live_ids = {row[0] for row in rows}
+    live_names = {str(pk) for pk in live_ids}
     for row in rows:
         (pk, tenant, gpus, submitted_at, gpus_per_node, gpu_type, priority, max_runtime_s,
          checkpointable, checkpoint_interval_s, checkpoint_time_s, restart_s, preemptible,
@@ -93,7 +118,9 @@ def live_snapshot(now: datetime | None = None) -> Snapshot:
          array_max_running) = row[:state_at]
         state, started_at, last_checkpoint_at, _pointer, preemption_times, _retries = (
             row[state_at:])
-        running = state in _RUNNING and pk in allocs
+        running = state in _HOLDING and pk in allocs
+        request = asked.get(pk) if running and state in _LEAVING else None
+        head = None if request is None else request.detail.get("for")
         start = None
         if running:
             # RUNNING: since the agent confirmed; PLACING: since it was placed
@@ -116,6 +143,10 @@ def live_snapshot(now: datetime | None = None) -> Snapshot:
                              if a in live_ids),
             array=None if array_id is None else (str(array_id), array_index, array_count,
                                                  array_max_running),
+            preempt_requested_s=(None if not running or state not in _LEAVING
+                                 else rel(request.at) if request is not None else 0),
+            preempted_for=None if head is None or str(head) not in live_names else str(head),
+            checkpointing=running and state == S.CHECKPOINTING.value,
         ))
     half_life = config.usage_half_life_s
     return Snapshot(
@@ -132,4 +163,71 @@ def live_snapshot(now: datetime | None = None) -> Snapshot:
         jobs=tuple(jobs),
         settings=settings_of(config),
         read_s=time.perf_counter() - started,
+        reservations=tuple(_reservations(plans, now_s)),
+        claims=tuple(_claims(asked, now_s)),
+        ended=ended,
     )
+
+
+def _ended(about: Iterable[str], live: set[int]) -> dict[str, tuple[str, str]]:
+    """Of the references ``about`` (a job's id, a task's ``<array>_<index>``), those that
+    name a job that is not live: reference -> (job id, its final state)."""
+    ids: dict[str, int] = {}
+    tasks: dict[str, tuple[int, int]] = {}
+    for ref in about:
+        if ref.isascii() and ref.isdigit():
+            ids[ref] = int(ref)
+        elif ref.isascii() and ref.count("_") == 1 and ref.replace("_", "").isdigit():
+            array, index = ref.split("_")
+            tasks[ref] = (int(array), int(index))
+    out: dict[str, tuple[str, str]] = {}
+    if ids:
+        states = dict(Job.objects.filter(pk__in=ids.values()).values_list("pk", "state"))
+        out.update({ref: (str(pk), states[pk]) for ref, pk in ids.items()
+                    if pk in states and pk not in live})
+    for ref, (array, index) in tasks.items():
+        row = (Job.objects.filter(array_id=array, array_index=index)
+               .values_list("pk", "state").first())
+        if row is not None and row[0] not in live:
+            out[ref] = (str(row[0]), row[1])
+    return out
+
+
+def _reservations(rows: list[tuple], now_s: int) -> list[ReservationSnap]:
+    """The published reservations (as ``services.leader.published_plans`` reads them for
+    a rebuild), their instants relative to the snapshot. Its digest of the plan's inputs
+    (``looked_sig``) is of the live clock's instants: not carried, the run looks again."""
+    out = []
+    for job_id, start_at, _nodes, basis, plan in rows:
+        if not plan or start_at is None or "alloc" not in plan:
+            continue
+        after = plan.get("after_job")
+        out.append(ReservationSnap(
+            job=str(job_id), start_s=int(start_at.timestamp()) - now_s,
+            alloc=tuple(sorted((n, tuple(sorted(ix))) for n, ix in plan["alloc"].items())),
+            basis=basis or "", after_job=None if after is None else str(after),
+            planned_at_s=_rel_s(plan.get("planned_at_s"), now_s),
+            checked_at_s=_rel_s(plan.get("checked_at_s"), now_s)))
+    return out
+
+
+def _rel_s(at: int | None, now_s: int) -> int | None:
+    return None if at is None else min(0, int(at) - now_s)
+
+
+def _claims(asked: dict[int, Any], now_s: int) -> list[ClaimSnap]:
+    """The reclaim claims under way, from their victims' request rows (the first row of a
+    head gives its claim, as ``services.leader.restore_claims`` restores them)."""
+    out: dict[str, ClaimSnap] = {}
+    for row in asked.values():
+        head, saved = row.detail.get("for"), row.detail.get("claim")
+        if not saved or head is None or str(head) in out:
+            continue
+        try:
+            out[str(head)] = ClaimSnap(
+                job=str(head), gpus=int(saved["gpus"]), nodes=tuple(sorted(saved["nodes"])),
+                victims=tuple(str(v) for v in saved["victims"]),
+                at_s=min(0, int(saved["at_s"]) - now_s))
+        except (KeyError, TypeError, ValueError):  # unreadable: the head searches again
+            continue
+    return list(out.values())

@@ -8,16 +8,19 @@ Django-free: it takes a :class:`Snapshot` of the live state (read by
    running at t=0 with their GPUs, the jobs queued then in their order, the teams'
    decayed usage, the production settings. ``--export-scenario`` writes exactly this, so
    ``manage.py simulate`` on the file gives the baseline again.
-2. :func:`apply_changes` turns ``--set-quota``, ``--add-nodes``, ``--drain``, ``--cancel``
-   and ``--setting`` into the same scenario, changed; every malformed or unknown value is
-   a :class:`WhatIfError` naming its flag.
+2. :func:`apply_changes` turns ``--set-quota``, ``--add-nodes``, ``--drain``,
+   ``--undrain``, ``--up``, ``--cancel`` and ``--setting`` into the same scenario, changed;
+   every malformed or unknown value is a :class:`WhatIfError` naming its flag, and a change
+   that does nothing or leaves capacity below the guarantees a warning.
 3. :func:`run_whatif` simulates both in the memory engine and compares them per team and
    per job (:func:`compare`).
 
 What a plan can know of the future is the declared limits, so that is what it assumes
 (:data:`ASSUMPTIONS`, printed with every answer): a running job runs until its declared
 limit (``max_runtime_s``), a queued job runs for its limit once it starts, a job without
-one runs past the horizon, and nothing new is submitted.
+one runs past the horizon, and nothing new is submitted. The live plan is carried: jobs
+being preempted hold their GPUs until they stop, the claims and reservations the leader
+made are kept.
 """
 
 from __future__ import annotations
@@ -55,11 +58,20 @@ ASSUMPTIONS = (
     "running jobs run until their declared limit (max_runtime_s); a job that declares none "
     "runs past the horizon",
     "a queued job runs for its declared limit once it starts (none: past the horizon)",
-    "nothing new is submitted; jobs being preempted at the snapshot are back in their queue",
+    "a job works for exactly its declared limit, so one the plan preempts, whose restart "
+    "spends restart_s reloading, reaches its limit before its work is done and fails "
+    "there (TimeLimit: the 'failed' column)",
+    "nothing new is submitted; jobs being preempted at the snapshot hold their GPUs until "
+    "they stop (their checkpoint written checkpoint_time_s after the request; one that "
+    "cannot checkpoint at once), and the live plan is kept: the published reservations "
+    "and the GPUs claimed for the jobs those preemptions make room for",
     "a team's wait: first start minus submit, over the jobs queued at the snapshot; a job "
-    "that does not start within the horizon counts up to the horizon, one the run ends "
-    "without a start (its dependency failed) does not count",
+    "that does not start within the horizon counts up to the end of the horizon (so a "
+    "wait can be longer than the horizon for a job submitted before the snapshot), one "
+    "the run ends without a start (its dependency failed) does not count",
 )
+#: a start that moves less than this is not listed among the jobs that move most
+MOVED_AT_LEAST_S = 60
 
 ProgressFn = Callable[[float, str], None]
 
@@ -123,6 +135,40 @@ class JobSnap:
     depends_on: tuple[tuple[str, str], ...] = ()
     #: a task of an array: (array id, index, count, max_running)
     array: tuple[str, int, int, int | None] | None = None
+    #: running and being preempted (PREEMPT_REQUESTED, CHECKPOINTING): when it was asked
+    preempt_requested_s: int | None = None
+    preempted_for: str | None = None  # the job the preemption makes room for
+    checkpointing: bool = False  # it acknowledged (CHECKPOINTING)
+
+    @property
+    def name(self) -> str:
+        """As every other list shows it: a task ``<array>_<index>``, else the id."""
+        return self.id if self.array is None else f"{self.array[0]}_{self.array[1]}"
+
+
+@dataclass(frozen=True, slots=True)
+class ReservationSnap:
+    """A reservation the leader published: its instants relative to the snapshot."""
+
+    job: str
+    start_s: int
+    alloc: tuple[tuple[str, tuple[int, ...]], ...]
+    basis: str = ""
+    after_job: str | None = None
+    planned_at_s: int | None = None
+    checked_at_s: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ClaimSnap:
+    """A reclaim claim under way: the nodes promised to a waiting head while its victims
+    (jobs being preempted) checkpoint and exit."""
+
+    job: str
+    gpus: int
+    nodes: tuple[str, ...]
+    victims: tuple[str, ...]
+    at_s: int
 
 
 @dataclass(frozen=True, slots=True)
@@ -133,6 +179,15 @@ class Snapshot:
     jobs: tuple[JobSnap, ...]  # queue order: by id (the core's tie-break, as in production)
     settings: Mapping[str, Any]  # SchedulerConfig field -> value, the production config
     read_s: float = 0.0  # wall time of the read
+    #: the leader's published reservations, in its order, and the reclaim claims under way
+    reservations: tuple[ReservationSnap, ...] = ()
+    claims: tuple[ClaimSnap, ...] = ()
+    #: jobs asked about (``--cancel``'s values) that have ended: value -> (job id, state)
+    ended: Mapping[str, tuple[str, str]] = field(default_factory=dict)
+
+
+#: the change flags, in the order the answer lists them
+CHANGE_FLAGS = ("set_quota", "add_nodes", "drain", "undrain", "up", "cancel", "setting")
 
 
 @dataclass(frozen=True, slots=True)
@@ -142,12 +197,14 @@ class Changes:
     set_quota: tuple[str, ...] = ()  # TEAM=GUARANTEE[:BORROW]
     add_nodes: tuple[str, ...] = ()  # POD=N
     drain: tuple[str, ...] = ()  # NODE
-    cancel: tuple[str, ...] = ()  # JOB
+    cancel: tuple[str, ...] = ()  # JOB, <array>_<index> or <array>_*
     setting: tuple[str, ...] = ()  # NAME=VALUE
+    # (after the others: the page builds a Changes from its fields in this order)
+    undrain: tuple[str, ...] = ()  # NODE (draining at the snapshot)
+    up: tuple[str, ...] = ()  # NODE (down at the snapshot)
 
     def words(self) -> list[str]:
-        return [f"--{flag.replace('_', '-')} {value}"
-                for flag in ("set_quota", "add_nodes", "drain", "cancel", "setting")
+        return [f"--{flag.replace('_', '-')} {value}" for flag in CHANGE_FLAGS
                 for value in getattr(self, flag)]
 
     def empty(self) -> bool:
@@ -178,13 +235,21 @@ def snapshot_scenario(snap: Snapshot, hours: float = DEFAULT_HOURS) -> dict[str,
             node["rail"] = n.rail
         pods.setdefault(n.pod, []).append(node)
     jobs = [_job_data(j, past) for j in snap.jobs]
+    queued = {j.id for j in snap.jobs if not j.running}
+    leaving = {j.id for j in snap.jobs if j.running and j.preempt_requested_s is not None}
+    names = {n.name for n in snap.nodes}
+    ids = {j.id for j in snap.jobs}
+    for data in jobs:  # (a preemption for a job that has ended since makes room for none)
+        stop = data.get("running", {}).get("preempting", {})
+        if stop.get("for") is not None and stop["for"] not in ids:
+            del stop["for"]
     events: list[dict[str, Any]] = []
     for n in sorted(snap.nodes, key=lambda n: n.name):
         if n.health == "draining":
             events.append({"at_s": 0, "node_drain": n.name})
         elif n.health == "down":
             events.append({"at_s": 0, "node_down": n.name})
-    return {
+    out = {
         "name": "whatif-" + snap.taken_at.replace(":", "").replace("+0000", "Z"),
         "until_s": until_s,
         "settings": dict(sorted(snap.settings.items())),
@@ -193,6 +258,33 @@ def snapshot_scenario(snap: Snapshot, hours: float = DEFAULT_HOURS) -> dict[str,
         "jobs": jobs,
         "events": events,
     }
+    # the live plan: the reservations of jobs still queued on nodes the snapshot has, and
+    # the claims of queued heads with their victims still being preempted (a plan the
+    # core would drop on its restore is left out, as the contract refuses it)
+    reservations = [_reservation_data(r) for r in snap.reservations
+                    if r.job in queued and all(n in names for n, _ in r.alloc)]
+    claims = [{"job": c.job, "gpus": c.gpus, "nodes": list(c.nodes),
+               "victims": [v for v in c.victims if v in leaving], "at_s": min(0, c.at_s)}
+              for c in snap.claims if c.job in queued and all(n in names for n in c.nodes)]
+    if reservations:
+        out["reservations"] = reservations
+    if claims:
+        out["claims"] = claims
+    return out
+
+
+def _reservation_data(r: ReservationSnap) -> dict[str, Any]:
+    out: dict[str, Any] = {"job": r.job, "start_s": max(0, r.start_s),
+                           "alloc": {node: list(ix) for node, ix in r.alloc}}
+    if r.basis:
+        out["basis"] = r.basis
+    if r.after_job is not None:
+        out["after_job"] = r.after_job
+    for key in ("planned_at_s", "checked_at_s"):
+        value = getattr(r, key)
+        if value is not None:
+            out[key] = min(0, value)
+    return out
 
 
 def horizon_s(hours: float) -> int:
@@ -253,6 +345,13 @@ def _job_data(j: JobSnap, past: int) -> dict[str, Any]:
                                "alloc": {node: list(ix) for node, ix in j.alloc}}
     if j.checkpointable and j.last_checkpoint_s is not None:
         running["last_checkpoint_s"] = max(out["submit_at_s"], min(0, j.last_checkpoint_s))
+    if j.preempt_requested_s is not None:  # being preempted: it holds its GPUs till it stops
+        stop: dict[str, Any] = {"requested_at_s": max(started, min(0, j.preempt_requested_s))}
+        if j.preempted_for is not None:
+            stop["for"] = j.preempted_for
+        if j.checkpointing and j.checkpointable:
+            stop["acknowledged"] = True
+        running["preempting"] = stop
     out["running"] = running
     return out
 
@@ -261,14 +360,21 @@ def _job_data(j: JobSnap, past: int) -> dict[str, Any]:
 # Changes
 
 
-def apply_changes(data: Mapping[str, Any], changes: Changes) -> dict[str, Any]:
+def apply_changes(data: Mapping[str, Any], changes: Changes, *,
+                  ended: Mapping[str, tuple[str, str]] | None = None,
+                  warnings: list[str] | None = None) -> dict[str, Any]:
     """The scenario data with the operator's changes made at t=0. Raises WhatIfError
-    naming the flag of the first bad value."""
+    naming the flag of the first bad value. ``ended``: the values of ``--cancel`` that
+    name a job that has ended (value -> (job id, state)), to say so. ``warnings``, when
+    given, gets a line for each change that does nothing and for capacity left below the
+    guarantees (:func:`capacity_warnings`)."""
+    notes: list[str] = [] if warnings is None else warnings
     out = copy.deepcopy(dict(data))
     tenants = {t["name"]: t for t in out["tenants"]}
     pods = {p["name"]: p for p in out["cluster"]["pods"]}
     nodes = {n["name"] for p in pods.values() for n in p["nodes"]}
     jobs = {j["id"]: j for j in out["jobs"]}
+    health = _health_at_start(out)
     was = {name: t["guaranteed_gpus"] for name, t in tenants.items()}
     quota_by: dict[str, tuple[str, tuple[int, int | None]]] = {}  # team -> (flag value, quota)
     for value in changes.set_quota:
@@ -277,6 +383,11 @@ def apply_changes(data: Mapping[str, Any], changes: Changes) -> dict[str, Any]:
         if first[1] != (guaranteed, borrow):  # two answers for one team: which one?
             raise WhatIfError(f"--set-quota {value}: team {team} is already given "
                               f"--set-quota {first[0]}")
+        if (guaranteed == tenants[team]["guaranteed_gpus"]
+                and borrow in (None, tenants[team]["borrow_limit_gpus"])):
+            notes.append(f"--set-quota {value}: team {team} has that quota already "
+                         f"({guaranteed}:{tenants[team]['borrow_limit_gpus']}); the change "
+                         "does nothing")
         tenants[team]["guaranteed_gpus"] = guaranteed
         if borrow is not None:
             tenants[team]["borrow_limit_gpus"] = borrow
@@ -294,20 +405,33 @@ def apply_changes(data: Mapping[str, Any], changes: Changes) -> dict[str, Any]:
         for i in range(n):
             name = _new_node_name(pod, i, nodes)
             nodes.add(name)
+            health[name] = "healthy"
             pods[pod]["nodes"].append({**like, "name": name})
-    for value in changes.drain:
-        if value not in nodes:
-            hint = (f" ({value} is a pod: --drain takes a node's name, once per node)"
-                    if value in pods else "")
-            raise WhatIfError(f"--drain {value}: unknown node{hint}")
-        out["events"].append({"at_s": 0, "node_drain": value})
+    # the node flags, each from the node's health at the snapshot
+    for flag, event, wants in (("drain", "node_drain", None), ("undrain", "node_undrain",
+                                                               "draining"),
+                               ("up", "node_up", "down")):
+        for value in getattr(changes, flag):
+            if value not in nodes:
+                hint = (f" ({value} is a pod: --{flag} takes a node's name, once per node)"
+                        if value in pods else "")
+                raise WhatIfError(f"--{flag} {value}: unknown node{hint}")
+            now = health[value]
+            if wants is None and now != "healthy":  # --drain: does nothing
+                notes.append(f"--drain {value}: {value} is {now} already; the change does "
+                             "nothing")
+                continue
+            if wants is not None and now != wants:
+                raise WhatIfError(f"--{flag} {value}: {value} is not {_NODE_WORDS[wants]} "
+                                  f"(it is {now}); --{flag} takes a node that is")
+            out["events"].append({"at_s": 0, event: value})
+            health[value] = "draining" if flag == "drain" else "healthy"
+    cancelled: list[str] = []
     for value in changes.cancel:
-        if value not in jobs:
-            if not (value.isascii() and value.isdigit()):  # (the snapshot's ids: pks)
-                raise WhatIfError(f"--cancel {value}: not a job id (a job's number, as "
-                                  "gpuq queue shows it)")
-            raise WhatIfError(f"--cancel {value}: no such job running or queued")
-        out["events"].append({"at_s": 0, "cancel": value})
+        for job_id in _cancelled(value, jobs, ended or {}):
+            if job_id not in cancelled:
+                cancelled.append(job_id)
+                out["events"].append({"at_s": 0, "cancel": job_id})
     settings = out.setdefault("settings", {})
     by_name = {s.name: s for s in SETTINGS}
     by_variable = {env_name(s): s for s in SETTINGS}  # as production names them
@@ -327,10 +451,16 @@ def apply_changes(data: Mapping[str, Any], changes: Changes) -> dict[str, Any]:
         if first[1] != parsed:
             raise WhatIfError(f"--setting {value}: {name} is already given "
                               f"--setting {first[0]}")
+        if parsed is not None and settings.get(name) == parsed:
+            notes.append(f"--setting {value}: {name} is {_num(parsed)} already; the change "
+                         "does nothing")
         if parsed is None:
             settings.pop(name, None)
         else:
             settings[name] = parsed
+    # the live rule (services.cluster): the guarantees fit the cluster's GPUs, every node
+    # counted whatever its health (drained and down nodes come back); capacity below them
+    # today is a warning, not a refusal
     cluster = sum(n["gpus"] for p in pods.values() for n in p["nodes"])
     total = sum(t["guaranteed_gpus"] for t in tenants.values())
     if total > cluster:
@@ -340,7 +470,77 @@ def apply_changes(data: Mapping[str, Any], changes: Changes) -> dict[str, Any]:
         flag = ", ".join(raised) or "the snapshot"
         raise WhatIfError(f"{flag}: the guarantees would add up to {total} GPUs; the cluster "
                           f"has {cluster}")
+    notes += capacity_warnings(out, health)
     return out
+
+
+_NODE_WORDS = {"draining": "drained", "down": "down"}
+
+
+def _health_at_start(data: Mapping[str, Any]) -> dict[str, str]:
+    """Each node's health at t=0 as the scenario data says (its events at 0)."""
+    health = {n["name"]: "healthy" for p in data["cluster"]["pods"] for n in p["nodes"]}
+    moves = {"node_drain": "draining", "node_down": "down", "node_up": "healthy",
+             "node_undrain": "healthy"}
+    for ev in data.get("events", ()):
+        if ev.get("at_s") == 0:
+            for kind, to in moves.items():
+                if kind in ev:
+                    health[ev[kind]] = to
+    return health
+
+
+def capacity_warnings(data: Mapping[str, Any], health: Mapping[str, str]) -> list[str]:
+    """A line when the GPUs the scheduler may place batch jobs on (the healthy nodes',
+    less the interactive slice) are fewer than the teams' guarantees: then some team
+    cannot get its guarantee, and the scheduler preempts to honour the others."""
+    total = sum(t["guaranteed_gpus"] for t in data["tenants"])
+    usable = sum(n["gpus"] for p in data["cluster"]["pods"] for n in p["nodes"]
+                 if health.get(n["name"]) == "healthy")
+    slice_ = int(data.get("settings", {}).get("interactive_reserved_gpus") or 0)
+    if usable < total:
+        return [f"capacity below the guarantees: {usable} GPUs are schedulable (on nodes "
+                f"healthy, not drained or down), fewer than the {total} the teams are "
+                "guaranteed"]
+    if slice_ and usable - slice_ < total:
+        batch = max(0, usable - slice_)
+        return [f"capacity below the guarantees: of the {usable} schedulable GPUs, "
+                f"interactive_reserved_gpus={slice_} keeps {min(slice_, usable)} for "
+                f"interactive jobs; batch jobs can use {batch}, fewer than the {total} the "
+                "teams are guaranteed"]
+    return []
+
+
+#: ``--cancel``'s forms: a job's number, a task's ``<array>_<index>``, ``<array>_*``
+_TASK = re.compile(r"([0-9]+)_([0-9]+|\*)")
+
+
+def _cancelled(value: str, jobs: Mapping[str, Mapping[str, Any]],
+               ended: Mapping[str, tuple[str, str]]) -> list[str]:
+    """The job ids ``--cancel value`` takes out: a job by its number, a task of an array
+    by its name (``8_3``, as gpuq shows it) or every task of an array running or queued
+    (``8_*``, as ``gpuq cancel 8_*``)."""
+    where = f"--cancel {value}"
+    if value in ended:
+        job_id, state = ended[value]
+        what = f"job {job_id}" if value == job_id else f"task {value} (job {job_id})"
+        raise WhatIfError(f"{where}: {what} has ended ({state})")
+    task = _TASK.fullmatch(value) if value.isascii() else None
+    if task is None:
+        if value in jobs:
+            return [value]
+        if not (value.isascii() and value.isdigit()):  # (the snapshot's ids: pks)
+            raise WhatIfError(f"{where}: not a job id (a job's number, or an array task's "
+                              "<array>_<index>, as gpuq queue shows them; <array>_* for "
+                              "every task)")
+        raise WhatIfError(f"{where}: no such job running or queued")
+    array, index = task.groups()
+    tasks = [j["id"] for j in jobs.values() if (j.get("array_task") or {}).get("array") == array
+             and (index == "*" or str(j["array_task"]["index"]) == index)]
+    if not tasks:
+        what = f"no task of array {array}" if index == "*" else "no such task"
+        raise WhatIfError(f"{where}: {what} running or queued")
+    return tasks
 
 
 def _pair(value: str, flag: str, form: str) -> tuple[str, str]:
@@ -402,8 +602,11 @@ class WhatIf:
     timings_s: dict[str, float] = field(default_factory=dict)
     #: processes the two runs took (1: one after the other)
     workers: int = 1
-    #: the jobs ``--cancel`` took out at t=0, running or queued: {"id", "tenant", "running"}
+    #: the jobs ``--cancel`` took out at t=0, running or queued: {"id", "name", "tenant",
+    #: "running"}
     cancelled: list[dict[str, Any]] = field(default_factory=list)
+    #: changes that do nothing, capacity left below the guarantees: one line each
+    warnings: list[str] = field(default_factory=list)
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -429,9 +632,11 @@ def run_whatif(snap: Snapshot, changes: Changes, *, hours: float = DEFAULT_HOURS
         raise WhatIfError(f"--workers {workers}: must be 1 or {MAX_WORKERS}")
     started = time.perf_counter()
     base_data = snapshot_scenario(snap, hours)
-    what_data = apply_changes(base_data, changes)
+    warnings: list[str] = []
+    what_data = apply_changes(base_data, changes, ended=snap.ended, warnings=warnings)
     built = time.perf_counter()
-    cancelled = set(changes.cancel)
+    # (a task or a whole array named by --cancel: the job ids it took out)
+    cancelled = {ev["cancel"] for ev in what_data["events"] if "cancel" in ev}
     # each run validates its own scenario (side by side: in its child, which also
     # summarizes its result there, so the parent neither validates nor receives every
     # job's record)
@@ -445,9 +650,10 @@ def run_whatif(snap: Snapshot, changes: Changes, *, hours: float = DEFAULT_HOURS
     ran = time.perf_counter()
     out = compare(summaries[0], summaries[1], excluded=cancelled)
     running = {j.id: j for j in snap.jobs}
-    out.cancelled = [{"id": job_id, "tenant": running[job_id].tenant,
-                      "running": running[job_id].running}
+    out.cancelled = [{"id": job_id, "name": running[job_id].name,
+                      "tenant": running[job_id].tenant, "running": running[job_id].running}
                      for job_id in sorted(cancelled, key=_id_key)]
+    out.warnings = warnings
     out.taken_at = snap.taken_at
     out.changes = changes.words()
     out.timings_s = {"snapshot": round(snap.read_s, 3), "build": round(built - started, 3),
@@ -490,7 +696,7 @@ def team_stats(result: Mapping[str, Any], scenario: Scenario, *,
     waits: dict[str, list[int]] = {}
     for t in scenario.tenants:
         stats[t.name] = {"waiting": 0, "started": 0, "ended": 0, "gpu_s": 0, "preemptions": 0,
-                         "gpu_s_lost": 0}
+                         "gpu_s_lost": 0, "failed": 0}
         waits[t.name] = []
     for j in scenario.jobs:
         rec = jobs[j.id]
@@ -502,6 +708,8 @@ def team_stats(result: Mapping[str, Any], scenario: Scenario, *,
                 row["gpu_s"] += (end - start) * sum(run["alloc"].values())
         row["preemptions"] += rec["preemptions"]
         row["gpu_s_lost"] += rec["gpu_s_lost"]
+        if rec["state"] == "FAILED":  # (the run stops at the horizon: failed within it)
+            row["failed"] += 1
         if j.running is not None or j.id in skip:
             continue
         row["waiting"] += 1
@@ -524,6 +732,7 @@ def team_stats(result: Mapping[str, Any], scenario: Scenario, *,
             "gpus_held": round(row["gpu_s"] / until, 2),
             "preemptions": row["preemptions"],
             "gpu_hours_lost": round(row["gpu_s_lost"] / 3600.0, 2),
+            "failed": row["failed"],
         }
     return out
 
@@ -545,7 +754,7 @@ def job_ends(result: Mapping[str, Any], scenario: Scenario) -> dict[str, str]:
 
 
 _TEAM_FIELDS = ("mean_wait_s", "p95_wait_s", "gpus_held", "preemptions", "gpu_hours_lost",
-                "started", "ended")
+                "started", "ended", "failed")
 #: the final states a queued job can reach without a start: it no longer waits
 ENDED_UNSTARTED = frozenset({"CANCELLED", "FAILED"})
 
@@ -565,8 +774,15 @@ def summarize_run(result: Mapping[str, Any], scenario: Scenario, *,
         "ends": job_ends(result, scenario),
         "sizes": {j.id: (j.spec.tenant, j.spec.gpus) for j in scenario.jobs
                   if j.running is None},
+        "names": {j.id: job_name(j.id, j.spec.array_id, j.spec.array_index)
+                  for j in scenario.jobs if j.running is None},
         "series": held_series(result, scenario),
     }
+
+
+def job_name(job_id: str, array_id: str | None, index: int | None) -> str:
+    """A job as every other list names it: a task of an array ``<array>_<index>``."""
+    return job_id if array_id is None else f"{array_id}_{index}"
 
 
 def compare(before: Mapping[str, Any], after: Mapping[str, Any], *,
@@ -584,6 +800,7 @@ def compare(before: Mapping[str, Any], after: Mapping[str, Any], *,
     b_starts, a_starts = before["starts"], after["starts"]
     until = before["until_s"]
     sizes = before["sizes"]
+    names = before.get("names", {})
     jobs = []
     b_ends, a_ends = before.get("ends", {}), after.get("ends", {})
     for job_id, b in b_starts.items():
@@ -594,9 +811,12 @@ def compare(before: Mapping[str, Any], after: Mapping[str, Any], *,
         left = job_id in skip or b_end is not None or a_end is not None
         moved = None if left else (until if a is None else a) - (until if b is None else b)
         tenant, gpus = sizes[job_id]
-        jobs.append({"id": job_id, "tenant": tenant, "gpus": gpus,
-                     "baseline_start_in_s": b, "whatif_start_in_s": a,
+        jobs.append({"id": job_id, "name": names.get(job_id, job_id), "tenant": tenant,
+                     "gpus": gpus, "baseline_start_in_s": b, "whatif_start_in_s": a,
                      "cancelled": job_id in skip, "moved_s": moved,
+                     # one run starts it within the horizon, the other not: the move is
+                     # at least moved_s (counted to the end of the horizon)
+                     "moved_lower_bound": bool(moved) and (a is None) != (b is None),
                      "baseline_ended": None if job_id in skip else b_end,
                      "whatif_ended": None if job_id in skip else a_end})
     jobs.sort(key=lambda j: (-abs(j["moved_s"] or 0), _id_key(j["id"])))
@@ -656,14 +876,20 @@ def _num(value: Any) -> str:
 
 def render_table(w: WhatIf, *, top: int = TOP_MOVED) -> str:
     lines = [f"What if, from the live state at {w.taken_at}, {w.horizon_s / 3600:g} h ahead",
-             "  changes: " + (", ".join(w.changes) or "none (both runs are the baseline)"),
-             "  assumes:"]
+             "  changes: " + (", ".join(w.changes) or "none (both runs are the baseline)")]
+    if w.warnings:
+        lines.append("  warnings:")
+        lines += [f"    ! {line}" for line in w.warnings]
+    lines.append("  assumes:")
     lines += [f"    - {a}" for a in w.assumptions]
     lines.append("")
+    pair = "before  after"
     head = (f"{'team':<16} {'waiting':>7} | {'mean wait h':>13} | {'p95 wait h':>13} | "
-            f"{'GPUs held':>15} | {'preemptions':>11} | {'GPU-h lost':>13}")
-    lines += [head, f"{'':<16} {'':>7} | {'before  after':>13} | {'before  after':>13} | "
-                    f"{'before    after':>15} | {'before after':>11} | {'before  after':>13}",
+            f"{'mean GPUs held':>15} | {'preemptions':>11} | {'GPU-h lost':>13} | "
+            f"{'failed':>11}")
+    lines += [head, f"{'':<16} {'':>7} | {pair:>13} | {pair:>13} | "
+                    f"{'before    after':>15} | {'before after':>11} | {pair:>13} | "
+                    f"{'before after':>11}",
               "-" * len(head)]
     for t in w.tenants:
         lines.append(
@@ -672,8 +898,9 @@ def render_table(w: WhatIf, *, top: int = TOP_MOVED) -> str:
             f"{_h(t['baseline_p95_wait_s']):>6} {_h(t['whatif_p95_wait_s']):>6} | "
             f"{_num(t['baseline_gpus_held']):>7} {_num(t['whatif_gpus_held']):>7} | "
             f"{t['baseline_preemptions']:>5} {t['whatif_preemptions']:>5} | "
-            f"{_num(t['baseline_gpu_hours_lost']):>6} {_num(t['whatif_gpu_hours_lost']):>6}")
-    moved = [j for j in w.jobs if j["moved_s"]][:top]
+            f"{_num(t['baseline_gpu_hours_lost']):>6} {_num(t['whatif_gpu_hours_lost']):>6} | "
+            f"{t.get('baseline_failed', 0):>5} {t.get('whatif_failed', 0):>5}")
+    moved = moved_most(w.jobs, top)
     lines.append("")
     if w.cancelled:
         lines.append("Cancelled at t=0 by --cancel (left out of the waits): "
@@ -683,25 +910,45 @@ def render_table(w: WhatIf, *, top: int = TOP_MOVED) -> str:
         lines.append("Queued jobs a run ended without a start (left out of that run's "
                      "waits; a dependency that can no longer be met):")
         for j in ended:
-            lines.append(f"  {j['id']:>10} {j['tenant']:<16} before: "
+            lines.append(f"  {j.get('name', j['id']):>10} {j['tenant']:<16} before: "
                          f"{fate(j, 'baseline')}, after: {fate(j, 'whatif')}")
     if not moved:
-        lines.append("No queued job's start moves.")
+        lines.append("No queued job's start moves by a minute or more.")
         return "\n".join(lines) + "\n"
     lines.append(f"The jobs whose start moves the most (start in h from now; - = not "
-                 f"within {w.horizon_s / 3600:g} h):")
+                 f"within {w.horizon_s / 3600:g} h; >+x or <-x: moved at least x, one run "
+                 "starts it within the horizon, the other not):")
     lines.append(f"  {'job':>10} {'team':<16} {'GPUs':>5} {'before':>7} {'after':>7} "
                  f"{'moved h':>8}")
     for j in moved:
-        lines.append(f"  {j['id']:>10} {j['tenant']:<16} {j['gpus']:>5} "
+        lines.append(f"  {j.get('name', j['id']):>10} {j['tenant']:<16} {j['gpus']:>5} "
                      f"{_h(j['baseline_start_in_s']):>7} {_h(j['whatif_start_in_s']):>7} "
-                     f"{j['moved_s'] / 3600:>+8.2f}")
+                     f"{moved_words(j):>8}")
     return "\n".join(lines) + "\n"
 
 
+def moved_most(jobs: Iterable[Mapping[str, Any]], top: int = TOP_MOVED
+               ) -> list[Mapping[str, Any]]:
+    """The compared jobs whose start moves the most (``WhatIf.jobs`` is in that order),
+    leaving out moves under a minute (the table would show them as +0.00)."""
+    return [j for j in jobs
+            if j["moved_s"] is not None and abs(j["moved_s"]) >= MOVED_AT_LEAST_S][:top]
+
+
+def moved_words(job: Mapping[str, Any]) -> str:
+    """A job's move in hours, "+1.50"; a lower bound (``moved_lower_bound``: one run
+    starts it within the horizon, the other not) as ">+23.77" or "<-22.00"."""
+    moved = job["moved_s"] / 3600
+    if not job.get("moved_lower_bound"):
+        return f"{moved:+.2f}"
+    return f"{'>' if moved > 0 else '<'}{moved:+.2f}"
+
+
 def cancelled_words(cancelled: Iterable[Mapping[str, Any]]) -> list[str]:
-    """``WhatIf.cancelled`` as the table and the page show it: "7 (running)"."""
-    return [f"{c['id']} ({'running' if c['running'] else 'queued'})" for c in cancelled]
+    """``WhatIf.cancelled`` as the table and the page show it: "7 (running)", a task by its
+    name, "8_3 (queued)"."""
+    return [f"{c.get('name', c['id'])} ({'running' if c['running'] else 'queued'})"
+            for c in cancelled]
 
 
 def ended_unstarted(jobs: Iterable[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
@@ -735,11 +982,12 @@ def dump_scenario(data: Mapping[str, Any], path: str | Path) -> None:
 
 def parse_changes(set_quota: Sequence[str] = (), add_nodes: Sequence[str] = (),
                   drain: Sequence[str] = (), cancel: Sequence[str] = (),
-                  setting: Sequence[str] = ()) -> Changes:
+                  setting: Sequence[str] = (), undrain: Sequence[str] = (),
+                  up: Sequence[str] = ()) -> Changes:
     """The command line's change flags, stripped. An empty value is refused (a flag given
     nothing is a mistake, not "no change"); a value given twice counts once."""
     forms = {"set_quota": "TEAM=GUARANTEE[:BORROW]", "add_nodes": "POD=N", "drain": "NODE",
-             "cancel": "JOB", "setting": "NAME=VALUE"}
+             "cancel": "JOB", "setting": "NAME=VALUE", "undrain": "NODE", "up": "NODE"}
 
     def clean(flag: str, values: Sequence[str]) -> tuple[str, ...]:
         out: list[str] = []
@@ -752,4 +1000,5 @@ def parse_changes(set_quota: Sequence[str] = (), add_nodes: Sequence[str] = (),
         return tuple(out)
 
     return Changes(clean("set_quota", set_quota), clean("add_nodes", add_nodes),
-                   clean("drain", drain), clean("cancel", cancel), clean("setting", setting))
+                   clean("drain", drain), clean("cancel", cancel), clean("setting", setting),
+                   clean("undrain", undrain), clean("up", up))

@@ -27,21 +27,28 @@ from .test_scratch_database import REPO, manage, manage_env
 HOUR = 3600
 
 
-@pytest.fixture(scope="module")
-def live(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
-    tmp = tmp_path_factory.mktemp("whatif")
+def seeded(tmp: Path, module: str) -> tuple[str, Any]:
+    """A SQLite database in ``tmp``, migrated and seeded by ``tests.sim.<module>.seed()``:
+    its URL and what the seed returned."""
     url = f"sqlite:///{tmp / 'live.sqlite3'}"
     done = manage("migrate", "--no-input", "-v", "0", database_url=url, tmpdir=tmp)
     assert done.returncode == 0, done.stderr
-    seeded_before = time.time()
-    done = manage("shell", "-c", "import json; from tests.sim.whatif_seed import seed; "
-                  "print('IDS=' + json.dumps(seed()))", database_url=url, tmpdir=tmp)
+    done = manage("shell", "-c", f"import json; from tests.sim.{module} import seed; "
+                  "print('SEED=' + json.dumps(seed()))", database_url=url, tmpdir=tmp)
     assert done.returncode == 0, done.stderr
+    line = next(x for x in done.stdout.splitlines() if x.startswith("SEED="))
+    return url, json.loads(line[5:])
+
+
+@pytest.fixture(scope="module")
+def live(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    tmp = tmp_path_factory.mktemp("whatif")
+    seeded_before = time.time()
+    url, ids = seeded(tmp, "whatif_seed")
     seeded_after = time.time()
-    line = next(x for x in done.stdout.splitlines() if x.startswith("IDS="))
     return {"url": url, "tmp": tmp, "file": tmp / "live.sqlite3",
             "seeded": (seeded_before, seeded_after),
-            "ids": {k: str(v) for k, v in json.loads(line[4:]).items()}}
+            "ids": {k: str(v) for k, v in ids.items()}}
 
 
 def whatif(live: dict[str, Any], *flags: str, name: str = "w") -> dict[str, Any]:
@@ -171,6 +178,9 @@ def test_the_horizon_bounds_the_starts(live):
     (("--add-nodes", "pod-a=0"), "--add-nodes pod-a=0: must be from 1 to 99996"),
     (("--add-nodes", "pod-a=100000"), "--add-nodes pod-a=100000: must be from 1 to 99996"),
     (("--drain", "zz9"), "--drain zz9: unknown node"),
+    (("--undrain", "a1"), "--undrain a1: a1 is not drained (it is healthy); --undrain takes"),
+    (("--up", "a1"), "--up a1: a1 is not down (it is healthy); --up takes a node that is"),
+    (("--up", ""), "--up '': must be NODE"),
     # a flag given nothing is a mistake, not "no change"
     (("--set-quota", ""), "--set-quota '': must be TEAM=GUARANTEE[:BORROW]"),
     (("--cancel", " "), "--cancel '': must be JOB"),
@@ -183,7 +193,8 @@ def test_the_horizon_bounds_the_starts(live):
     (("--setting", "queue_stretch=nan"), "--setting queue_stretch: must be a finite number"),
     (("--hours", "nan"), "--hours nan: must be from one second"),
     (("--cancel", "999999"), "--cancel 999999: no such job running or queued"),
-    (("--cancel", "abc"), "--cancel abc: not a job id (a job's number, as gpuq queue shows"),
+    (("--cancel", "abc"), "--cancel abc: not a job id (a job's number, or an array task's "
+                            "<array>_<index>, as gpuq queue shows them"),
     (("--setting", "tick_intervals=5"), "--setting tick_intervals=5: unknown setting"),
     (("--setting", "tick_interval_s=0"), "--setting tick_interval_s: must be a whole number, 1"),
     (("--hours", "0"), "--hours 0.0: must be from one second (1/3600) to 336"),
@@ -247,7 +258,7 @@ def test_the_exported_scenario_gives_the_same_baseline_when_simulated(live):
     stats = team_stats(result, scenario)
     for t in data["tenants"]:
         for key in ("mean_wait_s", "p95_wait_s", "gpus_held", "preemptions",
-                    "gpu_hours_lost", "started"):
+                    "gpu_hours_lost", "started", "failed"):
             assert t[f"baseline_{key}"] == stats[t["name"]][key], (t["name"], key)
     starts = job_starts(result, scenario)
     assert {j["id"]: j["baseline_start_in_s"] for j in data["jobs"]} == starts

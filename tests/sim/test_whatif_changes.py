@@ -7,6 +7,7 @@ or not at all."""
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 import pytest
@@ -45,8 +46,9 @@ def running(job_id: str, tenant: str, node: str, *, started_s: int, limit_s: int
 
 
 def queued(job_id: str, tenant: str, gpus: int, **kw: object) -> JobSnap:
+    kw.setdefault("max_runtime_s", HOUR)
     return JobSnap(id=job_id, tenant=tenant, running=False, submit_s=-60, gpus=gpus,
-                   max_runtime_s=HOUR, **kw)  # type: ignore[arg-type]
+                   **kw)  # type: ignore[arg-type]
 
 
 def test_a_job_whose_dependency_fails_in_the_run_is_not_counted_as_waiting():
@@ -72,8 +74,8 @@ def test_a_cancelled_running_job_is_listed_with_the_queued_ones():
     snap = snapshot(running("up", "alpha", "a1", started_s=-60, limit_s=HOUR),
                     queued("q", "beta", 8))
     w, _ = run_whatif(snap, Changes(cancel=("up", "q")), hours=2, workers=1)
-    assert w.cancelled == [{"id": "q", "tenant": "beta", "running": False},
-                           {"id": "up", "tenant": "alpha", "running": True}]
+    assert w.cancelled == [{"id": "q", "name": "q", "tenant": "beta", "running": False},
+                           {"id": "up", "name": "up", "tenant": "alpha", "running": True}]
     assert "Cancelled at t=0 by --cancel (left out of the waits): q (queued), up (running)" \
         in render_table(w)
 
@@ -135,3 +137,131 @@ def test_outputs_are_written_all_or_none(tmp_path: Path):
     write_files([(first, "{}\n"), (tmp_path / "b.yaml", "x: 1\n")])
     assert first.read_text() == "{}\n" and sorted(p.name for p in tmp_path.iterdir()) == [
         "a.json", "b.yaml"]
+
+
+def test_a_job_that_fails_in_the_plan_is_counted_per_team():
+    # "up" ran past its limit before the snapshot: the run stops it at t=0 (TimeLimit)
+    snap = snapshot(running("up", "alpha", "a1", started_s=-200, limit_s=100),
+                    queued("q", "beta", 8))
+    w, _ = run_whatif(snap, Changes(), hours=2, workers=1)
+    failed = {t["name"]: (t["baseline_failed"], t["whatif_failed"]) for t in w.tenants}
+    assert failed == {"alpha": (1, 1), "beta": (0, 0)}
+    assert {"baseline_failed", "whatif_failed"} <= set(w.to_json()["tenants"][0])
+    table = render_table(w)
+    assert "failed" in table.splitlines()[table.splitlines().index("") + 1]
+    assert any("fails there (TimeLimit" in a for a in w.assumptions)
+
+
+def test_a_job_preempted_in_the_plan_whose_reload_takes_it_past_its_limit_fails():
+    # "b" (beta, preemptible, cannot checkpoint, 10 min to reload) borrows 16 GPUs; alpha's
+    # queued job takes them back at t=0. Back an hour later, "b" restarts from zero and
+    # reloads for 10 min: its 2 h limit ends with 10 min of its work left: it fails there
+    b = JobSnap(id="b", tenant="beta", running=True, submit_s=-300, gpus=16,
+                max_runtime_s=2 * HOUR, started_s=-300, preemptible=True, restart_s=600,
+                alloc=tuple((f"a{i}", tuple(range(8))) for i in range(1, 3)))
+    snap = dataclasses.replace(
+        snapshot(running("r", "alpha", "a4", started_s=-60, limit_s=8 * HOUR), b,
+                 running("c", "beta", "a3", started_s=-60, limit_s=8 * HOUR),
+                 queued("q", "alpha", 16)),
+        tenants=(TenantSnap("alpha", 24, 0, 0.0), TenantSnap("beta", 8, 24, 0.0)))
+    w, _ = run_whatif(snap, Changes(), hours=6, workers=1)
+    beta = next(t for t in w.tenants if t["name"] == "beta")
+    assert beta["baseline_preemptions"] == 1 and beta["baseline_failed"] == 1
+
+
+def test_capacity_below_the_guarantees_is_a_warning():
+    data = snapshot_scenario(snapshot())  # 32 GPUs; alpha 16 + beta 8 guaranteed
+    warned: list[str] = []
+    apply_changes(data, Changes(drain=("a1", "a2")), warnings=warned)
+    assert warned == ["capacity below the guarantees: 16 GPUs are schedulable (on nodes "
+                      "healthy, not drained or down), fewer than the 24 the teams are "
+                      "guaranteed"]
+    warned = []
+    apply_changes(data, Changes(setting=("interactive_reserved_gpus=5000",)), warnings=warned)
+    assert warned == ["capacity below the guarantees: of the 32 schedulable GPUs, "
+                      "interactive_reserved_gpus=5000 keeps 32 for interactive jobs; batch "
+                      "jobs can use 0, fewer than the 24 the teams are guaranteed"]
+    # the guarantee check is the live rule's: drained and down nodes count (they come
+    # back), so a raise that fits the cluster is run, with the warning
+    warned = []
+    apply_changes(data, Changes(drain=("a1",), set_quota=("beta=16",)), warnings=warned)
+    assert warned and "fewer than the 32 the teams are guaranteed" in warned[0]
+
+
+def test_a_change_that_does_nothing_is_a_warning_and_undrain_and_up_bring_nodes_back():
+    snap = dataclasses.replace(snapshot(), nodes=(
+        NodeSnap("a1", "pod-a", 8), NodeSnap("a2", "pod-a", 8, health="draining"),
+        NodeSnap("a3", "pod-a", 8, health="down"), NodeSnap("a4", "pod-a", 8)))
+    data = snapshot_scenario(snap)
+    warned: list[str] = []
+    changed = apply_changes(data, Changes(drain=("a2", "a3"), undrain=("a2",), up=("a3",),
+                                          set_quota=("beta=8",)), warnings=warned)
+    assert warned == [
+        "--set-quota beta=8: team beta has that quota already (8:8); the change does nothing",
+        "--drain a2: a2 is draining already; the change does nothing",
+        "--drain a3: a3 is down already; the change does nothing"]
+    assert changed["events"][-2:] == [{"at_s": 0, "node_undrain": "a2"},
+                                      {"at_s": 0, "node_up": "a3"}]
+    for changes, named in [
+        (Changes(undrain=("a1",)), "--undrain a1: a1 is not drained (it is healthy)"),
+        (Changes(undrain=("a3",)), "--undrain a3: a3 is not drained (it is down)"),
+        (Changes(up=("a2",)), "--up a2: a2 is not down (it is draining)"),
+        (Changes(up=("zz",)), "--up zz: unknown node"),
+    ]:
+        with pytest.raises(WhatIfError) as err:
+            apply_changes(data, changes)
+        assert named in str(err.value)
+    # the nodes back in use take work in the plan: beta's queued job starts at once
+    snap = dataclasses.replace(snap, nodes=snap.nodes[1:3])  # a2 draining, a3 down only
+    snap = dataclasses.replace(snap, jobs=(queued("q", "beta", 8),),
+                               tenants=(TenantSnap("beta", 8, 8, 0.0),))
+    w, _ = run_whatif(snap, Changes(up=("a3",)), hours=1, workers=1)
+    assert w.jobs[0]["baseline_start_in_s"] is None and w.jobs[0]["whatif_start_in_s"] == 0
+    assert parse_changes(undrain=["a2"], up=[" a3"]) == Changes(undrain=("a2",), up=("a3",))
+
+
+def task(index: int, **kw: object) -> JobSnap:
+    return queued(str(11 + index), "beta", 8, array=("8", index, 12, 3), **kw)
+
+
+def test_array_tasks_are_named_as_gpuq_names_them_and_cancelled_so():
+    snap = snapshot(running("up", "alpha", "a1", started_s=-60, limit_s=HOUR),
+                    task(3), task(4), task(5))
+    w, _ = run_whatif(snap, Changes(cancel=("8_4",)), hours=2, workers=1)
+    assert {j["id"]: j["name"] for j in w.jobs} == {"14": "8_3", "15": "8_4", "16": "8_5"}
+    assert w.cancelled == [{"id": "15", "name": "8_4", "tenant": "beta", "running": False}]
+    assert "8_4 (queued)" in render_table(w)
+    data = snapshot_scenario(snap)
+    every = apply_changes(data, Changes(cancel=("8_*",)))
+    assert [e["cancel"] for e in every["events"]] == ["14", "15", "16"]
+    for value, named in [("8_9", "--cancel 8_9: no such task running or queued"),
+                         ("9_*", "--cancel 9_*: no task of array 9 running or queued"),
+                         ("8-3", "--cancel 8-3: not a job id (a job's number, or an array "
+                                 "task's <array>_<index>")]:
+        with pytest.raises(WhatIfError) as err:
+            apply_changes(data, Changes(cancel=(value,)))
+        assert named in str(err.value)
+    ended = {"2": ("2", "COMPLETED"), "8_1": ("12", "CANCELLED")}
+    for value, named in [("2", "--cancel 2: job 2 has ended (COMPLETED)"),
+                         ("8_1", "--cancel 8_1: task 8_1 (job 12) has ended (CANCELLED)")]:
+        with pytest.raises(WhatIfError) as err:
+            apply_changes(data, Changes(cancel=(value,)), ended=ended)
+        assert named in str(err.value)
+
+
+def test_a_move_past_the_horizon_is_a_lower_bound_and_moves_under_a_minute_are_not_listed():
+    # alpha's second job starts within the horizon only when alpha gets more GPUs
+    snap = snapshot(running("r1", "alpha", "a1", started_s=-60, limit_s=4 * HOUR),
+                    running("r2", "alpha", "a2", started_s=-60, limit_s=4 * HOUR),
+                    queued("q", "alpha", 8), queued("s", "beta", 8, max_runtime_s=30))
+    w, _ = run_whatif(snap, Changes(set_quota=("alpha=24",)), hours=2, workers=1)
+    q = next(j for j in w.jobs if j["id"] == "q")
+    assert q["baseline_start_in_s"] is None and q["whatif_start_in_s"] == 0
+    assert q["moved_s"] == -2 * HOUR and q["moved_lower_bound"] is True
+    table = render_table(w)
+    assert "<-2.00" in table and "mean GPUs held" in table
+    moved = [line.split()[0] for line in table.split("moves the most")[1].splitlines()[2:]]
+    assert moved == ["q"]  # "s" does not move (and a move under a minute is not listed)
+    assert not next(j for j in w.jobs if j["id"] == "s")["moved_lower_bound"]
+    assert any("up to the end of the horizon (so a wait can be longer than the horizon"
+               in a for a in w.assumptions)

@@ -1,5 +1,6 @@
 """``manage.py whatif [--set-quota TEAM=G[:B]] [--add-nodes POD=N] [--drain NODE]
-[--cancel JOB] [--setting NAME=VALUE] [--hours H] [--json FILE] [--export-scenario FILE]``:
+[--undrain NODE] [--up NODE] [--cancel JOB] [--setting NAME=VALUE] [--hours H]
+[--json FILE] [--export-scenario FILE]``:
 the live state played forward twice in the memory engine, as it is and with the changes
 (``sim/whatif.py``; the snapshot: ``selectors/whatif.py``). Reads the database in one
 read-only transaction and writes nothing to it. A bad flag exits 2 with one line naming
@@ -40,8 +41,13 @@ class Command(BaseCommand):
         add("--add-nodes", action="append", default=[], metavar="POD=N",
             help="N more nodes like the pod's last one, repeatable")
         add("--drain", action="append", default=[], metavar="NODE", help="repeatable")
+        add("--undrain", action="append", default=[], metavar="NODE",
+            help="a node draining now back in use, repeatable")
+        add("--up", action="append", default=[], metavar="NODE",
+            help="a node down now back up, repeatable")
         add("--cancel", action="append", default=[], metavar="JOB",
-            help="a running or queued job's id, repeatable")
+            help="a running or queued job: its id, a task's <array>_<index>, or "
+                 "<array>_* for every task of an array; repeatable")
         add("--setting", action="append", default=[], metavar="NAME=VALUE",
             help="any scheduler setting (SCHEDULER_<NAME>), repeatable")
         add("--hours", type=float, default=DEFAULT_HOURS, help="horizon (default 24)")
@@ -57,13 +63,14 @@ class Command(BaseCommand):
     def handle(self, *args: Any, **options: Any) -> None:
         try:
             changes = parse_changes(options["set_quota"], options["add_nodes"],
-                                    options["drain"], options["cancel"], options["setting"])
+                                    options["drain"], options["cancel"], options["setting"],
+                                    options["undrain"], options["up"])
         except WhatIfError as exc:
             self._bad(str(exc))
         outputs = self._outputs(options)  # checked before the runs, not after them
         self._terminal = self.stderr.isatty()  # asked once: progress comes every tick
         progress = None if options["quiet"] else self._progress
-        snap = live_snapshot()
+        snap = live_snapshot(about=changes.cancel)  # (to say which of them have ended)
         try:
             result, scenario = run_whatif(snap, changes, hours=options["hours"],
                                           progress=progress, workers=options["workers"])
