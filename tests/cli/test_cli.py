@@ -467,6 +467,13 @@ def test_an_array_from_a_job_file_and_a_dependency_on_a_task_by_its_name(
                         f"afterok:{array_id},afterok:{array_id}_9")
     assert missing.returncode == 2, missing.stderr
     assert (f"--dependency (depends_on[1].job): No task {array_id}_9" in missing.stderr)
+    # a job that is not an array: the lookup's 400 on its ?array= read as gpuq's own
+    # --array ("--array: No job array 80", 2026-12-07)
+    plain = live.gpuq("submit", "--gpus", "1", "--name", "x", "--dependency",
+                      f"afterok:{after}_0")
+    assert plain.returncode == 2, plain.stderr
+    assert f"--dependency (depends_on[0].job): No task {after}_0" in plain.stderr
+    assert "--array" not in plain.stderr
     batch = tmp_path / "batch.json"
     batch.write_text('[{"name": "b", "gpus": 1}]')
     refused = live.gpuq("submit", "-f", str(batch), "--array", "0-1")

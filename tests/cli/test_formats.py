@@ -96,6 +96,28 @@ def test_a_bare_number_is_refused_as_a_time_limit_but_is_seconds_for_a_timeout()
             parse_duration(bad)
 
 
+@pytest.mark.parametrize(("text", "says"), [
+    # Slurm's days-hours: the hours are 0-23 (1-25 was read as 176,400 s, 2026-12-07)
+    ("1-25", "hours after the days go from 0 to 23"),
+    ("1-24:00", "hours after the days go from 0 to 23"),
+    ("1-02:60", "minutes go from 0 to 59"),
+    ("1-02:03:60", "seconds go from 0 to 59"),
+    ("1:60:00", "minutes go from 0 to 59"),
+    ("1:30:75", "seconds go from 0 to 59"),
+    ("90:60", "seconds go from 0 to 59"),
+    # ASCII digits only: Python's int() reads Arabic-Indic ones (١ is 1)
+    ("١h", "not a duration"), ("١:٣٠:٠٠", "not a duration"), ("١", "not a duration"),
+])
+def test_slurms_forms_keep_slurms_bounds_and_ascii_digits(text: str, says: str) -> None:
+    with pytest.raises(ValueError, match=says):
+        parse_duration(text)
+    with pytest.raises(ValueError):
+        parse_duration(text, bare_seconds=True)
+    # the hours of HH:MM:SS and the minutes of MM:SS have no upper bound in Slurm
+    assert parse_duration("48:00:00") == 172800 and parse_duration("90:00") == 5400
+    assert parse_duration("1-23:59:59") == 172799
+
+
 def test_durations_print_their_two_largest_units() -> None:
     assert [format_duration(s) for s in (0, 59, 61, 3600, 5400, 90061, -120)] == [
         "0s", "59s", "1m1s", "1h", "1h30m", "1d1h", "-2m"]
@@ -124,6 +146,31 @@ def test_a_job_file_beyond_the_subset_names_its_line_without_pyyaml(monkeypatch)
         jobfile.loads("gpus: [1, 2]\n")
     assert jobfile.loads('{"name": "j", "gpus": 1}') == {"name": "j", "gpus": 1}
     assert jobfile.loads('[{"name": "j"}]') == [{"name": "j"}]
+
+
+@pytest.mark.parametrize(("text", "line"), [
+    ("name: x\ngpus: 8\ngpus: 1\n", 3),  # the flat subset
+    ("name: x\nresources:\n  a: 1\ngpus: 8\n\ngpus: 1\n", 6),  # PyYAML's
+    ('{"name": "x",\n "gpus": 8,\n "gpus": 1}', 3),
+    ('[{"name": "a", "gpus": 1},\n {"name": "b",\n  "gpus": 8, "gpus": 1}]', 3),
+])
+def test_a_key_given_twice_in_a_job_file_is_refused_naming_it_and_its_line(
+        text: str, line: int) -> None:
+    """gpus: 8 then gpus: 1 submitted 1 GPU without a word: the subset's refusal fell
+    back to PyYAML, which keeps the last value, as JSON's reader does (2026-12-07)."""
+    with pytest.raises(jobfile.DuplicateKeyError, match=rf"^job.f:{line}: 'gpus' is given "
+                                                        "twice"):
+        jobfile.loads(text, name="job.f")
+    # a key of one object is not a key of another, and a value may look like a key
+    assert jobfile.loads('[{"gpus": 1}, {"gpus": 2, "name": "gpus"}]') == [
+        {"gpus": 1}, {"gpus": 2, "name": "gpus"}]
+
+
+def test_a_job_files_numbers_are_ascii_digits() -> None:
+    with pytest.raises(ValueError, match="gpus: expected a whole number, got '١'"):
+        spec_from_file({"gpus": "١"}, "f")
+    assert spec_from_file({"gpus": "+8", "priority": "-3"}, "f") == {"gpus": 8,
+                                                                     "priority": -3}
 
 
 def test_a_job_files_keys_are_the_apis_or_the_flags_names() -> None:

@@ -43,6 +43,8 @@ def test_sbatch_dependency_specs_become_depends_on(spec: str, want: list) -> Non
     ("afterok:12+5", "a delay after a job's start (+MINUTES) is not supported"),
     ("afterok:12,afterany:12", "job 12 is named twice"),
     ("afterok:412_*", "is not a job id"),
+    ("afterok:١٢", "is not a job id"),  # ASCII digits only: int() reads these
+    ("afterok:12_٣", "is not a job id"),
 ])
 def test_a_bad_dependency_spec_is_refused_saying_what_is_supported(spec: str, says: str
                                                                    ) -> None:
@@ -85,6 +87,8 @@ def test_sbatch_array_specs_become_count_and_max_running(spec: str, want: dict) 
     ("9-0", "arrays here are numbered from 0"),
     ("ten", "is not an array range; supported: 0-N"),
     ("-5", "is not an array range"),
+    ("0-٩", "is not an array range"),  # ASCII digits only (int() reads "٩" as 9)
+    ("0-9%٣", "a whole number of at least 1"),
 ])
 def test_a_bad_array_spec_is_refused_saying_what_is_supported(spec: str, says: str) -> None:
     with pytest.raises(ValueError) as error:
@@ -102,6 +106,11 @@ def test_a_job_file_may_give_the_array_as_text_or_as_the_apis_mapping() -> None:
 @pytest.mark.parametrize(("argv", "says"), [
     (["submit", "--dependency", "after:3", "--gpus", "1"], "argument --dependency: "),
     (["submit", "--array", "1-10", "--gpus", "1"], "argument --array: '1-10'"),
+    # ASCII digits only: Python's int() reads Arabic-Indic ones (found 2026-12-07)
+    (["submit", "--gpus", "١"], "argument --gpus: expected a whole number, got '١'"),
+    (["submit", "--gpus", "1", "--time", "١h"], "argument --time: not a duration: '١h'"),
+    (["submit", "--gpus", "1", "--time", "1-25"], "argument --time: '1-25': hours after"),
+    (["cancel", "--array", "٤١٢"], "argument --array: invalid integer value: '٤١٢'"),
 ])
 def test_a_bad_spec_on_the_command_line_is_a_usage_error_naming_the_flag(
         argv: list[str], says: str, capsys: pytest.CaptureFixture[str]) -> None:
@@ -119,7 +128,8 @@ def test_a_job_is_named_by_its_id_or_its_task_name(ref, want) -> None:
     assert parse_ref(ref) == want
 
 
-@pytest.mark.parametrize("ref", ["412_", "_7", "412-7", "412_7_1", "x", "412_*", ""])
+@pytest.mark.parametrize("ref", ["412_", "_7", "412-7", "412_7_1", "x", "412_*", "",
+                                 "٤١٢", "412_٧"])
 def test_anything_else_is_not_a_job(ref: str) -> None:
     with pytest.raises(ValueError, match="412_7"):
         parse_ref(ref)
@@ -130,6 +140,8 @@ def test_cancel_takes_a_whole_array_as_412_star_and_refuses_other_globs() -> Non
     assert cancel_target("412_7") == "412_7"
     with pytest.raises(ValueError, match="--array 412"):
         cancel_target("41*")
+    with pytest.raises(ValueError, match="--array 412"):
+        cancel_target("٤١٢_*")
     args = build_parser().parse_args(["cancel", "412_3", "412_*", "--array", "9"])
     assert args.ids == ["412_3", "412_*"] and args.arrays == [9]
 

@@ -44,7 +44,7 @@ from .errors import (
     InvalidRequest,
     Unauthorized,
 )
-from .fields import FIELDS, flag_for, spec_from_file
+from .fields import FIELDS, flag_for, integer, spec_from_file
 from .login import LoginRefused, token_from_password
 from .output import Column, field
 from .timefmt import absolute, format_duration, parse_duration, plain_instants, relative, when
@@ -709,7 +709,7 @@ def cancel_target(text: str) -> str:
     """A cancel's argument: a job's id (``412``), a task's name (``412_7``), or a whole
     array (``412_*``: quoted, so the shell leaves the star alone)."""
     text = text.strip()
-    if text.endswith("_*") and text[:-2].isdigit():
+    if text.endswith("_*") and text[:-2].isascii() and text[:-2].isdigit():
         return text
     try:
         parse_ref(text)
@@ -958,9 +958,9 @@ def build_parser() -> argparse.ArgumentParser:
     p = commands.add_parser("queue", help="list jobs (squeue)")
     add_filters(p)
     p.add_argument("--user", help="one user's jobs")
-    p.add_argument("--array", type=int, metavar="ID", help="one job array's tasks")
+    p.add_argument("--array", type=integer, metavar="ID", help="one job array's tasks")
     p.add_argument("--all", action="store_true", help="finished jobs too")
-    p.add_argument("--positions", type=int, default=DEFAULT_POSITIONS, metavar="N",
+    p.add_argument("--positions", type=integer, default=DEFAULT_POSITIONS, metavar="N",
                    help=f"read the queue position of the first N queued jobs (a request "
                         f"each; default {DEFAULT_POSITIONS}; 0: none)")
     p.add_argument("--watch", action="store_true", help="redraw in place until Ctrl-C")
@@ -984,7 +984,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = commands.add_parser("cancel", help="cancel jobs (scancel)")
     p.add_argument("ids", nargs="*", type=option_type(cancel_target), metavar="ID",
                    help="a job's id, a task's name (412_7), or a whole array ('412_*')")
-    p.add_argument("--array", dest="arrays", type=int, action="append", metavar="ID",
+    p.add_argument("--array", dest="arrays", type=integer, action="append", metavar="ID",
                    help="cancel every task of this array that has not ended (repeat for "
                         "more)")
     add_filters(p)

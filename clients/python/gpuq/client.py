@@ -48,7 +48,7 @@ MAX_ARRAY_TASKS = 10_000
 #: What ``depends_on``'s ``when`` may be: sbatch's afterok, afterany, afternotok.
 WHEN = ("ok", "any", "notok")
 #: A job's reference: its id (``412``), or an array task's name (``412_7``).
-_REF = re.compile(r"^\s*(\d+)(?:_(\d+))?\s*$")
+_REF = re.compile(r"^\s*([0-9]+)(?:_([0-9]+))?\s*$")  # ASCII digits: int() reads "١"
 #: Fields only the job's detail has (a listed or submitted job reads its detail the first
 #: time one is asked for).
 DETAIL_FIELDS = frozenset({
@@ -469,12 +469,21 @@ class Client:
             guess = None
         if guess and guess.get("array_id") == array_id and guess.get("array_index") == index:
             return Job(self, guess, detailed=True)
-        for job in self.jobs(array=array_id, page_size=1000):
-            if job.get("array_index") == index:
-                return self.job(job.id)
-        raise NotFound(404, [{"field": None, "code": "not_found",
-                              "message": f"No task {array_id}_{index}: no job array "
-                                         f"{array_id} of yours has a task {index}."}])
+        missing = NotFound(404, [{"field": None, "code": "not_found",
+                                  "message": f"No task {array_id}_{index}: no job array "
+                                             f"{array_id} of yours has a task {index}."}])
+        try:
+            for job in self.jobs(array=array_id, page_size=1000):
+                if job.get("array_index") == index:
+                    return self.job(job.id)
+        except InvalidRequest as error:
+            # no array of that id: the listing's 400 names its ?array= parameter, which
+            # the command line read as its own --array flag (a --dependency afterok:80_0
+            # was refused as "--array: No job array 80")
+            if [e.get("field") for e in error.errors] == ["array"]:
+                raise missing from error
+            raise
+        raise missing
 
     def array(self, array_id: int) -> JobArray:
         """A job array (``GET /arrays/{id}/``): its size, ``max_running``, ``states`` (tasks

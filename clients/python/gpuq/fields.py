@@ -25,7 +25,7 @@ def integer(value: Any) -> int:
     if isinstance(value, int):
         return value
     text = str(value).strip()
-    if not text.lstrip("+-").isdigit():
+    if not re.fullmatch(r"[+-]?[0-9]+", text):  # ASCII digits: int() reads "١" too
         raise ValueError(f"expected a whole number, got {text!r}")
     return int(text)
 
@@ -63,7 +63,7 @@ def seconds(value: Any) -> int:
 #: sbatch's dependency kinds and the API's ``when`` for each.
 DEPENDENCY_KINDS = {"afterok": "ok", "afterany": "any", "afternotok": "notok"}
 #: A job named in a dependency: its id (``12``) or an array task's name (``412_7``).
-_JOB_REF = re.compile(r"^(\d+)(?:_(\d+))?$")
+_JOB_REF = re.compile(r"^([0-9]+)(?:_([0-9]+))?$")
 #: sbatch's kinds this scheduler does not have, and why (the message says what is).
 _OTHER_KINDS = {
     "after": "it starts when the job starts, and jobs here wait only for jobs to end",
@@ -145,7 +145,7 @@ def array(value: Any) -> dict[str, int]:
         raise ValueError(f"{text!r}: a step is not supported (the tasks are numbered 0 to "
                          f"count - 1; a script can compute its value from ARRAY_INDEX); "
                          f"{supported}")
-    found = re.fullmatch(r"(\d+)(?:-(\d+))?", spec)
+    found = re.fullmatch(r"([0-9]+)(?:-([0-9]+))?", spec)
     if found is None:
         raise ValueError(f"{text!r} is not an array range; {supported}")
     first, last = int(found.group(1)), found.group(2)
@@ -164,7 +164,7 @@ def array(value: Any) -> dict[str, int]:
             raise ValueError(f"{text!r}: arrays here are numbered from 0{hint}")
     out = {"count": last_index + 1}
     if percent:
-        if not limit.isdigit() or int(limit) < 1:
+        if not re.fullmatch(r"[0-9]+", limit) or int(limit) < 1:
             raise ValueError(f"{text!r}: after % comes how many tasks may run at once, a "
                              "whole number of at least 1")
         out["max_running"] = int(limit)

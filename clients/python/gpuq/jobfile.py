@@ -13,6 +13,10 @@ Two forms are read with the standard library alone:
 What is not in the subset is read by PyYAML's ``safe_load`` when PyYAML is installed,
 and refused, naming the line, when it is not. The values are text here; the job's fields
 (``fields.FIELDS``) give them their types, so ``gpus: "8"`` and ``gpus: 8`` mean the same.
+
+A key given twice in one mapping (``gpus: 8`` then ``gpus: 1``), in either form, is
+refused naming the key and its second line, as the API refuses a JSON body that names a
+key twice: JSON's and PyYAML's readers keep the last value without a word.
 """
 
 from __future__ import annotations
@@ -27,6 +31,13 @@ _KEY = re.compile(r"^([A-Za-z_][A-Za-z0-9_-]*)\s*:(?:\s+(.*))?$")
 
 class JobFileError(ValueError):
     """The file cannot be read as a job: the message names the line."""
+
+
+class DuplicateKeyError(JobFileError):
+    """A mapping names a key twice: refused whatever reads the file (no fallback)."""
+
+    def __init__(self, name: str, line: int, key: str) -> None:
+        super().__init__(f"{name}:{line}: {key!r} is given twice: give each key once")
 
 
 def load(path: str | Path) -> dict[str, Any] | list[dict[str, Any]]:
@@ -45,9 +56,12 @@ def loads(text: str, name: str = "<job file>") -> dict[str, Any] | list[dict[str
             data = json.loads(text)
         except ValueError as error:
             raise JobFileError(f"{name}: not valid JSON: {error}") from error
+        _refuse_json_duplicates(text, name)
     else:
         try:
             data = parse_flat_yaml(text, name)
+        except DuplicateKeyError:
+            raise
         except JobFileError as error:
             data = _pyyaml(text, name, error)
     if isinstance(data, list):
@@ -59,15 +73,56 @@ def loads(text: str, name: str = "<job file>") -> dict[str, Any] | list[dict[str
     return data
 
 
+def _refuse_json_duplicates(text: str, name: str) -> None:
+    """``DuplicateKeyError`` for the first key an object of the (valid) JSON ``text``
+    names twice. Only a string followed by ``:`` inside an object is a key."""
+    scopes: list[set[str] | None] = []  # the keys of each open object (None: an array)
+    i = 0
+    while i < len(text):
+        ch = text[i]
+        if ch == '"':
+            value, end = json.decoder.scanstring(text, i + 1)  # type: ignore[attr-defined]
+            after = end
+            while after < len(text) and text[after] in " \t\r\n":
+                after += 1
+            keys = scopes[-1] if scopes else None
+            if keys is not None and after < len(text) and text[after] == ":":
+                if value in keys:
+                    raise DuplicateKeyError(name, text.count("\n", 0, i) + 1, value)
+                keys.add(value)
+            i = end
+            continue
+        if ch == "{":
+            scopes.append(set())
+        elif ch == "[":
+            scopes.append(None)
+        elif ch in "]}" and scopes:
+            scopes.pop()
+        i += 1
+
+
 def _pyyaml(text: str, name: str, subset_error: JobFileError) -> Any:
     """PyYAML's reading of what the subset does not cover, if PyYAML is installed;
-    without it, the subset's own error (it names the line)."""
+    without it, the subset's own error (it names the line). A mapping that names a key
+    twice is refused (PyYAML keeps the last)."""
     try:
         import yaml  # type: ignore[import-untyped]
     except ImportError:
         raise subset_error from None
+
+    class UniqueKeys(yaml.SafeLoader):  # type: ignore[misc]
+        def construct_mapping(self, node: Any, deep: bool = False) -> Any:
+            seen: set[Any] = set()
+            for key_node, _value in node.value:
+                key = self.construct_object(key_node, deep=deep)
+                if isinstance(key, str | int | float | bool) or key is None:
+                    if key in seen:
+                        raise DuplicateKeyError(name, key_node.start_mark.line + 1, str(key))
+                    seen.add(key)
+            return super().construct_mapping(node, deep=deep)
+
     try:
-        return yaml.safe_load(text)
+        return yaml.load(text, Loader=UniqueKeys)  # noqa: S506 (a SafeLoader)
     except yaml.YAMLError as error:
         raise JobFileError(f"{name}: not valid YAML: {error}") from error
 
@@ -92,7 +147,7 @@ def parse_flat_yaml(text: str, name: str = "<job file>") -> dict[str, Any]:
             raise JobFileError(f"{name}:{i}: expected 'key: value', got {line.strip()!r}")
         key, value = found.group(1), (found.group(2) or "").strip()
         if key in out:
-            raise JobFileError(f"{name}:{i}: {key!r} is given twice")
+            raise DuplicateKeyError(name, i, key)
         if value in ("|", "|-"):
             block, i = _block(lines, i)
             out[key] = block + ("\n" if value == "|" and block else "")

@@ -3,9 +3,11 @@
 The API takes durations as integer seconds (``max_runtime_s``). People write ``2h``:
 :func:`parse_duration` reads unit forms (``90s``, ``30m``, ``2h``, ``1d12h``,
 ``1h30m``) and Slurm's colon forms (``MM:SS``, ``HH:MM:SS``, ``D-HH``, ``D-HH:MM``,
-``D-HH:MM:SS``). A bare number is refused where it would be a time limit: Slurm reads
-``--time 90`` as minutes and the API reads 90 as seconds, and guessing wrong by 60x is
-the kind of mistake a scheduler should not make quietly.
+``D-HH:MM:SS``), with Slurm's bounds: after a day the hours are 0-23, and minutes and
+seconds after a colon are 0-59 (``1-25`` was read as 176,400 s). A bare number is refused
+where it would be a time limit: Slurm reads ``--time 90`` as minutes and the API reads 90
+as seconds, and guessing wrong by 60x is the kind of mistake a scheduler should not make
+quietly. Digits are ASCII's only (Python's ``int`` also reads ``١``, Arabic-Indic one).
 """
 
 from __future__ import annotations
@@ -13,8 +15,8 @@ from __future__ import annotations
 import re
 from datetime import UTC, datetime
 
-_UNITS = re.compile(r"^(?:(\d+)d)?(?:(\d+)h)?(?:(\d+)m)?(?:(\d+)s)?$")
-_SLURM = re.compile(r"^(?:(\d+)-)?(\d+)(?::(\d+))?(?::(\d+))?$")
+_UNITS = re.compile(r"^(?:([0-9]+)d)?(?:([0-9]+)h)?(?:([0-9]+)m)?(?:([0-9]+)s)?$")
+_SLURM = re.compile(r"^(?:([0-9]+)-)?([0-9]+)(?::([0-9]+))?(?::([0-9]+))?$")
 _STEPS = (("d", 86400), ("h", 3600), ("m", 60), ("s", 1))
 
 
@@ -23,7 +25,7 @@ def parse_duration(text: str, *, bare_seconds: bool = False) -> int:
     such as ``--timeout``); otherwise it is refused. Raises ValueError saying what is
     accepted."""
     raw = text.strip().lower()
-    if raw.isdigit():
+    if raw.isascii() and raw.isdigit():
         if bare_seconds:
             return int(raw)
         raise ValueError(f"{text!r} has no unit: Slurm reads a bare number as minutes, the "
@@ -37,12 +39,24 @@ def parse_duration(text: str, *, bare_seconds: bool = False) -> int:
         days, first, second, third = found.groups()
         if days is not None:  # D-HH[:MM[:SS]]
             h, m, s = int(first), int(second or 0), int(third or 0)
+            _in_range(text, "hours after the days", h, 23)
+            _in_range(text, "minutes", m, 59)
+            _in_range(text, "seconds", s, 59)
             return int(days) * 86400 + h * 3600 + m * 60 + s
         if third is not None:  # HH:MM:SS
+            _in_range(text, "minutes", int(second), 59)
+            _in_range(text, "seconds", int(third), 59)
             return int(first) * 3600 + int(second) * 60 + int(third)
+        _in_range(text, "seconds", int(second), 59)
         return int(first) * 60 + int(second)  # MM:SS
     raise ValueError(f"not a duration: {text!r} (e.g. 90s, 30m, 2h, 1d12h, 1:30:00, "
                      "2-00:00:00)")
+
+
+def _in_range(text: str, what: str, value: int, top: int) -> None:
+    if value > top:
+        raise ValueError(f"{text!r}: {what} go from 0 to {top} in Slurm's forms, not {value} "
+                         "(MM:SS, HH:MM:SS, D-HH, D-HH:MM, D-HH:MM:SS; or 90m, 25h)")
 
 
 def format_duration(seconds: float | None) -> str:
