@@ -89,7 +89,7 @@ def _service_status(error: ServiceError) -> int:
 
 def from_service_error(error: ServiceError) -> list[dict[str, Any]]:
     if isinstance(error, Invalid) and error.errors:
-        return [{"field": field, "code": error.code, "message": message}
+        return [{"field": field, "code": error.code_of(field), "message": message}
                 for field, message in error.errors.items()]
     return [{"field": error.field or None, "code": error.code, "message": error.message}]
 

@@ -25,7 +25,9 @@ class ServiceError(ValueError):
 
 
 class Invalid(ServiceError):
-    """Bad input. ``errors`` maps each bad field to its message (``field`` is the first)."""
+    """Bad input. ``errors`` maps each bad field to its message (``field`` is the first).
+    ``codes``: the code of a field whose code is not ``code`` (a batch's bad dependency is
+    ``bad_dependency`` beside another job's ``invalid`` GPUs)."""
 
     def __init__(
         self,
@@ -34,9 +36,16 @@ class Invalid(ServiceError):
         field: str | None = None,
         code: str | None = None,
         errors: dict[str, str] | None = None,
+        codes: dict[str, str] | None = None,
     ):
-        super().__init__(message, field=field, code=code)
+        self.codes = dict(codes or {})
+        super().__init__(message, field=field,
+                         code=code or (self.codes.get(field) if field else None))
         self.errors = dict(errors or ({field: message} if field else {}))
+
+    def code_of(self, field: str | None) -> str:
+        """The code of ``field``'s error."""
+        return self.codes.get(field, self.code) if field is not None else self.code
 
 
 class NotFound(ServiceError):

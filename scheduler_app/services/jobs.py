@@ -179,18 +179,21 @@ def jobs_submit_batch(
         if spec is not None:
             prepared.append(spec)
     dependencies: dict[str, list[Dependency]] = {}
+    bad_dependencies: dict[str, str] = {}
     for i, raw in enumerate(specs):
         if isinstance(raw, dict) and raw.get("depends_on"):
             field = f"jobs[{i}].depends_on"
             dependencies[field], problems = parse_dependencies(
                 raw["depends_on"], field=field, batch_size=len(specs), own_index=i)
-            errors.update(problems)
-    errors.update(awaited_errors(dependencies, owner=owner, sees=sees))
-    errors.update(cycle_errors({i: dependencies.get(f"jobs[{i}].depends_on", [])
-                                for i in range(len(specs))}))
+            bad_dependencies.update(problems)
+    bad_dependencies.update(awaited_errors(dependencies, owner=owner, sees=sees))
+    bad_dependencies.update(cycle_errors({i: dependencies.get(f"jobs[{i}].depends_on", [])
+                                          for i in range(len(specs))}))
+    errors.update(bad_dependencies)
     if errors:
         first = next(iter(errors))
-        raise Invalid(errors[first], field=first, errors=errors)
+        raise Invalid(errors[first], field=first, errors=errors,
+                      codes=dict.fromkeys(bad_dependencies, BAD_DEPENDENCY))
     by_index = [dependencies.get(f"jobs[{i}].depends_on", []) for i in range(len(specs))]
     link = None
     for spec, deps in zip(prepared, by_index, strict=True):
@@ -444,13 +447,15 @@ def array_submit(
     spec["gpu_type"] = spec["gpu_type"] or ""
     if not unknown:
         errors.update(spec_problems(spec, tenant))
+    codes: dict[str, str] = {}
     try:
         spec["depends_on"] = _single_dependencies(depends_on, owner=owner, sees=sees)
     except Invalid as error:
         errors.update(error.errors)
+        codes = dict.fromkeys(error.errors, BAD_DEPENDENCY)
     if errors:
         first = next(iter(errors))
-        raise Invalid(errors[first], field=first, errors=errors)
+        raise Invalid(errors[first], field=first, errors=errors, codes=codes)
     at = at or now_s()
     actor_name = owner.get_username() if owner is not None else ""
     specs = [{**spec, "array_index": i, "array_count": count,
@@ -470,6 +475,8 @@ def array_submit(
 
 
 # ---------------------------------------------------------------- dependencies
+#: The code of every refused dependency (a single job's, a batch's, an array's).
+BAD_DEPENDENCY = "bad_dependency"
 #: The most jobs one job may wait for: a bound on its row and on the submit's look-up.
 MAX_DEPENDENCIES = 100
 #: The largest job id a dependency may name (bigint keys; more is a typo, not a job: the
@@ -628,7 +635,7 @@ def _single_dependencies(raw: Sequence[Mapping[str, Any]], *,
         errors = awaited_errors({"depends_on": deps}, owner=owner, sees=sees)
     if errors:
         first = next(iter(errors))
-        raise Invalid(errors[first], field=first, code="bad_dependency", errors=errors)
+        raise Invalid(errors[first], field=first, code=BAD_DEPENDENCY, errors=errors)
     return [[value, when] for _kind, value, when in deps]
 
 

@@ -13,7 +13,13 @@ from scheduler_app.core.states import JobState, PendingReason, Reason
 from scheduler_app.models import Allocation, Job, Transition
 from scheduler_app.selectors.jobs import job_visibility
 from scheduler_app.services.errors import Invalid
-from scheduler_app.services.jobs import cycle_errors, job_cancel, job_submit, parse_dependencies
+from scheduler_app.services.jobs import (
+    array_submit,
+    cycle_errors,
+    job_cancel,
+    job_submit,
+    parse_dependencies,
+)
 from scheduler_app.services.leader import LeaderLoop
 from scheduler_app.services.transitions import now_s
 from tests.foundation.test_replay import replay_verify
@@ -155,6 +161,35 @@ def test_a_batch_index_out_of_range_or_on_itself_is_refused(world):
     response = batch(world, [{"name": "a", "gpus": 1, "depends_on": [{"job": hidden}]}])
     assert set(errors_of(response)) == {"jobs[0].depends_on[0].job"}
     assert nothing_written((before[0] + 1, before[1] + 2))
+
+
+def test_a_bad_dependency_has_one_code_in_a_job_a_batch_and_an_array(world):
+    """bad_dependency on a single submit, invalid in a batch or an array (found by a user
+    gaming the scheduler, 2026-12-07): one code, whatever carries it."""
+    before = counts()
+    single = post(world, depends_on=[{"job": 999_999}])
+    many = batch(world, [{"name": "a", "gpus": 1, "depends_on": [{"job": 999_999}]},
+                         {"name": "b", "gpus": 1, "depends_on": [{"index": 1}]}])
+    array = world.client("researcher").post("/api/v1/arrays/", {
+        "tenant": "vision", "name": "s", "gpus": 1, "depends_on": [{"job": 999_999}],
+        "array": {"count": 2}}, format="json")
+    cycle = batch(world, [{"name": "a", "gpus": 1, "depends_on": [{"index": 1}]},
+                          {"name": "b", "gpus": 1, "depends_on": [{"index": 0}]}])
+    codes = {(r, e["field"]): e["code"] for r, response in
+             (("single", single), ("batch", many), ("array", array), ("cycle", cycle))
+             for e in response.json()["errors"]}
+    assert codes == {("single", "depends_on[0].job"): "bad_dependency",
+                     ("batch", "jobs[0].depends_on[0].job"): "bad_dependency",
+                     ("batch", "jobs[1].depends_on[0].index"): "bad_dependency",
+                     ("array", "depends_on[0].job"): "bad_dependency",
+                     ("cycle", "jobs[0].depends_on"): "bad_dependency"}
+    assert nothing_written(before)
+    # an array's other refusals keep theirs beside it
+    with pytest.raises(Invalid) as both:
+        array_submit(tenant=world.vision, owner=world.users["researcher"], name="s", gpus=1,
+                     count=2, max_running=0, depends_on=[{"job": 999_999}])
+    assert (both.value.code_of("array.max_running"), both.value.code_of("depends_on[0].job"),
+            both.value.code) == ("invalid", "bad_dependency", "invalid")
 
 
 def test_the_services_refuse_the_same_without_the_api(world):
