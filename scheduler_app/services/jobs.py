@@ -6,6 +6,7 @@ from __future__ import annotations
 import bisect
 import re
 import time
+import unicodedata
 from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
 from typing import Any
@@ -360,7 +361,9 @@ def job_cancel(
     at: datetime | None = None,
     why: str = "",
 ) -> Transition:
-    """Cancel a job that is not final (its GPUs go back to the nodes)."""
+    """Cancel a job that is not final (its GPUs go back to the nodes). ``why`` is
+    printable text, as a name is (``Invalid`` on ``why`` otherwise)."""
+    _check_why(why)
     return job_transition(
         job_id=job_id,
         to_state=JobState.CANCELLED,
@@ -370,6 +373,12 @@ def job_cancel(
         at=at,
         detail={"why": why} if why else None,
     )
+
+
+def _check_why(why: str) -> None:
+    if unprintable(why or ""):
+        # a right-to-left override or a line break in the log's why (names refused them)
+        raise Invalid(f"A cancel's why is {UNPRINTABLE_WORDS}.", field="why")
 
 
 def array_cancel(
@@ -384,6 +393,7 @@ def array_cancel(
     transaction (all of them or none), each logged as :func:`job_cancel` logs one (reason
     Cancelled, the ``why``). ``NotFound`` if there is no such array; ``Conflict`` if every
     task is final already (as cancelling a final job is)."""
+    _check_why(why)
     at = at or now_s()
     detail = {"why": why, "array": array_id} if why else {"array": array_id}
     with transaction.atomic(durable=True), append_lock():
@@ -647,11 +657,24 @@ MAX_DURATION_S = 366 * 24 * 3600
 DURATION_FIELDS = ("checkpoint_interval_s", "checkpoint_time_s", "max_runtime_s", "restart_s")
 
 
-#: What a job's name may not hold: control characters (C0, DEL, C1: tabs and line
-#: breaks among them) and the text-direction controls (bidirectional embeddings,
-#: overrides, isolates and marks).
-_UNPRINTABLE = re.compile("[\x00-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e"
-                          "\u2066-\u2069]")
+#: What a job's name (or a cancel's why) may not hold: control characters (C0, DEL, C1:
+#: tabs and line breaks among them), the text-direction controls (bidirectional
+#: embeddings, overrides, isolates and marks) and the invisible ones (zero-width space,
+#: non-joiner and joiner, word joiner and the invisible operators, the byte order mark,
+#: the soft hyphen, the Mongolian vowel separator), which break gpuq queue's columns.
+_UNPRINTABLE = re.compile("[\x00-\x1f\x7f-\x9f\xad\u061c\u180e\u200b-\u200f"
+                          "\u202a-\u202e\u2060-\u2064\u2066-\u2069\ufeff]")
+#: The refusal of such a text.
+UNPRINTABLE_WORDS = ("printable text: no tabs, line breaks, control, invisible (zero-width, "
+                     "soft hyphen) or text-direction characters, and no combining mark "
+                     "first")
+
+
+def unprintable(text: str) -> bool:
+    """Does ``text`` hold a character of :data:`_UNPRINTABLE`, or start with a combining
+    mark (it joins whatever a terminal printed before it)?"""
+    return bool(_UNPRINTABLE.search(text)) or (
+        bool(text) and unicodedata.category(text[0]).startswith("M"))
 
 
 def validate_job_spec(spec: dict[str, Any]) -> None:
@@ -661,11 +684,10 @@ def validate_job_spec(spec: dict[str, Any]) -> None:
     gpus = spec["gpus"]
     if not spec["name"] or len(spec["name"]) > 200:
         errors["name"] = "Give the job a name of 1 to 200 characters."
-    elif _UNPRINTABLE.search(spec["name"]):
+    elif unprintable(spec["name"]):
         # a tab broke gpuq's columns, a right-to-left override reorders what a terminal
-        # shows (found by trying the product, 2026-12-07)
-        errors["name"] = ("A name is printable text: no tabs, line breaks, control or "
-                          "text-direction characters.")
+        # shows (found by trying the product, 2026-12-07), a zero-width space hides
+        errors["name"] = f"A name is {UNPRINTABLE_WORDS}."
     if not isinstance(gpus, int) or gpus < 1:
         errors["gpus"] = "A job needs at least 1 GPU."
     per_node = spec["gpus_per_node"]

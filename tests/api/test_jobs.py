@@ -175,6 +175,13 @@ def test_a_header_key_that_is_not_ascii_is_refused_and_the_body_takes_it(world, 
         ({"name": "tab\there"}, "name", "printable text"),
         ({"name": "run\u202egnp.exe"}, "name", "text-direction"),
         ({"name": "bell\x07"}, "name", "control"),
+        # invisible characters hid in gpuq queue's columns (2026-12-07)
+        ({"name": "w\u200b1"}, "name", "invisible"),
+        ({"name": "w\u200d1"}, "name", "invisible"),
+        ({"name": "w\u20601"}, "name", "invisible"),
+        ({"name": "\ufeffw1"}, "name", "invisible"),
+        ({"name": "w\xad1"}, "name", "soft hyphen"),
+        ({"name": "\u0301w1"}, "name", "combining mark first"),
         # placement shrinks a shaped gang by whole nodes: 12 of 8 a node would be 16
         ({"gpus": 16, "gpus_per_node": 8, "min_gpus": 12}, "min_gpus", "a multiple of 8"),
         ({"tenant": "no-such-team"}, "tenant", "No tenant named"),
@@ -435,6 +442,30 @@ def test_cancel_moves_the_job_to_cancelled_and_logs_who_and_why(world):
     assert (last["to_state"], last["actor"], last["actor_name"]) == (
         "CANCELLED", "user", "vision-r1")
     assert last["detail"]["why"] == "wrong data"
+
+
+@pytest.mark.parametrize("why", ["oops\u202egnp.exe", "two\nlines", "tab\there",
+                                 "zero\u200bwidth"])
+def test_a_cancels_why_is_printable_text_as_a_name_is(world, why):
+    """A right-to-left override and line breaks went into the log's why, which names
+    refuse (found by a user gaming the scheduler, 2026-12-07)."""
+    job = submit(world, gpus=2)
+    rows = Transition.objects.count()
+    client = world.client("researcher")
+    response = client.post(f"/api/v1/jobs/{job['id']}/cancel/", {"why": why}, format="json")
+    assert response.status_code == 400, response.json()
+    assert "printable text" in errors_of(response)["why"]
+    assert Transition.objects.count() == rows
+    array = client.post("/api/v1/arrays/", {"tenant": "vision", "name": "s", "gpus": 1,
+                                            "array": {"count": 2}}, format="json").json()
+    rows = Transition.objects.count()
+    response = client.post(f"/api/v1/arrays/{array['array_id']}/cancel/", {"why": why},
+                           format="json")
+    assert response.status_code == 400 and "why" in errors_of(response)
+    assert Transition.objects.count() == rows
+    ok = client.post(f"/api/v1/jobs/{job['id']}/cancel/", {"why": "wrong lr, é"},
+                     format="json")
+    assert ok.status_code == 200
 
 
 def test_cancelling_a_final_job_is_a_conflict(world):
