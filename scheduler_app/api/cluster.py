@@ -11,6 +11,7 @@ from django.db.models import Q, QuerySet
 from django.utils import timezone
 from drf_spectacular.utils import extend_schema
 from rest_framework import generics, serializers
+from rest_framework.exceptions import NotFound, PermissionDenied, ValidationError
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
@@ -21,6 +22,7 @@ from scheduler_app.selectors.leader import scheduler_status
 
 from . import access
 from .filters import IdFilter, StrictFilterSet
+from .jobs import ID_MAX, job_for
 from .pagination import SeqPagination
 from .reads import cluster_summary
 
@@ -200,8 +202,26 @@ class TransitionFeed(generics.ListAPIView):
         visible = Job.objects.filter(access.visible_jobs(self.request.user)).values("pk")
         return rows.filter(~Q(kind=Transition.Kind.JOB) | Q(job__in=visible))
 
+    @staticmethod
+    def _check_job(request: Request) -> None:
+        """``?job=<id>``: a job that is not the caller's to see is a 403, as its own
+        endpoint is (it was an empty 200, as if it had no history); one that does not
+        exist a 400 naming the parameter, as the jobs list's ``?array=`` is. A malformed
+        id is the filter's own 400."""
+        raw = request.query_params.get("job", "")
+        if not (raw.isascii() and raw.isdigit() and 0 < int(raw) <= ID_MAX):
+            return
+        try:
+            job_for(request, int(raw))
+        except NotFound as error:
+            raise ValidationError({"job": [f"No job {int(raw)}."]}) from error
+        except PermissionDenied as error:
+            error.field = "job"  # type: ignore[attr-defined]  # read by exception_handler
+            raise
+
     @extend_schema(operation_id="cluster_transitions", summary="The transitions feed")
     def get(self, request: Request, *args: Any, **kwargs: Any) -> Response:
+        self._check_job(request)
         response = super().get(request, *args, **kwargs)
         if not access.is_operator(request.user):
             # your jobs' rows name other jobs (the one a preemption made room for, the

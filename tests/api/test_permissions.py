@@ -201,6 +201,25 @@ def test_the_feed_carries_only_the_jobs_you_may_see_and_every_cluster_event(worl
     assert {r["job"] for r in everything["results"] if r["kind"] == "job"} == {mine, theirs}
 
 
+def test_the_feed_of_one_job_answers_as_the_job_endpoint_does(world):
+    """?job=<another team's job> was 200 with an empty list, as if it had no history
+    (found by a user gaming the scheduler, 2026-12-07): 403 as GET /jobs/<id>/ is; no
+    such job is a 400 as the jobs list's ?array= is; both name the parameter."""
+    mine = submit(world, who="researcher", gpus=1)["id"]
+    theirs = submit(world, who="other_team", tenant="nlp", gpus=1)["id"]
+    client = world.client("researcher")
+    assert client.get(f"/api/v1/jobs/{theirs}/").status_code == 403
+    for job, status in ((theirs, 403), (999_999, 400)):
+        response = client.get(f"/api/v1/cluster/transitions/?job={job}")
+        assert response.status_code == status, response.json()
+        assert response.json()["errors"][0]["field"] == "job"
+    rows = client.get(f"/api/v1/cluster/transitions/?job={mine}").json()["results"]
+    assert rows and {r["job"] for r in rows} == {mine}
+    assert world.client("operator").get(
+        f"/api/v1/cluster/transitions/?job={theirs}").status_code == 200
+    assert client.get("/api/v1/cluster/transitions/?job=x").status_code == 400
+
+
 def test_node_allocations_name_only_the_jobs_you_may_see(world):
     placed = placed_on_n0(world)  # vision, no owner: its lead and operators may see it
     for role, visible in (("operator", True), ("lead", True), ("researcher", False),
