@@ -14,6 +14,11 @@ dashboard's 400 page.
   by it unchecked (the API's ``?tenant=``, the dashboard's ``/jobs/?team=``). 400,
   ``null_characters_not_allowed`` (DRF's code for the same refusal in a filter), naming
   the parameter.
+
+And after the view: a request that failed because the database was locked (SQLite's
+"database is locked": a bulk submit held the one write lock past the busy timeout) is
+503 with ``Retry-After``, in the same shapes, not a 500 (the API's views answer it in
+their exception handler, ``api.errors``; this covers the pages and anything else).
 """
 
 from __future__ import annotations
@@ -24,7 +29,7 @@ from functools import cache
 from django.http import HttpRequest, HttpResponse, HttpResponseBase
 from django.template.loader import render_to_string
 
-from .api.errors import json_error
+from .api.errors import BUSY_RETRY_AFTER_S, busy_errors, database_busy, json_error
 
 #: Paths whose errors are the API's JSON (/api/v1/, the schema).
 API_PATHS = "/api/"
@@ -59,6 +64,19 @@ class RequestGuardMiddleware:
         if refusal is not None:
             return refusal
         return self.get_response(request)
+
+    def process_exception(self, request: HttpRequest,
+                          exception: Exception) -> HttpResponseBase | None:
+        if not database_busy(exception):
+            return None
+        error = busy_errors()[0]
+        try:
+            response = refuse(request, 503, None, error["code"], error["message"])
+        except Exception:  # the page itself needed the database: say it in plain text
+            response = HttpResponse(error["message"], status=503,
+                                    content_type="text/plain; charset=utf-8")
+        response["Retry-After"] = str(BUSY_RETRY_AFTER_S)
+        return response
 
     def refusal(self, request: HttpRequest) -> HttpResponseBase | None:
         path = request.path_info

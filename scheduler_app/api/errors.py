@@ -7,6 +7,9 @@ when no single field is (authentication, permissions, state conflicts). ``messag
 says what is allowed. Service errors map to statuses: ``ServiceError`` 400,
 ``Forbidden`` 403, ``NotFound`` 404, ``Conflict`` (and the core's ``IllegalTransition``)
 409; Django's ``ValidationError`` from the services' spec validation is 400 per field.
+SQLite's "database is locked" (another connection held the one write lock past the busy
+timeout) is 503 ``database_busy`` with ``Retry-After``: nothing was written, a retry
+will do (it was a 500).
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ from typing import Any
 
 from django.core.exceptions import PermissionDenied as DjangoPermissionDenied
 from django.core.exceptions import ValidationError as DjangoValidationError
+from django.db import OperationalError
 from django.http import Http404, JsonResponse
 from rest_framework import exceptions, status
 from rest_framework.response import Response
@@ -103,7 +107,26 @@ def json_error(status_code: int, errors: list[dict]) -> JsonResponse:
     return JsonResponse({"errors": errors}, status=status_code)
 
 
+#: Seconds a client waits before it retries a request the busy database refused.
+BUSY_RETRY_AFTER_S = 2
+
+
+def database_busy(exc: BaseException) -> bool:
+    """Did ``exc`` end a request because the database was locked by another writer
+    (SQLite: "database is locked", after its busy timeout)?"""
+    return isinstance(exc, OperationalError) and "database is locked" in str(exc)
+
+
+def busy_errors() -> list[dict[str, Any]]:
+    return [{"field": None, "code": "database_busy",
+             "message": "The database is busy with another write: nothing was written. "
+                        f"Retry after {BUSY_RETRY_AFTER_S} s (Retry-After)."}]
+
+
 def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | None:
+    if database_busy(exc):
+        return error_response(503, busy_errors(),
+                              headers={"Retry-After": str(BUSY_RETRY_AFTER_S)})
     if isinstance(exc, DjangoValidationError):
         return error_response(400, from_django_validation(exc))
     if isinstance(exc, ServiceError):

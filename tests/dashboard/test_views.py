@@ -551,3 +551,20 @@ def test_a_bare_number_is_refused_as_a_time_limit_but_is_seconds_elsewhere(world
     assert response.status_code == 400
     assert "Type 90m, 90s or 1:30:00" in response.content.decode()
     assert not Job.objects.filter(name="llama-tiny").exists()
+
+
+def test_a_page_the_locked_database_refused_is_a_503_with_retry_after(world: World,
+                                                                       monkeypatch):
+    """SQLite's "database is locked" (a bulk submit held the one write lock past the busy
+    timeout) was a 500 page: it is a 503 saying a retry will do (2026-12-07)."""
+    from django.db import OperationalError
+
+    from scheduler_app.selectors import dashboard as selectors
+
+    def locked(**_kwargs):
+        raise OperationalError("database is locked")
+
+    monkeypatch.setattr(selectors, "jobs_visible", locked)
+    response = world.client("researcher").get("/jobs/")
+    assert response.status_code == 503 and response["Retry-After"] == "2"
+    assert "The database is busy with another write" in response.content.decode()
