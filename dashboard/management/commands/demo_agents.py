@@ -9,23 +9,33 @@ or pass ``--tick`` to step a leader loop here too (the lease keeps a single lead
     python manage.py demo_agents                 # agents + a job every 15 s, until Ctrl-C
     python manage.py demo_agents --tick          # ... and the scheduler loop in-process
     python manage.py demo_agents --no-trickle --for 60
+
+A database error in a round (SQLite's "database is locked" while a bulk submit holds
+its one write lock, a lost connection) is written to standard error and the loop goes
+on: the next round tries again (a heartbeat not sent is sent then). It ended the
+process, and 30 s later the scheduler marked the silent nodes down.
 """
 
 from __future__ import annotations
 
+import logging
 import os
 import signal
 import socket
 import threading
 import time
-from typing import Any
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandParser
-from django.db import close_old_connections, connection
+from django.db import DatabaseError, close_old_connections, connection
 
 from dashboard.demo import SimulatedAgents, Trickle
 from scheduler_app.services.leader import LeaderLoop
+
+log = logging.getLogger("dashboard.demo")
+T = TypeVar("T")
 
 
 class Command(BaseCommand):
@@ -81,12 +91,12 @@ class Command(BaseCommand):
                 if not connection.in_atomic_block:
                     close_old_connections()
                 if loop is not None and time.monotonic() - last_tick >= options["tick_interval"]:
-                    report = loop.step()
+                    report = self._survive("tick", loop.step)
                     last_tick = time.monotonic()
-                    if report.error:
+                    if report is not None and report.error:
                         self.stderr.write(f"tick: {report.error}")
-                done = agents.step()
-                job = trickle.step() if trickle is not None else None
+                done = self._survive("agents", agents.step) or {}
+                job = self._survive("trickle", trickle.step) if trickle is not None else None
                 if options["verbosity"] >= 2 and (done or job):
                     extra = f" submitted #{job.pk} {job.name} ({job.gpus} GPUs)" if job else ""
                     self.stdout.write(f"agents: {done}{extra}")
@@ -98,6 +108,18 @@ class Command(BaseCommand):
                     break
         finally:
             if loop is not None:
-                loop.release()
+                self._survive("lease release", loop.release)
             for sig, handler in previous.items():
                 signal.signal(sig, handler)
+
+    def _survive(self, what: str, step: Callable[[], T]) -> T | None:
+        """``step()``, or None when a database error ended it: said on standard error and
+        in the log; the loop's next round tries again."""
+        try:
+            return step()
+        except DatabaseError as error:
+            log.warning("demo agents: %s: database error, retried at the next round: %s",
+                        what, error)
+            self.stderr.write(f"demo agents: {what}: database error, retried at the next "
+                              f"round: {error}")
+            return None
