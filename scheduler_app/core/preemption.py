@@ -38,6 +38,9 @@ from .capacity import Capacity, mask_of
 from .placement import nodes_with_room, place_spec
 from .types import Allocation, JobSpec, SchedulerConfig, alloc_gpus, written_init
 
+#: a victim's declared restart time counts at most this long in its cost: a longer
+#: declaration (366 days was accepted) buys no protection from its teammates' turn
+RESTART_COUNTED_S = 3600
 #: the cheapest candidates of the highest-share teams tried alone, and in pairs (bounds)
 SINGLES_TRIED = 32
 PAIR_POOL = 10
@@ -210,7 +213,8 @@ def may_preempt(head_team: TenantLoad, gpus: int, others: Iterable[TenantLoad]) 
 def victim_cost(c: Candidate, now: int) -> VictimCost:
     """What evicting ``c`` now loses: work since its last checkpoint, plus the restart.
 
-    cost_s = (now - last checkpoint) + restart_s, where the last checkpoint is the later of
+    cost_s = (now - last checkpoint) + restart_s (at most :data:`RESTART_COUNTED_S`),
+    where the last checkpoint is the later of
     the last reported checkpoint and the start of the current run (a checkpoint from an
     earlier run does not save the time spent in this one); a run that never checkpointed
     loses everything since it started. est_gpu_s_lost = cost_s x GPUs. The declared
@@ -222,9 +226,10 @@ def victim_cost(c: Candidate, now: int) -> VictimCost:
     if c.last_checkpoint_s is not None:
         since = max(c.last_checkpoint_s, c.run_start_s)
     lost = max(0, now - since)
-    cost = lost + c.spec.restart_s
+    restart = min(c.spec.restart_s, RESTART_COUNTED_S)
+    cost = lost + restart
     return VictimCost(c.spec.id, gpus, cost, cost * gpus, lost_s=lost,
-                      restart_s=c.spec.restart_s, checkpointed=c.last_checkpoint_s is not None,
+                      restart_s=restart, checkpointed=c.last_checkpoint_s is not None,
                       grace_s=c.grace_s)
 
 
@@ -508,12 +513,22 @@ class _Search:
                     cap.give_back(v.alloc)
         return [v for v in victims if id(v) not in dropped]
 
+    def floor(self, victims: Iterable[Candidate]) -> float:
+        """The lowest share (before the preemption) among the victims' teams."""
+        tenants = self.tenants
+        return min(tenants[v.spec.tenant].share for v in victims)
+
     def rank(self, victims: list[Candidate]) -> tuple[object, ...]:
-        """The winner's key: fewest pods, fewest GPU-seconds lost, fewest victims, then
-        the earliest in ``rank_of`` order."""
+        """The winner's key: the highest share floor (:meth:`floor`: every victim from
+        the teams furthest over their share), then fewest pods, fewest GPU-seconds lost,
+        fewest victims, then the earliest in ``rank_of`` order. The floor first: a set
+        that spared the team furthest over for a cheaper victim of a team less far over
+        made that team reclaim in turn (two preemptions where one was needed; found by a
+        user session, 2026-12-07)."""
         rank_of = self.rank_of
         keys = sorted(rank_of.get(v.spec.id, len(rank_of)) for v in victims)
-        return (_pods(self.cap, self.fits(victims)), self.lost(victims), len(victims), keys)
+        return (-self.floor(victims), _pods(self.cap, self.fits(victims)), self.lost(victims),
+                len(victims), keys)
 
 
 def select_victims(
@@ -686,13 +701,14 @@ def select_victims(
                                   pod.names)
             if seq is not None:
                 walked.append(seq)
-                upper = lost(seq) if upper is None else min(upper, lost(seq))
+                if search.floor(seq) == top:  # only such a set bounds the others
+                    upper = lost(seq) if upper is None else min(upper, lost(seq))
     if not walked and upper is None:
         for within in (by_lost, by_cost_per_gpu):
             seq = shortest_prefix(walk(eligible, within), None)
             if seq is not None:
                 walked.append(seq)
-    for seq in sorted(walked, key=lambda v: (lost(v), len(v)))[:PRUNED_SETS]:
+    for seq in sorted(walked, key=lambda v: (-search.floor(v), lost(v), len(v)))[:PRUNED_SETS]:
         expensive_first = sorted(seq, key=by_lost, reverse=True)
         found.append(prune(seq, expensive_first))
     if not found:
@@ -884,7 +900,8 @@ def _plan(
     else:
         why = (
             f"to start {head.id} ({head.gpus} GPUs) on {where}: evicted {names}, "
-            f"{_hours(total)} lost, the fewest of the victim sets that make room"
+            f"{_hours(total)} lost, the fewest of the victim sets that make room from "
+            f"the teams furthest over their share"
         )
         if runner_up is not None:
             other = sum(costs[c.spec.id].est_gpu_s_lost for c in runner_up)

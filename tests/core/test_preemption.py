@@ -656,3 +656,45 @@ def test_a_search_no_set_can_help_ends_after_one_trial_with_every_eligible_job_g
     plan = select_victims(cap, head, cands, loads, NOW, config=CFG)
     assert plan is not None and "z" in {v.job_id for v in plan.victims}
     assert len(calls) > 2
+
+
+def test_the_team_furthest_over_gives_even_where_another_teams_victim_is_cheaper():
+    """Found by a user session (2026-12-07): team x held 16 of its 4 (share 4) in pod-a,
+    team y 16 of its 8 (share 2) in pod-b; the set {y-1}, 0.01 GPU-hours cheaper, won,
+    and y-1 then reclaimed from x in turn: two preemptions where one was needed, and the
+    victim from the team less far over. The share floor of a set ranks first."""
+    cap = cluster({"pod-a": 2, "pod-b": 2})
+    cands = [candidate(cap, "x-1", {"pod-a-000": 8}, tenant="team-x", ckpt_ago_s=300),
+             candidate(cap, "x-2", {"pod-a-001": 8}, tenant="team-x", ckpt_ago_s=300),
+             candidate(cap, "y-1", {"pod-b-000": 8}, tenant="team-y", ckpt_ago_s=295),
+             candidate(cap, "y-2", {"pod-b-001": 8}, tenant="team-y", ckpt_ago_s=295)]
+    loads = {"team-a": load("team-a", 8, 0), "team-x": load("team-x", 4, 16),
+             "team-y": load("team-y", 8, 16)}
+    head = job("head", tenant="team-a", gpus=8, gpus_per_node=8)
+    plan = select_victims(cap, head, cands, loads, NOW, config=CFG)
+    assert plan is not None
+    assert [v.job_id for v in plan.victims] in (["x-1"], ["x-2"])
+    assert "from the teams furthest over their share" in plan.why
+    # within the team furthest over, the cheapest still goes first
+    cheap = [replace(c, last_checkpoint_s=NOW - 10) if c.spec.id == "x-2" else c
+             for c in cands]
+    plan = select_victims(cap, head, cheap, loads, NOW, config=CFG)
+    assert plan is not None and [v.job_id for v in plan.victims] == ["x-2"]
+
+
+def test_a_declared_restart_time_counts_at_most_an_hour_in_the_cost():
+    """A restart of 366 days was accepted and made its job the last of its team to go;
+    the cost counts at most RESTART_COUNTED_S of it."""
+    from scheduler_app.core.preemption import RESTART_COUNTED_S
+
+    cap = cluster({"pod-a": 2})
+    huge = candidate(cap, "huge", {"pod-a-000": 8}, ckpt_ago_s=60, restart_s=31_000_000)
+    vc = victim_cost(huge, NOW)
+    assert RESTART_COUNTED_S == 3600
+    assert vc.cost_s == 60 + 3600 and vc.restart_s == 3600
+    assert "+ 60 min restart on 8 GPUs" in vc.words
+    plain = candidate(cap, "plain", {"pod-a-001": 8}, ckpt_ago_s=3590, restart_s=60)
+    loads = {"team-a": load("team-a", 8, 0), "team-b": load("team-b", 0, 16)}
+    plan = select_victims(cap, job("head", tenant="team-a", gpus=8), [huge, plain], loads,
+                          NOW, config=CFG)
+    assert plan is not None and [v.job_id for v in plan.victims] == ["plain"]
