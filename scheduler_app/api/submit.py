@@ -58,7 +58,9 @@ class Refusals:
             return {"gpu_type": ErrorDetail(
                 f"Unknown GPU type {gpu_type!r}: the cluster has {known} (or leave it empty "
                 "for any type).", code="unknown_gpu_type")}
-        shape = (spec["gpus"], spec.get("min_gpus"), spec.get("gpus_per_node"), gpu_type)
+        shape = (spec["gpus"], spec.get("min_gpus"), spec.get("gpus_per_node"), gpu_type,
+                 bool(spec.get("checkpointable")), bool(spec.get("preemptible")),
+                 spec.get("max_runtime_s"))
         if shape not in self._seen:
             self._seen[shape] = self._never_fits(spec)
         return self._seen[shape]
@@ -71,6 +73,11 @@ class Refusals:
             gpus_per_node=spec.get("gpus_per_node"),
             gpu_type=spec.get("gpu_type") or "",
             owner_id=self.owner_id,
+            checkpointable=bool(spec.get("checkpointable")),
+            preemptible=bool(spec.get("preemptible")),
+            # as admitted: the team's default limit for a job that declares none
+            max_runtime_s=(spec.get("max_runtime_s") if spec.get("max_runtime_s") is not None
+                           else self.tenant.default_runtime_s),
         )
         why = never_fits(job, self.tenant, capacity=self.shape)  # type: ignore[arg-type]
         if not why:

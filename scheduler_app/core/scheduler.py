@@ -69,6 +69,7 @@ from .types import (
     SchedulerConfig,
     TenantSpec,
     alloc_gpus,
+    may_borrow,
 )
 
 __all__ = ["JobRecord", "ReclaimClaim", "Scheduler", "StartEstimate", "TickResult"]
@@ -1070,6 +1071,23 @@ class Scheduler:
         t = self.tenants[tenant]
         return t.guaranteed_gpus + t.borrow_limit_gpus
 
+    def may_borrow(self, spec: JobSpec) -> bool:
+        """May the job run on GPUs past its team's guarantee? Not if nothing could take
+        them back in time: a job that cannot be preempted (neither checkpointable nor
+        preemptible) borrows only with a declared limit of at most
+        ``config.protected_borrow_max_s``. A default flag (checkpointable is off unless
+        asked for) had let 30 such jobs hold another team's guarantee for good (found by
+        a user session, 2026-12-07)."""
+        return may_borrow(spec.checkpointable, spec.preemptible, spec.max_runtime_s,
+                          self.config)
+
+    def limit_for(self, spec: JobSpec) -> int:
+        """The GPUs the job's team may hold while it runs: its guarantee plus its borrow
+        limit, or its guarantee alone for a job that may not borrow (:meth:`may_borrow`)."""
+        if self.may_borrow(spec):
+            return self.limit_of(spec.tenant)
+        return self.tenants[spec.tenant].guaranteed_gpus
+
     def grace_window(self, spec: JobSpec) -> int:
         """The victim's declared checkpoint time (else ``grace_period_s``), never longer than
         ``max_grace_period_s``: a job cannot hold an entitled team off by declaring a year."""
@@ -1455,9 +1473,14 @@ class Scheduler:
             why = None
         if why is not None:
             return why
-        limit = self.limit_of(spec.tenant)
+        limit = self.limit_for(spec)
         need = spec.min_gpus if spec.elastic and spec.min_gpus else spec.gpus
         if need > limit:
+            if limit < self.limit_of(spec.tenant):
+                return (f"needs {need} GPUs; team {spec.tenant} is guaranteed {limit}, and "
+                        "a job that cannot be preempted (not checkpointable, not "
+                        "preemptible) borrows past that only with a time limit of at most "
+                        f"{self.config.protected_borrow_max_s} s")
             return f"needs {need} GPUs; team {spec.tenant} may hold at most {limit}"
         cap = self.tenants[spec.tenant].max_gpus_per_user
         if cap is not None and spec.owner is not None and need > cap:

@@ -1240,7 +1240,7 @@ class Tick:
         being reclaimed for its other jobs."""
         s = self.s
         team = spec.tenant
-        return s.limit_of(team) - s.running[team] - s.claimed_gpus(team, besides=spec.id)
+        return s.limit_for(spec) - s.running[team] - s.claimed_gpus(team, besides=spec.id)
 
     def _may_hold(self, spec: JobSpec) -> int:
         """The most GPUs the job may start on now (:func:`_size`)."""
@@ -1448,7 +1448,8 @@ class Tick:
         job about to start, in ``planned``: its claim, if it has one, is not counted as
         well."""
         s = self.s
-        limit = s.limit_of(team)
+        rec = s.jobs.get(besides)
+        limit = s.limit_of(team) if rec is None else s.limit_for(rec.spec)
         held_now = (s.running[team] + s.claimed_gpus(team, besides=besides)
                     - self._claim_of(starting, team))
         if held_now + need + sum(p[2] for p in planned) <= limit:
@@ -1499,7 +1500,9 @@ class Tick:
         s = self.s
         reserved = sum(b.res.gpus for b in self.reserved if b.tenant == team)
         held = s.running[team] + s.claimed_gpus(team, besides=hold.job_id)
-        if held + reserved + size + hold.need <= s.limit_of(team):
+        # the holder's own limit: one that may not borrow needs the team within its
+        # guarantee, and a job of the team borrowing meanwhile would push its start back
+        if held + reserved + size + hold.need <= s.limit_for(s.jobs[hold.job_id].spec):
             return "room"
         if hold.start_s is None:
             return "unplanned"
@@ -1520,7 +1523,8 @@ class Tick:
             return True
         # a head starting on reclaimed GPUs: its claim becomes its running GPUs
         held = s.running[team] + s.claimed_gpus(team) - self._claim_of(job_id, team)
-        if held + size + sum(b.res.gpus for b in mine) <= s.limit_of(team):
+        limit = min(s.limit_for(s.jobs[b.res.job_id].spec) for b in mine)
+        if held + size + sum(b.res.gpus for b in mine) <= limit:
             return True  # room for all of them whatever ends when
         if end is not None and end <= min(b.res.start_s for b in mine):
             return True  # gone before the first of them starts

@@ -211,6 +211,11 @@ class SchedulerConfig:
     #: release in the plans and the head's estimate all use the capped window)
     max_grace_period_s: int = 600
     max_preemptions_per_job_per_day: int = 2
+    #: a job that cannot be preempted (not checkpointable, not preemptible) borrows past
+    #: its team's guarantee only if it declares a time limit of at most this: a team
+    #: taking its guarantee back waits at most this long for such a borrower (0: such
+    #: jobs never borrow)
+    protected_borrow_max_s: int = 7200
     retry_budget: int = 2
     usage_half_life_s: int = 86400
     #: the fair-share order is computed from the usage at the last multiple of this many
@@ -238,6 +243,17 @@ class SchedulerConfig:
     #: tick leaves its job unreserved until the next)
     reservation_plans_per_tick: int = 8
     policy: str = "full"  # full | fifo | priority-kill
+
+
+def may_borrow(checkpointable: bool, preemptible: bool, max_runtime_s: int | None,
+               config: SchedulerConfig) -> bool:
+    """May a job run on GPUs past its team's guarantee? Not if nothing could take them
+    back in time: a job that cannot be preempted (neither checkpointable nor preemptible)
+    borrows only with a declared limit of at most ``config.protected_borrow_max_s``. Plain
+    values, so that the services and selectors ask the same question of a model row."""
+    if checkpointable or preemptible:
+        return True
+    return max_runtime_s is not None and max_runtime_s <= config.protected_borrow_max_s
 
 
 #: the largest whole-number setting (ten years of seconds; counts are far below it)
@@ -271,6 +287,11 @@ SETTINGS: tuple[Setting, ...] = (
             "and the head's estimate use the capped window)"),
     Setting("max_preemptions_per_job_per_day", 0,
             "preemptions a job may suffer in a rolling day; past it, it runs until it ends"),
+    Setting("protected_borrow_max_s", 0,
+            "a job that cannot be preempted (not checkpointable, not preemptible) borrows "
+            "past its team's guarantee only with a time limit of at most this many "
+            "seconds, so a team waits at most this long to take its guarantee back from "
+            "it; 0: such jobs never borrow"),
     Setting("retry_budget", 0,
             "restarts after a node failure for a job that cannot checkpoint"),
     Setting("usage_half_life_s", 1, "half-life of a team's decayed GPU usage (fair share)"),

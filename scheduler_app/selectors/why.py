@@ -35,7 +35,9 @@ from scheduler_app.core.states import (
     PendingReason,
     Reason,
 )
+from scheduler_app.core.types import may_borrow
 from scheduler_app.models import Allocation, Job, Node, Tenant, Transition
+from scheduler_app.scheduler_config import scheduler_config
 
 from .jobs import in_line, queue_order
 from .redaction import OtherJobs
@@ -204,6 +206,9 @@ def why_pending(*, job: Job, others: OtherJobs | None = None,
         return WhyPending(reason.value, headline, evidence, step)
 
     if reason == P.QUOTA_LIMIT:
+        barred = _may_not_borrow(job) if tenant.borrow_limit_gpus else ""
+        if barred:
+            return _within_guarantee(job, tenant, need, evidence, barred)
         limit = tenant.guaranteed_gpus + tenant.borrow_limit_gpus
         if (job.min_gpus or need) > limit:
             return _over_the_limit(job, evidence, (
@@ -217,10 +222,7 @@ def why_pending(*, job: Job, others: OtherJobs | None = None,
                     f"({tenant.guaranteed_gpus} guaranteed + {tenant.borrow_limit_gpus} "
                     f"borrow limit); this job's {need} would take it to "
                     f"{tenant.held_gpus + need}.")
-        first_end = _first_end(tenant)
-        if first_end is not None:
-            evidence.append(f"the team's first running job to reach its time limit does so "
-                            f"at {_clock(first_end)}")
+        _say_first_end(tenant, evidence)
         step = _smaller(job, room) or (
             f"It starts when the team's running jobs free {_gpus(tenant.held_gpus + need - limit)}"
             "; an operator can also raise the team's borrow limit.")
@@ -411,6 +413,52 @@ _FINAL = frozenset(s.value for s in FINAL_STATES)
 
 def _joined(parts: list[str]) -> str:
     return parts[0] if len(parts) == 1 else ", ".join(parts[:-1]) + " and " + parts[-1]
+
+
+def _may_not_borrow(job: Job) -> str:
+    """Why the job may use only its team's guarantee (the core's ``may_borrow``), or ""."""
+    config = scheduler_config()
+    if may_borrow(job.checkpointable, job.preemptible, job.max_runtime_s, config):
+        return ""
+    most = _ago(config.protected_borrow_max_s) if config.protected_borrow_max_s else ""
+    declared = ("no time limit" if job.max_runtime_s is None
+                else f"a time limit of {_ago(job.max_runtime_s)}")
+    if not most:
+        return ("it cannot be preempted (neither checkpointable nor preemptible), and such "
+                "a job never borrows here")
+    return (f"it cannot be preempted (neither checkpointable nor preemptible) and declares "
+            f"{declared}: such a job borrows past its team's guarantee only with a time limit "
+            f"of at most {most}, so that the team it borrows from can take its GPUs back")
+
+
+def _within_guarantee(job: Job, tenant: Tenant, need: int, evidence: list[str],
+                      barred: str) -> WhyPending:
+    """QuotaLimit for a job that may not borrow: its team's guarantee is its limit."""
+    limit = tenant.guaranteed_gpus
+    most = scheduler_config().protected_borrow_max_s
+    fix = ("Mark it checkpointable (or preemptible)"
+           + (f", or give it a time limit of at most {_ago(most)}" if most else "")
+           + ", and it may borrow idle GPUs")
+    if (job.min_gpus or need) > limit:
+        return _over_the_limit(job, evidence, (
+            f"It needs {_gpus(job.min_gpus or need)}, more than team {tenant.name}'s "
+            f"guarantee of {limit}, and {barred}."), limit, "the team's guarantee")
+    headline = (f"Team {tenant.name} holds {_gpus(tenant.held_gpus)} of its {limit} "
+                f"guaranteed; this job's {need} would take it to {tenant.held_gpus + need}, "
+                f"and {barred}.")
+    _say_first_end(tenant, evidence)
+    step = _smaller(job, limit - tenant.held_gpus) or (
+        f"{fix}; otherwise it starts when the team's running jobs free "
+        f"{_gpus(tenant.held_gpus + need - limit)}.")
+    return WhyPending(P.QUOTA_LIMIT.value, headline, evidence, step)
+
+
+def _say_first_end(tenant: Tenant, evidence: list[str]) -> None:
+    """Evidence: when the team's first running job reaches its time limit, if one does."""
+    first_end = _first_end(tenant)
+    if first_end is not None:
+        evidence.append(f"the team's first running job to reach its time limit does so at "
+                        f"{_clock(first_end)}")
 
 
 def _quota_room(tenant: Tenant) -> int:

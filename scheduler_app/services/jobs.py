@@ -19,8 +19,9 @@ from django.db.models.signals import post_delete, post_save
 from django.dispatch import receiver
 
 from scheduler_app.core.states import FINAL_STATES, JobState, Reason
-from scheduler_app.core.types import DEPENDENCY_KINDS, MAX_ARRAY_TASKS, Actor
+from scheduler_app.core.types import DEPENDENCY_KINDS, MAX_ARRAY_TASKS, Actor, may_borrow
 from scheduler_app.models import Job, Node, Tenant, Transition
+from scheduler_app.scheduler_config import scheduler_config
 from scheduler_app.selectors.jobs import job_visibility
 from scheduler_app.selectors.redaction import Sees
 
@@ -306,7 +307,8 @@ def _new_jobs(
         tenant_field.set_cached_value(job, tenant)
         owner_field.set_cached_value(job, owner)
         # (one owner for the whole call: the per-user cap is the same for every job)
-        shape = (job.gpus, job.min_gpus, job.gpus_per_node, job.gpu_type)
+        shape = (job.gpus, job.min_gpus, job.gpus_per_node, job.gpu_type,
+                 job_may_borrow(job))
         if shape not in refusals:
             refusals[shape] = never_fits(job, tenant, capacity=fits)
         out.append(refusals[shape])
@@ -802,6 +804,12 @@ def never_fits(job: Job, tenant: Tenant, *, capacity: ClusterShape | None = None
         why = _never_fits_cluster(job, asked, sizes, words)
         if why:
             return why
+    if (need > tenant.guaranteed_gpus and tenant.borrow_limit_gpus > 0
+            and not job_may_borrow(job)):
+        return (f"needs {need} GPUs; team {tenant.name} is guaranteed "
+                f"{tenant.guaranteed_gpus}, and a job that cannot be preempted (not "
+                "checkpointable, not preemptible) borrows past that only with a time limit "
+                f"of at most {scheduler_config().protected_borrow_max_s} s")
     if need > tenant.quota_limit_gpus:
         return (
             f"needs {need} GPUs; team {tenant.name} may hold at most "
@@ -813,6 +821,14 @@ def never_fits(job: Job, tenant: Tenant, *, capacity: ClusterShape | None = None
         return (f"needs {need} GPUs; one owner of team {tenant.name} may hold at most {cap} "
                 "(max_gpus_per_user)")
     return ""
+
+
+def job_may_borrow(job: Job) -> bool:
+    """The core's ``may_borrow`` for a job row (its limit as admitted: the team's default
+    fills in a missing one)."""
+    return may_borrow(bool(getattr(job, "checkpointable", False)),
+                      bool(getattr(job, "preemptible", False)),
+                      getattr(job, "max_runtime_s", None), scheduler_config())
 
 
 def _never_fits_cluster(job: Job, need: int, sizes: list[int], words: str) -> str:

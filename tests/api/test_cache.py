@@ -149,10 +149,12 @@ def test_a_member_removed_in_this_process_may_not_submit_at_once(world, clock):
 
 def test_a_quota_cut_elsewhere_is_applied_by_the_never_fits_check_after_the_ttl(world, clock):
     client = world.client("researcher")
-    assert client.post("/api/v1/jobs/", job_body(gpus=24), format="json").status_code == 201
+    # (a limit: a job nothing may preempt borrows only with one)
+    big = job_body(gpus=24, max_runtime_s=3600)
+    assert client.post("/api/v1/jobs/", big, format="json").status_code == 201
     Tenant.objects.filter(pk=world.vision.pk).update(borrow_limit_gpus=0)  # 16 + 0
     clock.now += ttl()
-    response = client.post("/api/v1/jobs/", job_body(gpus=24), format="json")
+    response = client.post("/api/v1/jobs/", big, format="json")
     assert response.status_code == 400
     assert response.json()["errors"][0]["code"] == "never_fits"
 
@@ -171,17 +173,19 @@ def test_a_node_registered_in_this_process_counts_at_once(world, clock):
     world.vision.borrow_limit_gpus = 48  # the team may hold 64: the cluster is the limit
     world.vision.save()
     client = world.client("operator")
-    assert client.post("/api/v1/jobs/", job_body(gpus=40), format="json").status_code == 400
+    big = job_body(gpus=40, max_runtime_s=3600)  # (borrows: a limit lets it)
+    assert client.post("/api/v1/jobs/", big, format="json").status_code == 400
     agent_register(name="n9", pod="pod1", gpus=8, gpu_type="H100")
-    assert client.post("/api/v1/jobs/", job_body(gpus=40), format="json").status_code == 201
+    assert client.post("/api/v1/jobs/", big, format="json").status_code == 201
 
 
 def test_a_node_shrunk_by_another_process_is_seen_within_the_ttl(world, clock):
     client = world.client("operator")
-    assert client.post("/api/v1/jobs/", job_body(gpus=32), format="json").status_code == 201
+    big = job_body(gpus=32, max_runtime_s=3600)  # (borrows: a limit lets it)
+    assert client.post("/api/v1/jobs/", big, format="json").status_code == 201
     Node.objects.filter(name="n3").update(gpu_count=4, free_gpus=4)  # 28 GPUs now
     clock.now += ttl()
-    response = client.post("/api/v1/jobs/", job_body(gpus=32), format="json")
+    response = client.post("/api/v1/jobs/", big, format="json")
     assert response.status_code == 400
     assert "the cluster has 28" in response.json()["errors"][0]["message"]
 

@@ -70,15 +70,16 @@ def test_a_key_reused_for_a_different_job_is_a_conflict_and_writes_nothing(world
 
 def test_a_retry_is_answered_even_after_a_quota_change_would_refuse_its_spec(world):
     client = world.client("researcher")
-    first = client.post("/api/v1/jobs/", job_body(gpus=24), format="json",
+    big = job_body(gpus=24, max_runtime_s=3600)  # (borrows: a limit lets it)
+    first = client.post("/api/v1/jobs/", big, format="json",
                         HTTP_IDEMPOTENCY_KEY="big-1")
     assert first.status_code == 201
     world.vision.borrow_limit_gpus = 0  # 16: the 24-GPU job would never fit now
     world.vision.save()
-    again = client.post("/api/v1/jobs/", job_body(gpus=24), format="json",
+    again = client.post("/api/v1/jobs/", big, format="json",
                         HTTP_IDEMPOTENCY_KEY="big-1")
     assert again.status_code == 200 and again.json()["id"] == first.json()["id"]
-    fresh = client.post("/api/v1/jobs/", job_body(gpus=24), format="json",
+    fresh = client.post("/api/v1/jobs/", big, format="json",
                         HTTP_IDEMPOTENCY_KEY="big-2")
     assert fresh.status_code == 400 and errors_of(fresh).keys() == {"gpus"}
 
@@ -109,8 +110,10 @@ def test_a_submit_costs_a_few_queries_and_a_batch_no_more_per_job(
         assert client.post("/api/v1/jobs/", job_body(gpus=1), format="json",
                            HTTP_IDEMPOTENCY_KEY="q-1").status_code == 201
     counts = []
-    # (25: SQLite's bulk INSERT takes 999 parameters, 29 jobs of 34 columns)
-    for size in (1, 25):
+    # (both sizes past copy_insert.COPY_FROM_ROWS: the jobs and their log rows go in one
+    # prepared INSERT each, after the keys are taken; a smaller batch takes bulk_create,
+    # whose statements hold at most 999 values on SQLite)
+    for size in (50, 500):
         with django_assert_max_num_queries(20) as queries:
             response = client.post(
                 "/api/v1/jobs/batch/",
@@ -493,3 +496,24 @@ def test_refusals_carry_a_machine_readable_code(world):
                                   "has 32."}]
     unknown = client.post("/api/v1/jobs/", job_body(gpu_type="TPU"), format="json").json()
     assert unknown["errors"][0]["code"] == "unknown_gpu_type"
+
+
+def test_a_job_nothing_may_preempt_larger_than_its_teams_guarantee_is_refused(world):
+    """vision is guaranteed 16 and may borrow 16. A 24-GPU job with the API's defaults
+    (not checkpointable, not preemptible, no time limit) could only run by borrowing, and
+    nothing could take the borrowed GPUs back: refused at submit, saying what lets it."""
+    client = world.client("researcher")
+    plain = client.post("/api/v1/jobs/", job_body(gpus=24), format="json")
+    assert plain.status_code == 400
+    [error] = plain.json()["errors"]
+    assert (error["field"], error["code"]) == ("gpus", "never_fits")
+    assert ("team vision is guaranteed 16, and a job that cannot be preempted (not "
+            "checkpointable, not preemptible) borrows past that only with a time limit of "
+            "at most 7200 s") in error["message"]
+    for lets in ({"max_runtime_s": 7200}, {"preemptible": True},
+                 {"checkpointable": True, "checkpoint_interval_s": 600}):
+        response = client.post("/api/v1/jobs/", job_body(gpus=24, **lets), format="json")
+        assert response.status_code == 201, (lets, response.json())
+    too_long = client.post("/api/v1/jobs/", job_body(gpus=24, max_runtime_s=7201),
+                           format="json")
+    assert too_long.status_code == 400

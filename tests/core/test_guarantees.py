@@ -28,7 +28,7 @@ def test_a_guarantee_is_usable_for_a_job_larger_than_the_rest_of_it() -> None:
         [tenant("team-a", 16, 16), tenant("team-b", 0, 32)],
         [work(f"b{i}", 8, 100_000, tenant="team-b", gpus_per_node=8, **CKPT)
          for i in range(4)]
-        + [work("big-a", 24, 1000, at=100, gpus_per_node=8)],
+        + [work("big-a", 24, 1000, at=100, gpus_per_node=8, max_runtime_s=1000)],
     ).run(3000)
     asked = sim.of(S.PREEMPT_REQUESTED)
     assert len(asked) == 3 and {d.at_s for d in asked} == {100}
@@ -208,7 +208,8 @@ def _within_guarantee_reserved() -> Sim:
         nodes({"pod-a": 4}),
         [tenant("team-g", 24, 8), tenant("team-e", 8, 16)],
         [work("e-run0", 8, 1000, tenant="team-e", gpus_per_node=8, max_runtime_s=1000),
-         work("long-1", 8, 100_000, tenant="team-e", gpus_per_node=8, max_runtime_s=100_000),
+         # a borrower nothing may preempt: a limit within protected_borrow_max_s
+         work("long-1", 8, 7200, tenant="team-e", gpus_per_node=8, max_runtime_s=7200),
          work("g-big", 24, 500, at=1, tenant="team-g", gpus_per_node=8, max_runtime_s=500),
          work("e-new", 8, 5000, at=10, tenant="team-e", gpus_per_node=8,
               max_runtime_s=5000)],
@@ -279,10 +280,79 @@ def test_a_reserved_job_starts_at_once_when_its_gpus_free_up_before_the_promised
     sim = Sim(
         nodes({"pod-a": 2}),
         [tenant("t0", 0, 16), tenant("t1", 0, 16)],
-        [work("j2", 1, 10, tenant="t0"), work("j3", 1, 10, tenant="t0"),
+        # (every job borrows, from teams guaranteed nothing: preemptible pricing lets
+        # those without a limit borrow, and no team here may preempt)
+        [work("j2", 1, 10, tenant="t0", preemptible=True),
+         work("j3", 1, 10, tenant="t0", preemptible=True),
          work("j4", 5, 11, tenant="t0", max_runtime_s=500),
-         work("j0", 11, 10, tenant="t0", at=1), work("j1", 3, 10, tenant="t0", at=1),
-         work("j5", 1, 10, tenant="t1", at=1)],
+         work("j0", 11, 10, tenant="t0", at=1, preemptible=True),
+         work("j1", 3, 10, tenant="t0", at=1, preemptible=True),
+         work("j5", 1, 10, tenant="t1", at=1, preemptible=True)],
     ).run(100_000)
     assert {j: sim.started_at(j) for j in ("j0", "j1")} == {"j0": 11, "j1": 11}
     assert all(sim.first(j, S.COMPLETED) for j in ("j0", "j1"))
+
+
+# ---- a job nothing can preempt borrows only for a bounded time --------------------------
+@pytest.mark.parametrize(
+    ("name", "flags", "borrows"),
+    [
+        ("no flag, no limit (the API's defaults)", {}, False),
+        ("no flag, a limit past protected_borrow_max_s", {"max_runtime_s": 7201}, False),
+        ("no flag, a limit within it", {"max_runtime_s": 7200}, True),
+        ("checkpointable", {"checkpointable": True, "checkpoint_interval_s": 300,
+                            "checkpoint_time_s": 30}, True),
+        ("preemptible pricing", {"preemptible": True}, True),
+        ("interactive is no way around it", {"interactive": True}, False),
+    ],
+)
+def test_a_job_that_cannot_be_preempted_borrows_only_with_a_short_limit(
+        name: str, flags: dict[str, Any], borrows: bool) -> None:
+    """Found by a user session (2026-12-07): 30 jobs submitted with the API's defaults
+    (not checkpointable, no time limit) held another team's guarantee for good, since
+    nothing may preempt them. Such a job borrows only with a declared limit of at most
+    ``protected_borrow_max_s`` (7,200 s): the lender waits at most that long."""
+    sim = Sim(
+        nodes({"pod-a": 4}),
+        [tenant("team-a", 16), tenant("team-b", 16, 16)],
+        [work(f"b{i}", 8, 5000, tenant="team-b", gpus_per_node=8, **flags)
+         for i in range(4)],
+    ).run(100)
+    started = {f"b{i}" for i in range(4) if sim.started_at(f"b{i}") is not None}
+    assert started == ({"b0", "b1", "b2", "b3"} if borrows else {"b0", "b1"})
+    if not borrows:
+        assert sim.sched.jobs["b2"].pending_reason == P.QUOTA_LIMIT
+
+
+def test_a_team_gets_its_guarantee_back_from_borrowers_nothing_may_preempt() -> None:
+    """The user session's scenario: team-b's four 8-GPU jobs with the default flags; team-a
+    (16 guaranteed) submits 16 GPUs at t=1000. Before, none of b's jobs could be preempted
+    and a-1 started at t=15,000; now b borrowed nothing and a-1 starts at once."""
+    sim = Sim(
+        nodes({"pod-a": 4}),
+        [tenant("team-a", 16), tenant("team-b", 16, 16)],
+        [work(f"b-{i}", 8, 15_000, tenant="team-b", gpus_per_node=8) for i in range(4)]
+        + [work("a-1", 16, 600, at=1000, gpus_per_node=8, max_runtime_s=900, **CKPT)],
+    ).run(20_000)
+    assert sim.started_at("a-1") == 1000
+    assert not sim.of(S.PREEMPT_REQUESTED)
+
+
+def test_protected_borrow_max_s_0_means_such_jobs_never_borrow_and_bigger_ones_never_fit(
+) -> None:
+    sim = Sim(
+        nodes({"pod-a": 4}),
+        [tenant("team-b", 16, 16)],
+        [work("short", 8, 50, tenant="team-b", max_runtime_s=60) for _ in range(1)]
+        + [work(f"s{i}", 8, 50, tenant="team-b", max_runtime_s=60) for i in range(2)],
+        config=cfg(protected_borrow_max_s=0),
+    ).run(10)
+    assert sum(sim.started_at(j) is not None for j in ("short", "s0", "s1")) == 2
+    from scheduler_app.core.scheduler import Scheduler
+    from scheduler_app.core.types import JobSpec
+
+    sched = Scheduler(nodes({"pod-a": 4}), [tenant("team-b", 16, 16)],
+                      cfg(protected_borrow_max_s=0), now=0)
+    big = JobSpec(id="big", seq=1, tenant="team-b", gpus=24, submit_s=0)
+    why = sched._never_fits(big)
+    assert why is not None and "guaranteed 16" in why and "cannot be preempted" in why

@@ -289,7 +289,10 @@ def test_submit_tick_confirm_exit_is_the_happy_path() -> None:
     ("rule", "spec_kw", "why"),
     [
         ("larger than the cluster", dict(gpus=24), "cluster has 16"),
-        ("larger than guarantee + borrow", dict(gpus=16, tenant="small"), "at most 8"),
+        ("larger than guarantee + borrow", dict(gpus=16, tenant="small", preemptible=True),
+         "at most 8"),
+        ("larger than the guarantee, and it may not borrow", dict(gpus=8, tenant="small"),
+         "is guaranteed 4, and a job that cannot be preempted"),
         ("GPU type the cluster lacks", dict(gpus=8, gpu_type="B200"), "of type B200"),
         ("shape wider than any node", dict(gpus=16, gpus_per_node=16), "on one node"),
     ],
@@ -449,12 +452,13 @@ def test_a_team_that_falls_below_its_guarantee_between_ticks_is_walked_first_nex
     ts = [TenantSpec("a", 2, 8, 10.0, 0), TenantSpec("b", 4, 8, 100_000.0, 0)]
     sched = Scheduler(nodes({"pod-a": 1}), ts, cfg(), now=0)
     for seq, (job, team, gpus) in enumerate((("a1", "a", 2), ("b1", "b", 4), ("b2", "b", 2))):
-        sched.submit(JobSpec(id=job, seq=seq, tenant=team, gpus=gpus, submit_s=0), 0)
+        sched.submit(JobSpec(id=job, seq=seq, tenant=team, gpus=gpus, submit_s=0,
+                             max_runtime_s=7200), 0)  # b2 borrows: a limit lets it
     assert len([d for d in sched.tick(0).decisions if d.to_state == S.PLACING]) == 3
     for job in ("a1", "b1", "b2"):
         sched.confirm_start(job, 0)
-    sched.submit(JobSpec(id="qa", seq=3, tenant="a", gpus=4, submit_s=1), 1)
-    sched.submit(JobSpec(id="qb", seq=4, tenant="b", gpus=4, submit_s=1), 1)
+    sched.submit(JobSpec(id="qa", seq=3, tenant="a", gpus=4, submit_s=1, max_runtime_s=7200), 1)
+    sched.submit(JobSpec(id="qb", seq=4, tenant="b", gpus=4, submit_s=1, max_runtime_s=7200), 1)
     # both teams at or above their guarantee: a, with less usage, leads; nothing is free
     # and neither is entitled to preempt
     assert [d.job_id for d in sched.tick(1).decisions] == []
@@ -480,7 +484,8 @@ def test_usage_accrues_while_a_team_holds_gpus() -> None:
 def test_a_team_borrows_idle_gpus_up_to_its_borrow_limit() -> None:
     sched = Scheduler(nodes({"pod-a": 4}), [tenant("a", 8, 8), tenant("b", 16)], cfg())
     for i in range(4):
-        sched.submit(JobSpec(id=f"a{i}", seq=i, tenant="a", gpus=8, submit_s=0), 0)
+        sched.submit(JobSpec(id=f"a{i}", seq=i, tenant="a", gpus=8, submit_s=0,
+                             checkpointable=True), 0)
     placed = [d.job_id for d in sched.tick(0).decisions]
     assert placed == ["a0", "a1"]  # guarantee 8 + borrow 8
     assert sched.job("a2").pending_reason == P.QUOTA_LIMIT

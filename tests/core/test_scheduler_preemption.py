@@ -144,7 +144,8 @@ def test_the_cap_protects_a_job_after_two_preemptions() -> None:
 
 
 def test_non_checkpointable_jobs_are_protected_unless_preemptible() -> None:
-    kept = _borrowed_cluster({"checkpointable": False})
+    # a limit within protected_borrow_max_s: without one it could not borrow at all
+    kept = _borrowed_cluster({"checkpointable": False, "max_runtime_s": 7200})
     assert kept.of(S.PREEMPT_REQUESTED) == [] and kept.state["head"] == S.QUEUED
     cheap = _borrowed_cluster({"checkpointable": False, "preemptible": True})
     stop = cheap.first("victim", S.PREEMPTED)
@@ -158,7 +159,7 @@ def test_raising_a_tenants_quota_makes_it_entitled_and_triggers_reclaim() -> Non
         [tenant("team-a", 0, 8), tenant("team-b", 0, 8)],
         [work("victim", 8, 100_000, tenant="team-b", checkpointable=True,
               checkpoint_interval_s=300, checkpoint_time_s=20),
-         work("head", 8, 500, at=1000)],
+         work("head", 8, 500, at=1000, max_runtime_s=500)],
         events=[(1500, "set_quota", ("team-a", 8, 0))],
     ).run(4000)
     assert [(d.job_id, d.at_s) for d in sim.of(S.PREEMPT_REQUESTED)] == [("victim", 1500)]
@@ -334,7 +335,7 @@ def _heads_on_borrowed_nodes(borrowers: list[tuple[str, str, int, bool]],
 
     def spec(job_id: str, team: str, gpus: int, **kw: Any) -> JobSpec:
         return JobSpec(id=job_id, tenant=team, gpus=gpus, gpus_per_node=min(gpus, 8),
-                       seq=next(seq), submit_s=0, max_runtime_s=100_000, **kw)
+                       seq=next(seq), submit_s=0, max_runtime_s=7200, **kw)
 
     for job_id, team, gpus, ckpt in borrowers:
         sched.submit(spec(job_id, team, gpus, checkpointable=ckpt,
@@ -407,7 +408,8 @@ def test_a_start_earlier_in_the_tick_counts_in_the_next_heads_share(first_on_nod
         [tenant("team-a", 8, 8), tenant("team-b", 4, 4), tenant("team-c", 0, 8)],
         [work("b-4", 4, 100_000, **borrow), work("b-2", 2, 100_000, **{**borrow,
                                                                           "gpus_per_node": 2}),
-         work("first", 8, 100_000, at=at, tenant=first_on_node_b, gpus_per_node=8),
+         work("first", 8, 100_000, at=at, tenant=first_on_node_b, gpus_per_node=8,
+              max_runtime_s=7200),
          work("head", 4, 500, at=1000, gpus_per_node=4)],
     ).run(1100)
     assert sim.started_at("first") == at

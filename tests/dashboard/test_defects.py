@@ -450,13 +450,37 @@ def test_a_job_over_a_limit_lowered_after_its_submit_says_it_cannot_start(
     for i in range(16):
         NodeFactory(name=f"pod-a-n{i}", pod=pod)
     team = TenantFactory(name="vision", guaranteed_gpus=64, borrow_limit_gpus=0)
-    job = job_submit(tenant=team, name="big", gpus=60, gpus_per_node=4)
+    # preemptible: a job nothing may preempt could not borrow (test below)
+    job = job_submit(tenant=team, name="big", gpus=60, gpus_per_node=4, preemptible=True)
     assert job.state == "QUEUED"
     Tenant.objects.filter(pk=team.pk).update(**limits)
     Job.objects.filter(pk=job.pk).update(pending_reason=reason)
     job = Job.objects.select_related("tenant").get(pk=job.pk)
     answer = why_pending(job=job)
     assert (answer.reason, answer.headline, answer.next_step) == (reason, says, step)
+
+
+def test_a_job_nothing_may_preempt_is_told_it_may_use_only_its_teams_guarantee(db):
+    """It may not borrow (no time limit, not checkpointable, not preemptible): the why
+    says so and what would let it, not "the team holds 20 of its 32"."""
+    pod = Pod.objects.create(name="pod-a")
+    for i in range(4):
+        NodeFactory(name=f"pod-a-n{i}", pod=pod)
+    team = TenantFactory(name="vision", guaranteed_gpus=16, borrow_limit_gpus=16)
+    job = job_submit(tenant=team, name="plain", gpus=8, gpus_per_node=8)
+    Tenant.objects.filter(pk=team.pk).update(held_gpus=12)
+    Job.objects.filter(pk=job.pk).update(pending_reason="QuotaLimit")
+    job = Job.objects.select_related("tenant").get(pk=job.pk)
+    answer = why_pending(job=job)
+    assert answer.headline == (
+        "Team vision holds 12 GPUs of its 16 guaranteed; this job's 8 would take it to 20, "
+        "and it cannot be preempted (neither checkpointable nor preemptible) and declares "
+        "no time limit: such a job borrows past its team's guarantee only with a time limit "
+        "of at most 2 h, so that the team it borrows from can take its GPUs back.")
+    assert answer.next_step == (
+        "Mark it checkpointable (or preemptible), or give it a time limit of at most 2 h, "
+        "and it may borrow idle GPUs; otherwise it starts when the team's running jobs free "
+        "4 GPUs.")
 
 
 # --------------------------------------------------------------------------- 11

@@ -28,7 +28,8 @@ def log_of(job: Job) -> list[tuple[str | None, str, str]]:
 
 def test_a_job_that_fits_is_submitted_then_queued(cluster):
     owner = UserFactory(username="ada")
-    job = job_submit(tenant=cluster, owner=owner, name="train", gpus=16, gpus_per_node=8, at=T0)
+    job = job_submit(tenant=cluster, owner=owner, name="train", gpus=16, gpus_per_node=8, at=T0,
+                     max_runtime_s=3600)  # it borrows 8: a limit lets it
     assert job.state == JobState.QUEUED
     assert log_of(job) == [
         (None, "SUBMITTED", "Submitted"),
@@ -45,8 +46,15 @@ def test_a_job_that_fits_is_submitted_then_queued(cluster):
         ({"gpus": 16, "gpu_type": "B200"}, "needs 16 B200 GPUs; the cluster has 0"),
         ({"gpus": 16, "gpus_per_node": 16}, "needs 16 GPUs per node; the largest node has 8"),
         (
-            {"gpus": 20},
+            {"gpus": 20, "preemptible": True},
             "needs 20 GPUs; team vision may hold at most 8 guaranteed + 8 borrowed = 16",
+        ),
+        # nothing may preempt it and it declares no limit: it may not borrow (2026-12-07)
+        (
+            {"gpus": 12},
+            "needs 12 GPUs; team vision is guaranteed 8, and a job that cannot be preempted "
+            "(not checkpointable, not preemptible) borrows past that only with a time limit "
+            "of at most 7200 s",
         ),
         # an elastic job's full size, as a job that is not elastic (2147483647 GPUs with
         # min_gpus 1 was admitted: 2026-12-07)

@@ -173,7 +173,8 @@ def test_a_job_entitled_when_submitted_counts_in_the_entitled_wait() -> None:
 def test_periodic_ticks_run_every_interval_unless_nothing_can_change() -> None:
     data = make(until_s=100, settings={"tick_interval_s": 10},
                 tenants=[{"name": "team-a", "guaranteed_gpus": 4, "borrow_limit_gpus": 4}],
-                jobs=[job("j1", gpus=8, submit_at_s=3), job("big", gpus=16)])
+                # j1 borrows 4: preemptible pricing lets a job without a limit borrow
+                jobs=[job("j1", gpus=8, submit_at_s=3, preemptible=True), job("big", gpus=16)])
     every = build_result(simulate(validate_scenario(data), skip_quiet=False))
     # 0, 3 (submit), 10, 20, ..., 100 (j1 ends at 103, after until_s)
     assert every["metrics"]["ticks"] == 1 + 1 + 10

@@ -120,8 +120,10 @@ def test_a_resumed_pass_that_ends_quiet_is_no_fixed_point() -> None:
     _assert_same(data, policy, views=views)
 
 
-#: found by the property test above with views on (2026-12-04); 11 jobs, a work budget of
-#: 3, one reservation, one plan a tick
+#: found by the property test above with views on (2026-12-04); found again on 2026-12-07
+#: (19 jobs), when the rule that a job nothing may preempt borrows only with a short limit
+#: changed the first example's scene: the same lag, a Resources -> QuotaReserved ->
+#: Resources that whole ticks tell at 15 s and the shortcut core does not
 _REASON_LAG = json.loads((Path(__file__).parent / "reason_lag_example.json").read_text())
 
 
