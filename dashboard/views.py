@@ -767,5 +767,7 @@ def _whatif_answer(run: WhatIfRun) -> dict[str, Any] | None:
     return {"tenants": result["tenants"], "moved": moved, "cancelled": cancelled,
             "ended": ended,
             "charts": charts, "changes": result["changes"],
+            # capacity below the guarantees, changes that do nothing (said above the table)
+            "warnings": result.get("warnings", []),
             "assumptions": result["assumptions"], "taken_at": result["taken_at"],
             "hours": result["horizon_s"] / 3600, "timings": result.get("timings_s", {})}

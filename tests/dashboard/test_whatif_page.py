@@ -176,3 +176,17 @@ def test_a_whatif_run_goes_to_a_queue_of_its_own_not_the_ticks(operator, setting
     run = WhatIfRun.objects.create(changes={}, hours=24)
     html = operator.get(f"/operator/whatif/{run.pk}/").content.decode()
     assert f"worker -Q {settings.CELERY_WHATIF_QUEUE} --concurrency 1" in html
+
+
+def test_the_warnings_are_shown_above_the_table(operator, inline_threads, settings) -> None:
+    """Draining all of pod-a leaves 16 schedulable GPUs for 40 guaranteed: the command
+    says so under the changes, and so does the page, before the table."""
+    settings.CELERY_BROKER_URL = ""
+    response = operator.post("/operator/whatif/", {"drain": "a1 a2 a3 a4", "hours": "2"})
+    run = WhatIfRun.objects.get()
+    assert run.status == "done", run.error
+    html = operator.get(response["Location"]).content.decode()
+    assert 'id="whatif-warnings"' in html
+    assert ("capacity below the guarantees: 16 GPUs are schedulable (on nodes healthy, not "
+            "drained or down), fewer than the 40 the teams are guaranteed") in html
+    assert html.index('id="whatif-warnings"') < html.index('id="whatif-table"')
