@@ -4,6 +4,7 @@ a bad change shows the run's one-line error; nothing is written but the run's ro
 
 from __future__ import annotations
 
+import re
 import threading
 from typing import Any
 
@@ -190,3 +191,40 @@ def test_the_warnings_are_shown_above_the_table(operator, inline_threads, settin
     assert ("capacity below the guarantees: 16 GPUs are schedulable (on nodes healthy, not "
             "drained or down), fewer than the 40 the teams are guaranteed") in html
     assert html.index('id="whatif-warnings"') < html.index('id="whatif-table"')
+
+
+def _answer(**fields: Any) -> WhatIfRun:
+    """A finished run whose answer is ``fields`` over an empty one (the shape of
+    ``WhatIf.to_json()``)."""
+    result: dict[str, Any] = {
+        "taken_at": "2026-12-06T00:00:00Z", "horizon_s": 24 * 3600, "changes": [],
+        "assumptions": [], "tenants": [], "jobs": [], "cancelled": [], "warnings": [],
+        "series": {"step_s": 900, "baseline": {}, "whatif": {}}}
+    result.update(fields)
+    return WhatIfRun.objects.create(changes={}, hours=result["horizon_s"] / 3600,
+                                    status="done", progress=1.0, result=result)
+
+
+def _team(name: str, **fields: Any) -> dict[str, Any]:
+    row: dict[str, Any] = {"name": name, "waiting": 0}
+    for key in ("mean_wait_s", "p95_wait_s", "gpus_held", "preemptions", "gpu_hours_lost",
+                "failed"):
+        row[f"baseline_{key}"] = row[f"whatif_{key}"] = 0
+    row.update(fields)
+    return row
+
+
+def test_the_team_table_has_the_jobs_that_fail_and_the_assumption_that_says_why(
+        operator) -> None:
+    from scheduler_app.sim.whatif import ASSUMPTIONS
+
+    run = _answer(assumptions=list(ASSUMPTIONS),
+                  tenants=[_team("alpha", baseline_failed=1, whatif_failed=3)])
+    html = operator.get(f"/operator/whatif/{run.pk}/").content.decode()
+    assert '<th scope="colgroup" colspan="2">Failed</th>' in html
+    row = html[html.index('<th scope="row">alpha</th>'):]
+    row = row[:row.index("</tr>")]
+    assert re.findall(r'<td class="num">([^<]*)</td>', row)[-2:] == ["1", "3"]
+    # why a plan fails a job at its limit
+    assert "reaches its limit before its work is done and fails there (TimeLimit: the " \
+           "&#x27;failed&#x27; column)" in html
