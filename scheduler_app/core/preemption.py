@@ -58,7 +58,12 @@ def held_share(held_gpus: int, guaranteed_gpus: int) -> float:
 
 
 def share_words(share: float) -> str:
-    return "infinite (no guarantee)" if share == math.inf else f"{share:.2f}"
+    """A held share in words that say what it is (GPUs held over the guarantee): the fair
+    share the teams are ordered by is another number (decayed usage per guaranteed GPU),
+    and "share 1.83" beside it read as one of them (a user session, 2026-12-07)."""
+    if share == math.inf:
+        return "infinitely over: no guarantee"
+    return f"{share:.2f} times its guarantee"
 
 
 @dataclass(frozen=True, slots=True)
@@ -912,7 +917,7 @@ def _plan(
                    key=lambda t: (-tenants[t].share, t))
     shares = ", ".join(
         f"team {t} holds {tenants[t].held_gpus} of its {tenants[t].guaranteed_gpus}"
-        f" guaranteed GPUs (share {share_words(tenants[t].share)})" for t in teams)
+        f" guaranteed GPUs ({share_words(tenants[t].share)})" for t in teams)
     why += (f"; {shares}, above team {head.tenant}'s share once it runs"
             f" ({share_words(after)})")
     grace = max(c.grace_s for c in chosen)

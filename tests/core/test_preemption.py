@@ -383,8 +383,8 @@ def test_explanation_reads_like_the_issue():
     ]
     assert plan.why.startswith("to start eval-a (8 GPUs) on 1 node in pod-a: evicted sweep-17")
     assert "next best: sweep-18 (1.33 GPU-hours)" in plan.why
-    assert ("team team-b holds 24 of its 0 guaranteed GPUs (share infinite (no guarantee)),"
-            " above team team-a's share once it runs (0.12)") in plan.why
+    assert ("team team-b holds 24 of its 0 guaranteed GPUs (infinitely over: no guarantee),"
+            " above team team-a's share once it runs (0.12 times its guarantee)") in plan.why
 
 
 def test_protected_jobs_say_why_in_the_weighed_list():
