@@ -39,7 +39,13 @@ from scheduler_app.services import array_cancel, array_submit, job_cancel, job_s
 from scheduler_app.services.cluster import node_drain, node_mark_up, node_undrain, tenant_set_quota
 from scheduler_app.services.errors import Invalid, ServiceError
 from scheduler_app.services.jobs import submit_replayed
-from scheduler_app.sim.whatif import cancelled_words, ended_unstarted, fate
+from scheduler_app.sim.whatif import (
+    cancelled_words,
+    ended_unstarted,
+    fate,
+    moved_most,
+    moved_words,
+)
 
 from . import whatif_runs, words
 from .forms import DrainForm, JobForm, QuotaForm, WhatIfForm
@@ -743,6 +749,10 @@ def whatif_run(request: HttpRequest, pk: Any) -> HttpResponse:
     return page(request, "dashboard/whatif_run.html", ctx)
 
 
+#: the queued jobs whose start moves the most, listed on a run's page (the command: 10)
+MOVED_ON_PAGE = 20
+
+
 def _whatif_answer(run: WhatIfRun) -> dict[str, Any] | None:
     """The answer shaped for the template: the table rows, the moved jobs, and a chart
     per team (GPUs held over the horizon, before and after)."""
@@ -758,12 +768,16 @@ def _whatif_answer(run: WhatIfRun) -> dict[str, Any] | None:
                        "data": {
             "name": t["name"], "labels": [round(k * step / 3600, 2) for k in range(len(base))],
             "baseline": base, "whatif": after}})
-    moved = [j for j in result["jobs"] if j["moved_s"]][:20]
+    # the command's choice (no move under a minute) and spelling (a lower bound: >+x, <-x);
+    # a task of an array by its name, 8_3 (an answer recorded before names: its id)
+    moved = [{**j, "name": j.get("name", j["id"]), "moved": moved_words(j)}
+             for j in moved_most(result["jobs"], MOVED_ON_PAGE)]
     # (an answer recorded before "cancelled" was kept knew only the queued ones)
     cancelled = (cancelled_words(result["cancelled"]) if "cancelled" in result
                  else [j["id"] for j in result["jobs"] if j["cancelled"]])
-    ended = [{"id": j["id"], "tenant": j["tenant"], "before": fate(j, "baseline"),
-              "after": fate(j, "whatif")} for j in ended_unstarted(result["jobs"])]
+    ended = [{"id": j["id"], "name": j.get("name", j["id"]), "tenant": j["tenant"],
+              "before": fate(j, "baseline"), "after": fate(j, "whatif")}
+             for j in ended_unstarted(result["jobs"])]
     return {"tenants": result["tenants"], "moved": moved, "cancelled": cancelled,
             "ended": ended,
             "charts": charts, "changes": result["changes"],

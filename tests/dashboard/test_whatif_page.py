@@ -126,7 +126,8 @@ def test_a_cancelled_running_job_is_listed_on_the_page(
     response = operator.post("/operator/whatif/", {"cancel": gamma, "hours": "6"})
     run = WhatIfRun.objects.get()
     assert run.status == "done", run.error
-    assert run.result["cancelled"] == [{"id": gamma, "tenant": "gamma", "running": True}]
+    assert run.result["cancelled"] == [{"id": gamma, "name": gamma, "tenant": "gamma",
+                                        "running": True}]
     html = operator.get(response["Location"]).content.decode()
     assert f"Cancelled at once (left out of the waits): {gamma} (running)" in html
 
@@ -228,3 +229,53 @@ def test_the_team_table_has_the_jobs_that_fail_and_the_assumption_that_says_why(
     # why a plan fails a job at its limit
     assert "reaches its limit before its work is done and fails there (TimeLimit: the " \
            "&#x27;failed&#x27; column)" in html
+
+
+def test_jobs_are_named_and_moves_spelled_as_the_command_does(operator) -> None:
+    """A task of an array by its name (8_3), a move with its sign, a move past the horizon
+    as a lower bound, and no move under a minute (moved_most, moved_words)."""
+    def job(job_id: str, name: str, before: int | None, after: int | None,
+            **fields: Any) -> dict[str, Any]:
+        moved = None if before is None and after is None else (
+            (after if after is not None else 86400) - (before if before is not None else 86400))
+        return {"id": job_id, "name": name, "tenant": "alpha", "gpus": 8,
+                "baseline_start_in_s": before, "whatif_start_in_s": after,
+                "cancelled": False, "moved_s": moved, "moved_lower_bound": False,
+                "baseline_ended": None, "whatif_ended": None, **fields}
+
+    run = _answer(jobs=[
+        job("11", "8_3", None, 1000, moved_s=-85400, moved_lower_bound=True),
+        job("12", "12", 3600, 9000),
+        job("13", "13", 7200, 1800),
+        job("14", "8_5", 600, 630),  # half a minute: not listed
+        job("15", "8_6", None, None, baseline_ended="CANCELLED")],
+        cancelled=[{"id": "10", "name": "8_2", "tenant": "alpha", "running": False}])
+    html = operator.get(f"/operator/whatif/{run.pk}/").content.decode()
+    moved = html[html.index('id="whatif-moved"'):]
+    moved = moved[:moved.index("</table>")]
+    rows = [re.findall(r"<td[^>]*>([^<]*)</td>", r) for r in moved.split("<tr>")[2:]]
+    assert [(r[0], r[-1]) for r in rows] == [("8_3", "&lt;-23.72"), ("12", "+1.50"),
+                                             ("13", "-1.50")]
+    assert "8_5" not in moved
+    assert "Cancelled at once (left out of the waits): 8_2 (queued)" in html
+    assert "8_6 (alpha; before: cancelled, after: not started)" in html
+
+
+def test_an_array_task_is_named_on_the_page_after_a_real_run(
+        operator, inline_threads, settings) -> None:
+    from scheduler_app.services.jobs import array_submit
+
+    settings.CELERY_BROKER_URL = ""
+    tasks = array_submit(tenant=Tenant.objects.get(name="alpha"), owner=None, name="sweep",
+                         gpus=8, count=3, max_runtime_s=3600)
+    array = tasks[0].pk
+    response = operator.post("/operator/whatif/", {"set_quota": "alpha=16",
+                                                   "cancel": f"{array}_2", "hours": "12"})
+    run = WhatIfRun.objects.get()
+    assert run.status == "done", run.error
+    names = {j["id"]: j["name"] for j in run.result["jobs"]}
+    assert names[str(tasks[1].pk)] == f"{array}_1"
+    html = operator.get(response["Location"]).content.decode()
+    assert f"Cancelled at once (left out of the waits): {array}_2 (queued)" in html
+    moved = html[html.index('id="whatif-moved"'):]
+    assert f"<td>{array}_1</td>" in moved[:moved.index("</table>")]
