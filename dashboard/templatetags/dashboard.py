@@ -202,6 +202,15 @@ def wait_hours(seconds: float | None) -> str:
 
 
 @register.filter
+def whatif_num(value: Any) -> str:
+    """A what-if figure as the command prints it (``sim.whatif``'s table): "0", not "0.0";
+    "1.5"; "–" for none."""
+    if value is None:
+        return "–"
+    return f"{value:g}" if isinstance(value, float) else str(value)
+
+
+@register.filter
 def whatif_flags(changes: dict[str, list[str]] | None) -> list[str]:
     """A what-if run's changes as the command's flags: ``--set-quota rl=64``."""
     return [f"--{flag.replace('_', '-')} {value}"

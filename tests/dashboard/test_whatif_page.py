@@ -279,3 +279,15 @@ def test_an_array_task_is_named_on_the_page_after_a_real_run(
     assert f"Cancelled at once (left out of the waits): {array}_2 (queued)" in html
     moved = html[html.index('id="whatif-moved"'):]
     assert f"<td>{array}_1</td>" in moved[:moved.index("</table>")]
+
+
+def test_the_team_figures_are_written_as_the_command_writes_them(operator) -> None:
+    run = _answer(tenants=[_team("alpha", baseline_gpus_held=0.0, whatif_gpus_held=1.5,
+                                 baseline_gpu_hours_lost=0.0, whatif_gpu_hours_lost=12.25,
+                                 baseline_mean_wait_s=5400.0)])
+    html = operator.get(f"/operator/whatif/{run.pk}/").content.decode()
+    row = html[html.index('<th scope="row">alpha</th>'):]
+    cells = re.findall(r'<td class="num">([^<]*)</td>', row[:row.index("</tr>")])
+    # waiting, mean wait, p95 wait, GPUs held, preemptions, GPU-hours lost, failed
+    assert cells == ["0", "1.50", "0.00", "0.00", "0.00", "0", "1.5", "0", "0", "0", "12.25",
+                     "0", "0"]
