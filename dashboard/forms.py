@@ -28,6 +28,8 @@ from scheduler_app.services.jobs import (
     validate_job_spec,
 )
 
+from .whatif_runs import FLAGS
+
 #: Any duration past this is a typo (seconds typed as milliseconds): the API's bound too.
 MAX_DURATION_S = 366 * 86400
 #: Storage bounds (a PositiveIntegerField / PositiveSmallIntegerField).
@@ -425,12 +427,17 @@ class WhatIfForm(forms.Form):
                                 help_text="POD=N: N more nodes like the pod's last")
     drain = forms.CharField(required=False, widget=forms.Textarea(attrs={"rows": 2}),
                             label="Drain nodes", help_text="node names")
+    undrain = forms.CharField(required=False, widget=forms.Textarea(attrs={"rows": 2}),
+                              label="Undrain nodes",
+                              help_text="nodes draining now, back in service")
+    up = forms.CharField(required=False, widget=forms.Textarea(attrs={"rows": 2}),
+                         label="Mark nodes up", help_text="nodes down now, back in service")
     cancel = forms.CharField(required=False, widget=forms.Textarea(attrs={"rows": 2}),
-                             label="Cancel jobs", help_text="job ids")
+                             label="Cancel jobs",
+                             help_text="job ids; an array's task as 8_3, all its tasks 8_*")
     setting = forms.CharField(required=False, widget=forms.Textarea(attrs={"rows": 2}),
                               label="Settings", help_text="NAME=VALUE (any SCHEDULER_ setting)")
     hours = forms.FloatField(initial=24, min_value=0.25, max_value=24 * 14, label="Horizon (hours)")
 
     def changes(self) -> dict[str, list[str]]:
-        return {name: _lines(self.cleaned_data.get(name, ""))
-                for name in ("set_quota", "add_nodes", "drain", "cancel", "setting")}
+        return {name: _lines(self.cleaned_data.get(name, "")) for name in FLAGS}

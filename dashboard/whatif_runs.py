@@ -10,6 +10,7 @@ nothing else.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import threading
 import time
@@ -26,7 +27,8 @@ from .models import WhatIfRun
 
 log = logging.getLogger("dashboard.whatif")
 
-FLAGS = ("set_quota", "add_nodes", "drain", "cancel", "setting")
+#: the change flags in the order of ``Changes``' fields (the run builds it positionally)
+FLAGS = tuple(f.name for f in dataclasses.fields(Changes))
 #: progress is written at most this often (a row update per simulated instant would be
 #: thousands of writes a second)
 PROGRESS_EVERY_S = 0.5

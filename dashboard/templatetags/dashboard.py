@@ -212,6 +212,9 @@ def whatif_num(value: Any) -> str:
 
 @register.filter
 def whatif_flags(changes: dict[str, list[str]] | None) -> list[str]:
-    """A what-if run's changes as the command's flags: ``--set-quota rl=64``."""
-    return [f"--{flag.replace('_', '-')} {value}"
-            for flag, values in (changes or {}).items() for value in values]
+    """A what-if run's changes as the command's flags, in its order (``Changes.words``):
+    ``--set-quota rl=64``."""
+    from scheduler_app.sim.whatif import Changes
+
+    known = {f: tuple(v) for f, v in (changes or {}).items() if f in Changes.__dataclass_fields__}
+    return Changes(**known).words()

@@ -291,3 +291,24 @@ def test_the_team_figures_are_written_as_the_command_writes_them(operator) -> No
     # waiting, mean wait, p95 wait, GPUs held, preemptions, GPU-hours lost, failed
     assert cells == ["0", "1.50", "0.00", "0.00", "0.00", "0", "1.5", "0", "0", "0", "12.25",
                      "0", "0"]
+
+
+def test_a_node_can_be_returned_to_service(operator, inline_threads, settings) -> None:
+    """--undrain and --up on the page: "what if I return node X to service"."""
+    from scheduler_app.models import Node
+    from scheduler_app.services.cluster import node_drain, node_mark_down
+
+    settings.CELERY_BROKER_URL = ""
+    node_drain(node=Node.objects.get(name="b1"), actor_name="op", why="fans")
+    node_mark_down(node=Node.objects.get(name="a1"), actor_name="op", why="gone")
+    response = operator.post("/operator/whatif/", {"undrain": "b1", "up": "a1",
+                                                   "hours": "2"})
+    run = WhatIfRun.objects.get()
+    assert run.status == "done", run.error
+    assert run.changes["undrain"] == ["b1"] and run.changes["up"] == ["a1"]
+    assert run.result["changes"] == ["--undrain b1", "--up a1"]
+    html = operator.get(response["Location"]).content.decode()
+    assert "<code>--undrain b1</code>, <code>--up a1</code>" in html
+    listed = operator.get("/operator/whatif/").content.decode()
+    assert 'name="undrain"' in listed and 'name="up"' in listed
+    assert "<code>--undrain b1</code> <code>--up a1</code>" in listed  # Recent runs
