@@ -72,7 +72,7 @@ def execute(run_id: Any) -> None:
 
     changes = Changes(*(tuple(run.changes.get(f, [])) for f in FLAGS))
     try:
-        snap = live_snapshot()
+        snap = live_snapshot(about=changes.cancel)  # (to say which of them have ended)
         _update(run, progress=0.05, stage="runs")
         answer, _scenario = run_whatif(snap, changes, hours=run.hours, progress=progress)
     except WhatIfError as exc:

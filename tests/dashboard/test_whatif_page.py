@@ -312,3 +312,16 @@ def test_a_node_can_be_returned_to_service(operator, inline_threads, settings) -
     listed = operator.get("/operator/whatif/").content.decode()
     assert 'name="undrain"' in listed and 'name="up"' in listed
     assert "<code>--undrain b1</code> <code>--up a1</code>" in listed  # Recent runs
+
+
+def test_cancelling_a_job_that_has_ended_says_so(operator) -> None:
+    """As the command says it: the run asks the snapshot about --cancel's jobs."""
+    from scheduler_app.services.jobs import job_cancel
+
+    ended = Job.objects.get(name="alpha-q2").pk
+    job_cancel(job_id=ended, actor_name="op")
+    run = WhatIfRun.objects.create(changes={"cancel": [str(ended)]}, hours=2)
+    whatif_runs.execute(run.pk)
+    run.refresh_from_db()
+    assert run.status == "failed"
+    assert run.error == f"--cancel {ended}: job {ended} has ended (CANCELLED)"
