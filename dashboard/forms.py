@@ -410,8 +410,14 @@ class DrainForm(forms.Form):
 def _lines(text: str) -> list[str]:
     """One change a line (commas or spaces too: no change holds a space, and "pod-a-n01
     pod-a-n02" was read as one unknown node): the command line's repeated flags; a
-    change given twice counts once, as the command's (``sim.whatif.parse_changes``)."""
-    return list(dict.fromkeys(part for part in (text or "").replace(",", " ").split()))
+    change given twice counts once, as the command's (``sim.whatif.parse_changes``).
+    Spaces around ``=`` and ``:`` belong to the change (``rl = 96`` is ``rl=96``, as the
+    command reads ``--set-quota "rl = 96"``), not between changes."""
+    text = _AROUND_SIGN.sub(r"\1", text or "")
+    return list(dict.fromkeys(part for part in text.replace(",", " ").split()))
+
+
+_AROUND_SIGN = re.compile(r"[ \t]*([=:])[ \t]*")
 
 
 class WhatIfForm(forms.Form):

@@ -325,3 +325,16 @@ def test_cancelling_a_job_that_has_ended_says_so(operator) -> None:
     run.refresh_from_db()
     assert run.status == "failed"
     assert run.error == f"--cancel {ended}: job {ended} has ended (CANCELLED)"
+
+
+def test_spaces_around_the_signs_belong_to_the_change() -> None:
+    """An operator typed "rl = 96": the command reads --set-quota "rl = 96" as rl=96; the
+    page split it on its spaces into three bad changes."""
+    from dashboard.forms import WhatIfForm
+
+    form = WhatIfForm({"set_quota": "alpha = 16 : 0, beta =24\ngamma= 8",
+                       "setting": "tick_interval_s = 10 queue_stretch=2", "hours": "24"})
+    assert form.is_valid(), form.errors
+    changes = form.changes()
+    assert changes["set_quota"] == ["alpha=16:0", "beta=24", "gamma=8"]
+    assert changes["setting"] == ["tick_interval_s=10", "queue_stretch=2"]
