@@ -28,7 +28,7 @@ from scheduler_app.services.jobs import (
     validate_job_spec,
 )
 
-from .whatif_runs import FLAGS
+from .whatif_runs import FLAGS, problems
 
 #: Any duration past this is a typo (seconds typed as milliseconds): the API's bound too.
 MAX_DURATION_S = 366 * 86400
@@ -422,8 +422,10 @@ _AROUND_SIGN = re.compile(r"[ \t]*([=:])[ \t]*")
 
 class WhatIfForm(forms.Form):
     """The changes of a what-if, as ``manage.py whatif`` takes them, one a line. Their
-    names and values are checked by the run itself (``sim.whatif.apply_changes``), whose
-    message names the change, so the page and the command refuse the same things."""
+    names and values are checked on the live state before the run starts, in the run's
+    own words (``whatif_runs.problems``: ``sim.whatif.apply_changes``), each at its box
+    and every bad one at once, so the page and the command refuse the same things and a
+    typo never becomes a failed run."""
 
     set_quota = forms.CharField(required=False, widget=forms.Textarea(attrs={"rows": 2}),
                                 label="Set quota",
@@ -447,3 +449,12 @@ class WhatIfForm(forms.Form):
 
     def changes(self) -> dict[str, list[str]]:
         return {name: _lines(self.cleaned_data.get(name, "")) for name in FLAGS}
+
+    def clean(self) -> dict[str, Any]:
+        cleaned = super().clean()
+        if not self.errors:
+            found = problems(self.changes(), hours=cleaned["hours"])
+            for flag, messages in found.items():
+                for message in messages:
+                    self.add_error(flag, message)
+        return cleaned

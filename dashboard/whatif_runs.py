@@ -21,7 +21,13 @@ from django.db import close_old_connections, connection
 from django.utils import timezone
 
 from scheduler_app.selectors.whatif import live_snapshot
-from scheduler_app.sim.whatif import Changes, WhatIfError, run_whatif
+from scheduler_app.sim.whatif import (
+    Changes,
+    WhatIfError,
+    apply_changes,
+    run_whatif,
+    snapshot_scenario,
+)
 
 from .models import WhatIfRun
 
@@ -32,6 +38,43 @@ FLAGS = tuple(f.name for f in dataclasses.fields(Changes))
 #: progress is written at most this often (a row update per simulated instant would be
 #: thousands of writes a second)
 PROGRESS_EVERY_S = 0.5
+
+
+def changes_of(changes: dict[str, list[str]]) -> Changes:
+    return Changes(*(tuple(changes.get(f, [])) for f in FLAGS))
+
+
+def problems(changes: dict[str, list[str]], *, hours: float) -> dict[str | None, list[str]]:
+    """What the run would refuse in ``changes``, checked on the live state before a run
+    starts, so that a typo is said at its box and never becomes a failed run: by flag,
+    the run's own words (``sim.whatif.apply_changes``) for each change judged alone (every
+    bad one named at once), then, if each passes, for them together (two quotas for one
+    team, guarantees past the cluster); None: the snapshot itself. The snapshot keeps only
+    the jobs ``--cancel`` names (a what-if of 100,000 jobs is not copied per change). A
+    change the scenario contract refuses after all is still the run's error."""
+    wanted = changes_of(changes)
+    if wanted.empty():
+        return {}
+    snap = live_snapshot(about=wanted.cancel)
+    named = set(wanted.cancel) | {v.partition("_")[0] for v in wanted.cancel if "_" in v}
+    snap = dataclasses.replace(snap, jobs=tuple(
+        j for j in snap.jobs if j.id in named or (j.array is not None and j.array[0] in named)))
+    data = snapshot_scenario(snap, hours)
+    out: dict[str | None, list[str]] = {}
+
+    def check(these: Changes) -> None:
+        try:
+            apply_changes(data, these, ended=snap.ended)
+        except WhatIfError as exc:
+            flag = str(exc).partition(" ")[0].removeprefix("--").replace("-", "_")
+            out.setdefault(flag if flag in FLAGS else None, []).append(str(exc))
+
+    for flag in FLAGS:
+        for value in getattr(wanted, flag):
+            check(Changes(**{flag: (value,)}))
+    if not out:
+        check(wanted)
+    return out
 
 
 def start_run(*, changes: dict[str, list[str]], hours: float, user: Any) -> WhatIfRun:
@@ -70,7 +113,7 @@ def execute(run_id: Any) -> None:
             last[0] = now
             _update(run, progress=0.05 + 0.95 * fraction, stage=stage)
 
-    changes = Changes(*(tuple(run.changes.get(f, [])) for f in FLAGS))
+    changes = changes_of(run.changes)
     try:
         snap = live_snapshot(about=changes.cancel)  # (to say which of them have ended)
         _update(run, progress=0.05, stage="runs")

@@ -104,13 +104,51 @@ def test_a_run_in_progress_polls_its_progress_bar(operator) -> None:
     assert "hx-trigger=" in html and "baseline" in html
 
 
-def test_a_bad_change_shows_the_error_naming_it(operator, inline_threads, settings) -> None:
+def test_a_bad_change_is_refused_at_its_box_and_starts_no_run(
+        operator, inline_threads, settings) -> None:
+    """Checked on the live state before a run starts: a typo is no failed row in Recent
+    runs, and every bad change is named at once (a bad node and a bad setting both)."""
     settings.CELERY_BROKER_URL = ""
-    response = operator.post("/operator/whatif/", {"set_quota": "nobody=8", "hours": "24"})
-    run = WhatIfRun.objects.get()
-    assert run.status == "failed"
-    html = operator.get(response["Location"]).content.decode()
-    assert "--set-quota nobody=8: unknown team nobody" in html
+    response = operator.post("/operator/whatif/", {
+        "set_quota": "nobody=8", "drain": "a1 zz9", "setting": "tick_interval_s=x",
+        "hours": "24"})
+    assert response.status_code == 400
+    assert not WhatIfRun.objects.exists() and inline_threads == []
+    form = response.context["form"]
+    assert form.errors["set_quota"] == [
+        "--set-quota nobody=8: unknown team nobody; teams: alpha, beta, gamma"]
+    assert form.errors["drain"] == ["--drain zz9: unknown node"]
+    assert form.errors["setting"][0].startswith("--setting tick_interval_s: ")
+    html = response.content.decode()
+    for message in ("unknown team nobody", "--drain zz9: unknown node",
+                    "--setting tick_interval_s: "):
+        assert message in html
+
+
+def test_changes_that_only_fail_together_are_refused_together(operator) -> None:
+    # each fits the cluster's 48 GPUs alone, not both
+    response = operator.post("/operator/whatif/", {"set_quota": "alpha=16\ngamma=16",
+                                                   "hours": "24"})
+    assert response.status_code == 400 and not WhatIfRun.objects.exists()
+    assert response.context["form"].errors["set_quota"] == [
+        "--set-quota alpha=16, --set-quota gamma=16: the guarantees would add up to 56 GPUs; "
+        "the cluster has 48"]
+    ended = Job.objects.get(name="alpha-q2").pk
+    from scheduler_app.services.jobs import job_cancel
+
+    job_cancel(job_id=ended, actor_name="op")
+    response = operator.post("/operator/whatif/", {"cancel": f"{ended}", "hours": "24"})
+    assert response.context["form"].errors["cancel"] == [
+        f"--cancel {ended}: job {ended} has ended (CANCELLED)"]
+
+
+def test_a_run_that_failed_shows_its_error(operator) -> None:
+    """What only the run finds (the state changed since the form was checked) is still
+    the run's one-line error."""
+    run = WhatIfRun.objects.create(changes={"drain": ["a1"]}, hours=24, status="failed",
+                                   error="--drain a1: unknown node")
+    html = operator.get(f"/operator/whatif/{run.pk}/").content.decode()
+    assert "--drain a1: unknown node" in html
     assert "hx-trigger=" not in html  # finished: no more polling
 
 
@@ -327,7 +365,7 @@ def test_cancelling_a_job_that_has_ended_says_so(operator) -> None:
     assert run.error == f"--cancel {ended}: job {ended} has ended (CANCELLED)"
 
 
-def test_spaces_around_the_signs_belong_to_the_change() -> None:
+def test_spaces_around_the_signs_belong_to_the_change(operator) -> None:
     """An operator typed "rl = 96": the command reads --set-quota "rl = 96" as rl=96; the
     page split it on its spaces into three bad changes."""
     from dashboard.forms import WhatIfForm
