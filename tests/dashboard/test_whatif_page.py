@@ -376,3 +376,14 @@ def test_spaces_around_the_signs_belong_to_the_change(operator) -> None:
     changes = form.changes()
     assert changes["set_quota"] == ["alpha=16:0", "beta=24", "gamma=8"]
     assert changes["setting"] == ["tick_interval_s=10", "queue_stretch=2"]
+
+
+def test_recent_runs_show_each_runs_horizon(operator) -> None:
+    WhatIfRun.objects.create(changes={"drain": ["a1"]}, hours=6)
+    WhatIfRun.objects.create(changes={}, hours=1.5)
+    html = operator.get("/operator/whatif/").content.decode()
+    assert '<th scope="col" class="num">Horizon</th>' in html
+    assert '<td class="num">6 h</td>' in html and '<td class="num">1.5 h</td>' in html
+    run = _answer(horizon_s=5400)
+    html = operator.get(f"/operator/whatif/{run.pk}/").content.decode()
+    assert "1.5 h ahead" in html and "1.50 h" not in html
