@@ -749,6 +749,15 @@ def whatif_run(request: HttpRequest, pk: Any) -> HttpResponse:
     return page(request, "dashboard/whatif_run.html", ctx)
 
 
+#: the what-if chart's x-axis steps, in hours: whole hours or round fractions
+TICK_HOURS = (0.05, 0.1, 0.25, 0.5, 1, 2, 3, 4, 6, 12, 24, 48)
+
+
+def tick_hours(horizon_h: float, most: int = 12) -> float:
+    """The smallest round step that puts at most ``most`` ticks over the horizon."""
+    return next((t for t in TICK_HOURS if horizon_h / t <= most + 1e-9), TICK_HOURS[-1])
+
+
 #: the queued jobs whose start moves the most, listed on a run's page (the command: 10)
 MOVED_ON_PAGE = 20
 
@@ -760,14 +769,15 @@ def _whatif_answer(run: WhatIfRun) -> dict[str, Any] | None:
         return None
     result = run.result
     step = result["series"]["step_s"]
+    max_h = result["horizon_s"] / 3600
     charts = []
     for i, t in enumerate(result["tenants"]):
         base = result["series"]["baseline"].get(t["name"], [])
         after = result["series"]["whatif"].get(t["name"], [])
         charts.append({"id": f"whatif-{i}", "data_id": f"whatif-{i}-data", "name": t["name"],
                        "data": {
-            "name": t["name"], "labels": [round(k * step / 3600, 2) for k in range(len(base))],
-            "baseline": base, "whatif": after}})
+            "name": t["name"], "labels": [round(k * step / 3600, 4) for k in range(len(base))],
+            "baseline": base, "whatif": after, "max_h": max_h, "tick_h": tick_hours(max_h)}})
     # the command's choice (no move under a minute) and spelling (a lower bound: >+x, <-x);
     # a task of an array by its name, 8_3 (an answer recorded before names: its id)
     moved = [{**j, "name": j.get("name", j["id"]), "moved": moved_words(j)}

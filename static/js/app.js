@@ -78,16 +78,21 @@
     }
   };
 
-  // the what-if page: one chart a team, its GPUs held over the horizon before and after
+  // the what-if page: one chart a team, its GPUs held over the horizon before and after.
+  // The hours are a linear axis ticked every d.tick_h (whole hours or a round fraction,
+  // chosen by the view: a category axis skipped its labels to 1.12, 2.25, 3.38 h); GPUs
+  // are whole
   BUILDERS.whatif = function (d) {
+    function points(values) {
+      return values.map(function (y, i) { return { x: d.labels[i], y: y }; });
+    }
     return {
       type: "line",
       data: {
-        labels: d.labels,
         datasets: [
-          { label: "baseline", data: d.baseline, borderColor: "#98a2b3",
+          { label: "baseline", data: points(d.baseline), borderColor: "#98a2b3",
             backgroundColor: "rgba(152,162,179,0.15)", stepped: true, pointRadius: 0, borderWidth: 2 },
-          { label: "what if", data: d.whatif, borderColor: colour(0),
+          { label: "what if", data: points(d.whatif), borderColor: colour(0),
             backgroundColor: colour(0, 0.1), stepped: true, pointRadius: 0, borderWidth: 2,
             borderDash: [6, 3] }
         ]
@@ -95,9 +100,12 @@
       options: {
         responsive: true, maintainAspectRatio: false, animation: false,
         interaction: { mode: "index", intersect: false },
-        scales: { y: { beginAtZero: true, title: { display: true, text: "GPUs held" } },
-                  x: { title: { display: true, text: "hours from now" },
-                       ticks: { maxTicksLimit: 12 } } },
+        scales: { y: { beginAtZero: true, title: { display: true, text: "GPUs held" },
+                       ticks: { precision: 0 } },
+                  x: { type: "linear", min: 0, max: d.max_h,
+                       title: { display: true, text: "hours from now" },
+                       ticks: { stepSize: d.tick_h, autoSkip: false,
+                                callback: function (value) { return String(+value.toFixed(2)); } } } },
         plugins: { legend: { position: "bottom" } }
       }
     };

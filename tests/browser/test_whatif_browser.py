@@ -52,5 +52,15 @@ def test_an_operator_runs_a_what_if_and_sees_the_table_and_the_charts(
     expect(charts).to_have_count(3)
     for i in range(3):
         expect(charts.nth(i)).to_have_attribute("data-drawn", "1")
+    # the hours ticked at round steps (2 h over 24 h, not 2.25 / 4.5), the GPUs whole
+    ticks = page.evaluate("""() => Array.from(
+        document.querySelectorAll("canvas[data-chart='whatif']"), (canvas) => {
+          const chart = window.Chart.getChart(canvas);
+          return {x: chart.scales.x.ticks.map((t) => t.value),
+                  y: chart.scales.y.ticks.map((t) => t.value)};
+        })""")
+    for axis in ticks:
+        assert axis["x"] == list(range(0, 25, 2))
+        assert axis["y"] and all(float(v).is_integer() for v in axis["y"])
     expect(page.get_by_text("--set-quota alpha=16").first).to_be_visible()
     context.close()

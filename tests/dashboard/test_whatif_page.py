@@ -387,3 +387,19 @@ def test_recent_runs_show_each_runs_horizon(operator) -> None:
     run = _answer(horizon_s=5400)
     html = operator.get(f"/operator/whatif/{run.pk}/").content.decode()
     assert "1.5 h ahead" in html and "1.50 h" not in html
+
+
+def test_the_charts_hours_are_ticked_at_round_steps(operator) -> None:
+    """Whole hours or round fractions (Chart.js skipped the category labels to 1.12, 2.25,
+    3.38 h); the browser test reads the drawn ticks."""
+    from dashboard.views import tick_hours
+
+    assert [tick_hours(h) for h in (24, 336, 6, 5, 1, 0.25, 12.5)] == [
+        2, 48, 0.5, 0.5, 0.1, 0.05, 2]
+    run = _answer(horizon_s=24 * 3600, tenants=[_team("alpha")],
+                  series={"step_s": 900, "baseline": {"alpha": [0] * 97},
+                          "whatif": {"alpha": [8] * 97}})
+    html = operator.get(f"/operator/whatif/{run.pk}/").content.decode()
+    data = html[html.index('id="whatif-0-data"'):]
+    assert '"max_h": 24.0' in data and '"tick_h": 2' in data
+    assert '"labels": [0.0, 0.25, 0.5,' in data
