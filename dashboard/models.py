@@ -36,6 +36,11 @@ class WhatIfRun(models.Model):
     result = models.JSONField(null=True, blank=True)
     error = models.TextField(blank=True, default="")
     finished_at = models.DateTimeField(null=True, blank=True)
+    #: written with every change of status or progress (``whatif_runs._update``): a run
+    #: silent for long, whose thread no longer exists, died with its process
+    heartbeat_at = models.DateTimeField(null=True, blank=True)
+    #: run by a thread of the web process (no broker: the embedded mode), not a worker
+    in_thread = models.BooleanField(default=False)
 
     class Meta:
         ordering = ["-created_at"]

@@ -732,7 +732,9 @@ def whatif(request: HttpRequest) -> HttpResponse:
         run = whatif_runs.start_run(changes=form.changes(), hours=form.cleaned_data["hours"],
                                     user=request.user)
         return redirect("dashboard:whatif_run", pk=run.pk)
-    recent = WhatIfRun.objects.order_by("-created_at")[:10]
+    recent = list(WhatIfRun.objects.order_by("-created_at")[:10])
+    for r in recent:
+        whatif_runs.mark_lost(r)  # (a run its restarted server dropped: failed, not running)
     return page(request, "dashboard/whatif.html", {"form": form, "recent": recent},
                 status=400 if form.errors else 200)
 
@@ -741,6 +743,7 @@ def whatif(request: HttpRequest) -> HttpResponse:
 @require_GET
 def whatif_run(request: HttpRequest, pk: Any) -> HttpResponse:
     run = get_object_or_404(WhatIfRun, pk=pk)
+    whatif_runs.mark_lost(run)
     ctx = {"run": run, "answer": _whatif_answer(run),
            # runs have a worker of their own (the tick's would stall): say which to start
            "whatif_queue": settings.CELERY_WHATIF_QUEUE if settings.CELERY_BROKER_URL else ""}

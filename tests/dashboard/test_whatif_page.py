@@ -403,3 +403,71 @@ def test_the_charts_hours_are_ticked_at_round_steps(operator) -> None:
     data = html[html.index('id="whatif-0-data"'):]
     assert '"max_h": 24.0' in data and '"tick_h": 2' in data
     assert '"labels": [0.0, 0.25, 0.5,' in data
+
+
+def _silent_run(seconds: float, *, in_thread: bool = True) -> WhatIfRun:
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    return WhatIfRun.objects.create(
+        changes={}, hours=24, status="running", progress=0.3, stage="baseline",
+        in_thread=in_thread, heartbeat_at=timezone.now() - timedelta(seconds=seconds))
+
+
+def test_a_run_its_restarted_server_dropped_is_marked_failed(operator) -> None:
+    """A thread of the web process dies with it: its run polled as running forever."""
+    lost = _silent_run(whatif_runs.LOST_AFTER_S + 5)
+    html = operator.get(f"/operator/whatif/{lost.pk}/", HTTP_HX_REQUEST="true").content.decode()
+    assert "the server restarted during the run" in html
+    assert "hx-trigger=" not in html  # no more polling
+    lost.refresh_from_db()
+    assert lost.status == "failed" and lost.finished_at is not None
+    # the list says so too
+    other = _silent_run(whatif_runs.LOST_AFTER_S * 3)
+    listed = operator.get("/operator/whatif/").content.decode()
+    other.refresh_from_db()
+    assert other.status == "failed" and "<td>running</td>" not in listed
+    assert listed.count("<td>failed</td>") == 2
+
+
+def test_a_run_that_is_alive_is_not_marked_failed(operator) -> None:
+    fresh = _silent_run(whatif_runs.LOST_AFTER_S - 30)  # silent, not for long
+    worker = _silent_run(whatif_runs.LOST_AFTER_S * 10, in_thread=False)  # a worker's
+    running = _silent_run(whatif_runs.LOST_AFTER_S * 10)  # its thread is still there
+    stop = threading.Event()
+    thread = threading.Thread(target=stop.wait, name=f"whatif-{running.pk}", daemon=True)
+    thread.start()
+    try:
+        for run in (fresh, worker, running):
+            html = operator.get(f"/operator/whatif/{run.pk}/").content.decode()
+            assert "hx-trigger=" in html
+            run.refresh_from_db()
+            assert run.status == "running"
+    finally:
+        stop.set()
+        thread.join()
+
+
+def test_a_run_writes_its_heartbeat_with_its_progress(operator, monkeypatch) -> None:
+    monkeypatch.setattr(whatif_runs, "PROGRESS_EVERY_S", 0.0)
+    run = WhatIfRun.objects.create(changes={}, hours=1)
+    beats: list[Any] = []
+    real = whatif_runs._update
+
+    def update(r: WhatIfRun, **fields: Any) -> None:
+        real(r, **fields)
+        beats.append(WhatIfRun.objects.get(pk=r.pk).heartbeat_at)
+
+    monkeypatch.setattr(whatif_runs, "_update", update)
+    whatif_runs.execute(run.pk)
+    assert len(beats) > 3 and all(beats) and beats == sorted(beats)
+    run.refresh_from_db()
+    assert run.status == "done" and run.heartbeat_at == beats[-1]
+
+
+def test_a_run_started_in_a_thread_says_so(operator, inline_threads, settings) -> None:
+    settings.CELERY_BROKER_URL = ""
+    operator.post("/operator/whatif/", {"hours": "1"})
+    run = WhatIfRun.objects.get()
+    assert run.in_thread and run.heartbeat_at is not None
