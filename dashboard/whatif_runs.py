@@ -39,8 +39,9 @@ FLAGS = tuple(f.name for f in dataclasses.fields(Changes))
 #: thousands of writes a second)
 PROGRESS_EVERY_S = 0.5
 #: a run of this process's thread with no write for this long, and no thread running it,
-#: died with the process that ran it (a restart mid-run): the longest silent stretch of a
-#: live run, building the two scenarios of 1,000,000 jobs, is under a minute
+#: died with the process that ran it (a restart mid-run). A live run's longest silent
+#: stretch is building the two scenarios and validating them in the children: about 25 s
+#: at 1,000,000 live jobs (docs/PERFORMANCE.md), so this leaves room for a slower host
 LOST_AFTER_S = 120
 LOST = "the server restarted during the run (no progress for {s} s and no thread runs it)"
 
