@@ -407,8 +407,12 @@ class Simulation:
     def _scenario_event(self, ev: EventDef, now: int) -> None:
         s = self.sched
         if ev.kind == "cancel":
-            # a job, or an array: each of its tasks (one cancel each, as the API does)
-            for job_id in self.array_tasks.get(ev.target, (ev.target,)):
+            # a job, or an array: each of its tasks (one cancel each, as the API does). A
+            # job of that id is the job: a carried-in array's id is its task 0's, as in
+            # production, and naming task 0 cancelled every task
+            targets = ((ev.target,) if ev.target in self.sim
+                       else self.array_tasks.get(ev.target, (ev.target,)))
+            for job_id in targets:
                 if self.state.get(job_id) in (None, S.COMPLETED, S.FAILED, S.CANCELLED):
                     continue  # not submitted yet is impossible (validated); final: no-op
                 self._apply(s.cancel(job_id, now), now)

@@ -265,3 +265,18 @@ def test_a_move_past_the_horizon_is_a_lower_bound_and_moves_under_a_minute_are_n
     assert not next(j for j in w.jobs if j["id"] == "s")["moved_lower_bound"]
     assert any("up to the end of the horizon (so a wait can be longer than the horizon"
                in a for a in w.assumptions)
+
+
+def test_cancelling_an_arrays_first_task_cancels_that_task_only():
+    """In production an array's id is its task 0's job id: a cancel event naming that id
+    is the job, not the whole array (the run cancelled every task of the array, and the
+    answer said the other tasks ended CANCELLED)."""
+    first = [queued(str(8 + i), "beta", 8, array=("8", i, 3, None)) for i in range(3)]
+    snap = snapshot(running("up", "alpha", "a1", started_s=-60, limit_s=HOUR), *first)
+    for value in ("8_0", "8"):
+        w, _ = run_whatif(snap, Changes(cancel=(value,)), hours=4, workers=1)
+        assert [c["name"] for c in w.cancelled] == ["8_0"]
+        rest = {j["name"]: j for j in w.jobs if j["name"] != "8_0"}
+        assert set(rest) == {"8_1", "8_2"}
+        assert all(j["whatif_ended"] is None and j["whatif_start_in_s"] is not None
+                   for j in rest.values()), rest
