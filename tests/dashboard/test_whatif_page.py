@@ -308,13 +308,15 @@ def test_an_array_task_is_named_on_the_page_after_a_real_run(
                          gpus=8, count=3, max_runtime_s=3600)
     array = tasks[0].pk
     response = operator.post("/operator/whatif/", {"set_quota": "alpha=16",
-                                                   "cancel": f"{array}_2", "hours": "12"})
+                                                   "cancel": f"{array}_0", "hours": "12"})
     run = WhatIfRun.objects.get()
     assert run.status == "done", run.error
     names = {j["id"]: j["name"] for j in run.result["jobs"]}
     assert names[str(tasks[1].pk)] == f"{array}_1"
+    # task 0's id is the array's: cancelling it leaves the other tasks queued
+    assert not any(j["whatif_ended"] for j in run.result["jobs"])
     html = operator.get(response["Location"]).content.decode()
-    assert f"Cancelled at once (left out of the waits): {array}_2 (queued)" in html
+    assert f"Cancelled at once (left out of the waits): {array}_0 (queued)" in html
     moved = html[html.index('id="whatif-moved"'):]
     assert f"<td>{array}_1</td>" in moved[:moved.index("</table>")]
 
