@@ -473,3 +473,13 @@ def test_a_run_started_in_a_thread_says_so(operator, inline_threads, settings) -
     operator.post("/operator/whatif/", {"hours": "1"})
     run = WhatIfRun.objects.get()
     assert run.in_thread and run.heartbeat_at is not None
+
+
+def test_quotas_that_fit_only_together_are_not_refused_one_by_one(
+        operator, inline_threads, settings) -> None:
+    """alpha=20 alone would put 52 GPUs of guarantees on 48; with beta=20 beside it, 48."""
+    settings.CELERY_BROKER_URL = ""
+    response = operator.post("/operator/whatif/", {"set_quota": "alpha=20\nbeta=20",
+                                                   "hours": "2"})
+    assert response.status_code == 302, response.context["form"].errors
+    assert WhatIfRun.objects.get().status == "done"
