@@ -477,9 +477,14 @@ def test_a_run_started_in_a_thread_says_so(operator, inline_threads, settings) -
 
 def test_quotas_that_fit_only_together_are_not_refused_one_by_one(
         operator, inline_threads, settings) -> None:
-    """alpha=20 alone would put 52 GPUs of guarantees on 48; with beta=20 beside it, 48."""
+    """alpha=20 alone would put 52 GPUs of guarantees on 48; with beta=20 beside it, 48.
+    Likewise a quota that fits only with the nodes added."""
     settings.CELERY_BROKER_URL = ""
     response = operator.post("/operator/whatif/", {"set_quota": "alpha=20\nbeta=20",
                                                    "hours": "2"})
     assert response.status_code == 302, response.context["form"].errors
-    assert WhatIfRun.objects.get().status == "done"
+    # alpha=24 fits once pod-b has a node more (56 of 56)
+    response = operator.post("/operator/whatif/", {"set_quota": "alpha=24",
+                                                   "add_nodes": "pod-b=1", "hours": "2"})
+    assert response.status_code == 302, response.context["form"].errors
+    assert [r.status for r in WhatIfRun.objects.all()] == ["done", "done"]
