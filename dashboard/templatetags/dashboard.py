@@ -211,6 +211,15 @@ def whatif_num(value: Any) -> str:
 
 
 @register.filter
+def whatif_change(change: str) -> SafeString:
+    """One change, ``--drain a1``, as code whose flag never breaks at its hyphens (a
+    narrow cell wrapped it as "-" then "-drain a1")."""
+    flag, _, value = change.partition(" ")
+    return format_html('<code class="change"><span class="nobr">{}</span> {}</code>', flag,
+                       value)
+
+
+@register.filter
 def whatif_flags(changes: dict[str, list[str]] | None) -> list[str]:
     """A what-if run's changes as the command's flags, in its order (``Changes.words``):
     ``--set-quota rl=64``."""

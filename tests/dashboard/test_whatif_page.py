@@ -348,10 +348,11 @@ def test_a_node_can_be_returned_to_service(operator, inline_threads, settings) -
     assert run.changes["undrain"] == ["b1"] and run.changes["up"] == ["a1"]
     assert run.result["changes"] == ["--undrain b1", "--up a1"]
     html = operator.get(response["Location"]).content.decode()
-    assert "<code>--undrain b1</code>, <code>--up a1</code>" in html
+    flag = '<code class="change"><span class="nobr">--{}</span> {}</code>'.format
+    assert f"{flag('undrain', 'b1')}, {flag('up', 'a1')}" in html
     listed = operator.get("/operator/whatif/").content.decode()
     assert 'name="undrain"' in listed and 'name="up"' in listed
-    assert "<code>--undrain b1</code> <code>--up a1</code>" in listed  # Recent runs
+    assert f"{flag('undrain', 'b1')} {flag('up', 'a1')}" in listed  # Recent runs
 
 
 def test_cancelling_a_job_that_has_ended_says_so(operator) -> None:
