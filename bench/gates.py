@@ -64,8 +64,9 @@ def build(nodes: int, queued: int, parked: int) -> tuple[Scheduler, list[str]]:
     def spec(job_id: str, team: int, gpus: int, **kw: Any) -> JobSpec:
         nonlocal seq
         seq += 1
+        # a limit of protected_borrow_max_s: these jobs cannot be preempted, and borrow
         return JobSpec(id=job_id, seq=seq, tenant=f"team-{team:02d}", gpus=gpus, submit_s=0,
-                       max_runtime_s=86_400, **kw)
+                       max_runtime_s=7_200, **kw)
 
     running = []
     for i in range(nodes):

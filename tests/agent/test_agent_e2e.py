@@ -78,9 +78,10 @@ def checkpointable(stack: Stack, name: str, *extra: str, grace_s: int = 8) -> in
 
 
 def filler(stack: Stack) -> int:
-    """A research job that cannot checkpoint: protected, it holds a whole node."""
+    """A research job that cannot checkpoint: protected, it holds a whole node (research is
+    guaranteed nothing: a job nothing may preempt borrows only with a short limit)."""
     return stack.submit("research", "filler", 4, demo_command("--step-seconds", "0.5"),
-                        gpus_per_node=4)
+                        gpus_per_node=4, max_runtime_s=3600)
 
 
 def test_a_preempted_job_checkpoints_on_sigterm_and_resumes_on_the_other_node(stack):
