@@ -4,6 +4,7 @@ through the real services (jobs are never created behind the services' back)."""
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 import factory
 from django.contrib.auth import get_user_model
@@ -103,13 +104,14 @@ PATHS: dict[JobState, list[tuple[JobState, Reason]]] = {
 
 
 def job_in_state(
-    state: JobState, *, tenant: Tenant, node: Node, gpus: int = 4, at: datetime = T0
+    state: JobState, *, tenant: Tenant, node: Node, gpus: int = 4, at: datetime = T0,
+    **spec: Any,
 ) -> Job:
     """A job brought to ``state`` by legal transitions; when it holds GPUs they are
-    GPUs 0..gpus-1 of ``node``."""
+    GPUs 0..gpus-1 of ``node``. ``spec``: more of the job's fields."""
     if state == JobState.SUBMITTED:
         return submitted_job(tenant, gpus=gpus, at=at)
-    job = job_submit(tenant=tenant, name=f"to-{state.lower()}", gpus=gpus, at=at)
+    job = job_submit(tenant=tenant, name=f"to-{state.lower()}", gpus=gpus, at=at, **spec)
     for step, (to, reason) in enumerate(PATHS[state], start=1):
         extra = {"alloc": {node.name: list(range(gpus))}} if to == JobState.PLACING else {}
         move(job, to, reason, at=at + timedelta(seconds=60 * step), **extra)

@@ -300,7 +300,7 @@ def test_the_tenants_fair_share_order_is_published(cluster):
 def test_a_borrower_without_a_guarantee_has_an_infinite_share(cluster):
     team = TenantFactory(name="free-rider", guaranteed_gpus=0, borrow_limit_gpus=8)
     loop = leader()
-    submit(team, gpus=8)
+    submit(team, gpus=8, max_runtime_s=3600)  # borrows: a limit lets a job nothing may preempt
     ok_step(loop, 5)
     ok_step(loop, 100)
     team.refresh_from_db()
@@ -313,7 +313,8 @@ def test_queue_positions_computed_on_read_match_the_core(cluster, settings, stre
     settings.SCHEDULER_CONFIG = {**settings.SCHEDULER_CONFIG, "queue_stretch": stretch}
     loop = leader()
     vision, nlp = cluster["vision"], cluster["nlp"]
-    everything = [submit(vision, gpus=8, at_s=0) for _ in range(4)]  # the whole cluster
+    # the whole cluster (two borrow: a limit lets a job nothing may preempt)
+    everything = [submit(vision, gpus=8, at_s=0, max_runtime_s=7200) for _ in range(4)]
     ok_step(loop, 5)
     assert loop.scheduler.config.queue_stretch == stretch
     for running in everything:

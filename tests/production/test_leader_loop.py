@@ -63,7 +63,8 @@ def test_a_job_submitted_while_leading_is_followed_from_the_log_and_placed(clust
 
 def test_a_cancel_and_an_exit_in_the_log_free_gpus_for_the_next_placement(cluster):
     loop = leader()
-    big = [submit(cluster["vision"], gpus=16, at_s=i) for i in range(2)]
+    big = [submit(cluster["vision"], gpus=16, at_s=i, max_runtime_s=7200)
+           for i in range(2)]  # borrows: a limit lets a job nothing may preempt
     loop.step(now=at(5))
     assert [state_of(j) for j in big] == [S.PLACING, S.PLACING]
     waiting = submit(cluster["nlp"], gpus=16, at_s=6)

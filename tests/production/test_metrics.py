@@ -44,8 +44,9 @@ def test_a_leader_tick_records_duration_decisions_queue_depth_and_pending_reason
     placed_before = value("scheduler_decisions_total", reason=Reason.PLACED)
     rebuilds = value("scheduler_state_rebuilds_total")
     loop = leader("metrics-a")
-    submit(cluster["vision"], gpus=16, at_s=0)
-    submit(cluster["vision"], gpus=8, at_s=1)
+    # (limits: these borrow, and a job nothing may preempt borrows only with one)
+    submit(cluster["vision"], gpus=16, at_s=0, max_runtime_s=7200)
+    submit(cluster["vision"], gpus=8, at_s=1, max_runtime_s=7200)
     waiting = submit(cluster["vision"], gpus=16, at_s=2)  # 4 GPUs left: waits
     submit(cluster["nlp"], gpus=4, at_s=3)
 

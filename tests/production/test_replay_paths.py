@@ -51,13 +51,16 @@ def odd_log():
                 {"resume_pointer": "s3://ckpt/last", "why": "periodic"}]
     for i, detail in enumerate(pointers):
         move(running, S.RUNNING, R.CHECKPOINTED, at=at(10 + i), detail=detail)
-    elastic = job_submit(tenant=other, name="elastic", gpus=4, min_gpus=1, at=at(2))
+    elastic = job_submit(tenant=other, name="elastic", gpus=4, min_gpus=1, at=at(2),
+                         preemptible=True)  # other is guaranteed nothing: it borrows
     move(elastic, S.PLACING, R.PLACED, at=at(20),
          alloc={node_b.name: [3, 1, 2, 0]}, detail={"why": "fits", "alloc_hint": [9]})
     move(elastic, S.RUNNING, R.STARTED, at=at(21))
     move(elastic, S.RUNNING, R.SHRUNK, at=at(22), alloc={node_b.name: [2]})
     move(elastic, S.QUEUED, R.NODE_FAILED, at=at(23))
-    fragile = job_in_state(S.RUNNING, tenant=other, node=node_b, gpus=4, at=at(3))
+    # other is guaranteed nothing: a job nothing may preempt borrows only with a limit
+    fragile = job_in_state(S.RUNNING, tenant=other, node=node_b, gpus=4, at=at(3),
+                           max_runtime_s=3600)
     move(fragile, S.PREEMPT_REQUESTED, R.PREEMPT_REQUESTED, at=at(30))
     move(fragile, S.CHECKPOINTING, R.CHECKPOINT_STARTED, at=at(31))
     move(fragile, S.PREEMPTED, R.PREEMPTED, at=at(32))

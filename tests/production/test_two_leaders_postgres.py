@@ -38,7 +38,7 @@ def step_together(loops, now):
 def test_two_loops_ticking_at_once_only_the_lease_holder_writes(cluster):
     loops = [leader("leader-a"), leader("leader-b")]
     for i in range(6):
-        submit(cluster["vision" if i % 2 else "nlp"], gpus=4, at_s=i)
+        submit(cluster["vision" if i % 2 else "nlp"], gpus=4, at_s=i, max_runtime_s=3600)
     for tick, now_s in enumerate((5, 10, 15)):
         reports = step_together(loops, at(now_s))
         assert all(not r.error for r in reports), reports
@@ -47,7 +47,7 @@ def test_two_loops_ticking_at_once_only_the_lease_holder_writes(cluster):
         if tick == 0:
             winner = leaders[0]
         assert leaders == [winner]  # the holder renews; the standby keeps waiting
-        submit(cluster["vision"], gpus=4, at_s=now_s + 1)
+        submit(cluster["vision"], gpus=4, at_s=now_s + 1, max_runtime_s=3600)
     writers = set(
         Transition.objects.filter(actor=Actor.SCHEDULER).values_list("actor_name", flat=True)
     )
