@@ -37,11 +37,12 @@ MAX_INT = 2_147_483_647
 MAX_SMALL = 32_767
 
 _UNITS = {"s": 1, "sec": 1, "m": 60, "min": 60, "h": 3600, "d": 86400}
-_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([a-z]*)\s*$")
+# [0-9], not \d: Python's \d (and int) read other scripts' digits too (١ is one)
+_DURATION = re.compile(r"^\s*([0-9]+(?:\.[0-9]+)?)\s*([a-z]*)\s*$")
 
 
-_COMPOUND = re.compile(r"^(?:(\d+)d)?(?:(\d+)h)?(?:(\d+)m)?(?:(\d+)s)?$")
-_SLURM = re.compile(r"^(?:(\d+)-)?(\d+)(?::(\d+))?(?::(\d+))?$")
+_COMPOUND = re.compile(r"^(?:([0-9]+)d)?(?:([0-9]+)h)?(?:([0-9]+)m)?(?:([0-9]+)s)?$")
+_SLURM = re.compile(r"^(?:([0-9]+)-)?([0-9]+)(?::([0-9]+))?(?::([0-9]+))?$")
 
 
 class SecondsField(forms.CharField):
@@ -68,12 +69,15 @@ class SecondsField(forms.CharField):
         if text in ("", None):
             return None
         raw = str(text).strip().lower()
-        if re.fullmatch(r"-\d+", raw):  # a minus sign is not a unit: the service says
+        if re.fullmatch(r"-[0-9]+", raw):  # a minus sign is not a unit: the service says
             return int(raw)
-        if raw.isdigit() and not self.bare_seconds:
+        if raw.isascii() and raw.isdigit() and not self.bare_seconds:
             raise ValidationError(self.error_messages["bare"], code="bare",
                                   params={"value": raw})
-        seconds = _seconds(raw)
+        try:
+            seconds = _seconds(raw)
+        except ValueError as error:  # out of Slurm's bounds: the message says which
+            raise ValidationError(str(error), code="invalid") from None
         if seconds is None:
             raise ValidationError(self.error_messages["invalid"], code="invalid")
         if seconds > MAX_DURATION_S:
@@ -93,13 +97,26 @@ def _seconds(raw: str) -> int | None:
     found = _SLURM.match(compact)
     if found and (found.group(1) is not None or found.group(3) is not None):
         days, first, second, third = found.groups()
+        # Slurm's bounds, as gpuq.timefmt keeps them (1-25 was read as 176,400 s)
         if days is not None:  # D-HH[:MM[:SS]]
-            return int(days) * 86400 + int(first) * 3600 + int(second or 0) * 60 + int(
-                third or 0)
+            h, mi, sec = int(first), int(second or 0), int(third or 0)
+            _in_range(raw, "hours after the days", h, 23)
+            _in_range(raw, "minutes", mi, 59)
+            _in_range(raw, "seconds", sec, 59)
+            return int(days) * 86400 + h * 3600 + mi * 60 + sec
         if third is not None:  # HH:MM:SS
+            _in_range(raw, "minutes", int(second), 59)
+            _in_range(raw, "seconds", int(third), 59)
             return int(first) * 3600 + int(second) * 60 + int(third)
+        _in_range(raw, "seconds", int(second), 59)
         return int(first) * 60 + int(second)  # MM:SS
     return None
+
+
+def _in_range(raw: str, what: str, value: int, top: int) -> None:
+    if value > top:
+        raise ValueError(f"{raw}: {what} go from 0 to {top} in Slurm's forms, not {value} "
+                         "(or write 90m, 25h)")
 
 
 #: sbatch's dependency kinds (``--dependency afterok:12``) and the services' ``when``.

@@ -537,6 +537,25 @@ def test_the_forms_durations_read_as_gpuqs_do(typed, seconds):
     assert SecondsField().clean(typed) == seconds
 
 
+@pytest.mark.parametrize(("typed", "says"), [
+    ("1-25", "hours after the days go from 0 to 23"),
+    ("1:75:00", "minutes go from 0 to 59"),
+    ("10:99", "seconds go from 0 to 59"),
+    ("١h", "Type a number with a unit"),  # Arabic-Indic one: int() reads it, gpuq refuses
+    ("١٢٠", "Type a number with a unit"),
+])
+def test_the_forms_durations_keep_gpuqs_bounds_and_ascii_digits(typed, says):
+    """As gpuq.timefmt since 2026-12-07: '1-25' was 176,400 s here, '١h' an hour."""
+    from django.core.exceptions import ValidationError
+
+    from dashboard.forms import SecondsField
+
+    for field in (SecondsField(bare_seconds=False), SecondsField()):
+        with pytest.raises(ValidationError, match=says):
+            field.clean(typed)
+    assert SecondsField().clean("48:00:00") == 172800  # the leading field stays open
+
+
 def test_a_bare_number_is_refused_as_a_time_limit_but_is_seconds_elsewhere(world: World):
     # a Slurm user's "90" made a job that failed after 90 s (found 2026-12-07)
     from django.core.exceptions import ValidationError
