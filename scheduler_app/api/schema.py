@@ -42,6 +42,8 @@ WHY = {
     "409": "The object's state does not allow this (e.g. cancelling a final job).",
     "415": "Send application/json.",
     "429": "Throttled: wait Retry-After seconds.",
+    "503": "The database is busy (database_busy: another write held it past its timeout): "
+           "nothing was done; retry after Retry-After seconds.",
 }
 
 
@@ -66,7 +68,7 @@ def add_error_responses(result: dict[str, Any], generator: Any, request: Any,
         if not path.startswith("/api/v1/"):
             continue
         for method, operation in operations.items():
-            codes = ["400", "401", "403", "405", "429"]
+            codes = ["400", "401", "403", "405", "429", "503"]
             if "{" in path:
                 codes.append("404")
             if method in ("post", "put", "patch", "delete"):

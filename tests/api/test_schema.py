@@ -43,7 +43,8 @@ def test_the_openapi_schema_validates():
             "/api/v1/agent/jobs/{id}/exit/", "/api/v1/cluster/transitions/"} <= paths
     assert schema["components"]["securitySchemes"]["tokenAuth"]["scheme"] == "bearer"
     submit = schema["paths"]["/api/v1/jobs/"]["post"]
-    assert {"201", "400", "401", "403", "429"} <= set(submit["responses"])
+    assert {"201", "400", "401", "403", "429", "503"} <= set(submit["responses"])
+    assert "database_busy" in submit["responses"]["503"]["description"]
 
 
 def test_the_schema_has_dependencies_and_job_arrays():
