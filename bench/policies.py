@@ -86,6 +86,15 @@ ANCHOR = {"from_day": 100, "days": 14, "compress": 2.2, "cluster_nodes": 136,
 LOADED = {"from_day": 0, "days": 120, "compress": 2.7}
 
 
+#: the scenario the forked children run (they inherit it: a compiled core's frozen
+#: dataclasses do not unpickle, so it is never sent to them)
+_FORKED: Any = None
+
+
+def _run_forked(args: tuple[Any, ...]) -> dict[str, Any]:
+    return _run_one((_FORKED, *args))
+
+
 def _run_one(args: tuple[Any, ...]) -> dict[str, Any]:
     scenario, policy, max_wall_s = args
     log(f"{NAME}: {policy}: simulating {len(scenario.jobs)} jobs...")
@@ -119,8 +128,13 @@ def run(*, from_day: int, days: int, policies: list[str], max_wall_s: float | No
         # not depend on how many run at once, only the wall times do)
         import multiprocessing
 
-        with multiprocessing.get_context("fork").Pool(min(jobs, len(todo))) as pool:
-            done = pool.map(_run_one, [(scenario, p, max_wall_s) for p in todo])
+        global _FORKED
+        _FORKED = scenario
+        try:
+            with multiprocessing.get_context("fork").Pool(min(jobs, len(todo))) as pool:
+                done = pool.map(_run_forked, [(p, max_wall_s) for p in todo])
+        finally:
+            _FORKED = None
         runs.update(zip(todo, done, strict=True))
     else:
         for policy in todo:

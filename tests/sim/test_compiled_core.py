@@ -123,3 +123,39 @@ def test_no_class_outside_the_core_subclasses_a_compiled_core_class() -> None:
     seen = json.loads(done.stdout.strip().splitlines()[-1])
     assert "scheduler_app.services.errors.TransitionConflict(IllegalTransition)" in seen["found"]
     assert seen["native"] == []
+
+
+_POLICIES_SIDE_BY_SIDE = r"""
+import json, os, sys
+from pathlib import Path
+import django
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "scheduler_app.settings")
+django.setup()
+import scheduler_app.core as core
+import bench.policies as bp
+out = bp.run(from_day=100, days=1, policies=["full", "fifo"], max_wall_s=300,
+             reuse_full=False, results_dir=Path(sys.argv[1]), jobs=2)
+print(json.dumps({"compiled": core.COMPILED,
+                  "runs": [[r["policy"], r["complete"]] for r in out["runs"]]}))
+"""
+
+
+@pytest.mark.slow
+def test_the_policies_benchmark_runs_policies_side_by_side_on_the_compiled_core(
+        tmp_path) -> None:
+    """``bench.policies --jobs 2`` sent the validated scenario to its forked children by
+    pickle, which the compiled core's frozen dataclasses refuse (FrozenInstanceError):
+    it failed on every machine that runs the compiled core (found 2026-12-07). The
+    children now inherit it."""
+    if not _build_present():
+        pytest.skip("the core is not compiled here (make core)")
+    from scheduler_app.workloads.helios import default_trace_dir
+
+    if not default_trace_dir().exists():
+        pytest.skip("the Helios traces are not here (SCHED_SHARED_DIR)")
+    done = subprocess.run([sys.executable, "-c", _POLICIES_SIDE_BY_SIDE, str(tmp_path)],
+                          cwd=REPO, env=dict(os.environ, SCHED_CORE="compiled"),
+                          capture_output=True, text=True, timeout=180)
+    assert done.returncode == 0, done.stderr[-3000:]
+    found = json.loads(done.stdout.strip().splitlines()[-1])
+    assert found == {"compiled": True, "runs": [["full", True], ["fifo", True]]}
