@@ -597,6 +597,13 @@ class LeaderLoop:
         states = [d.to_state for d in made]
         if states == [S.SUBMITTED, S.QUEUED]:
             return []  # both rows are in the log already
+        if (states == [S.SUBMITTED, S.QUEUED, S.CANCELLED]
+                and made[-1].reason == Reason.DEPENDENCY_NEVER_SATISFIED):
+            # a dependency that had already ended as it never may (afterok on a cancelled
+            # job): the core cancels it at admission, and that move is the leader's to
+            # write. It was taken for a divergence: a rebuild of the whole state, which
+            # loses the reclaim claims whose victims have stopped (found live, 2026-12-07)
+            return made[2:]
         if states == [S.SUBMITTED, S.FAILED]:
             # the core refuses what the services admitted (it also counts the interactive
             # slice): the job leaves the queue it is in, with the core's reason

@@ -279,3 +279,26 @@ def test_the_leaders_own_log_lines_carry_the_tick_id(cluster, caplog, monkeypatc
     failing = [r for r in handler.records if r.getMessage().startswith("tick failed")]
     assert failed.error and [r.tick_id for r in failing] == [failed.tick_id]
     assert failed.tick_id != report.tick_id
+
+
+def test_a_job_whose_dependency_already_failed_is_cancelled_without_a_rebuild(cluster):
+    """Found live (2026-12-07): a job submitted with afterok on a job already cancelled
+    was admitted by the services; the core's admission cancels it at once
+    (DependencyNeverSatisfied), and the leader took that third move for a divergence and
+    rebuilt its whole state: a cost at 100,000 jobs, and a rebuild does not restore a
+    reclaim claim whose victims have stopped, so a victim was placed again on the node
+    reclaimed for its head and preempted a second time."""
+    loop = leader()
+    first = submit(cluster["vision"], gpus=4, at_s=0)
+    loop.step(now=at(5))
+    job_cancel(job_id=first.pk, actor_name="ada", at=at(6))
+    loop.step(now=at(10))
+    after = submit(cluster["vision"], gpus=4, at_s=11,
+                   depends_on=[{"job": first.pk, "when": "ok"}])
+    report = loop.step(now=at(15))
+    assert not report.error and not report.rebuilt, report
+    assert state_of(after) == S.CANCELLED
+    last = Transition.objects.filter(job=after).order_by("-id").first()
+    assert (last.from_state, last.reason) == (S.QUEUED, Reason.DEPENDENCY_NEVER_SATISFIED)
+    ok, text = replay_verify()
+    assert ok, text
