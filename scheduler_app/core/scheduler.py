@@ -70,6 +70,7 @@ from .types import (
     TenantSpec,
     alloc_gpus,
     may_borrow,
+    may_not_borrow_words,
 )
 
 __all__ = ["JobRecord", "ReclaimClaim", "Scheduler", "StartEstimate", "TickResult"]
@@ -1477,10 +1478,7 @@ class Scheduler:
         need = spec.min_gpus if spec.elastic and spec.min_gpus else spec.gpus
         if need > limit:
             if limit < self.limit_of(spec.tenant):
-                return (f"needs {need} GPUs; team {spec.tenant} is guaranteed {limit}, and "
-                        "a job that cannot be preempted (not checkpointable, not "
-                        "preemptible) borrows past that only with a time limit of at most "
-                        f"{self.config.protected_borrow_max_s} s")
+                return may_not_borrow_words(need, spec.tenant, limit, self.config)
             return f"needs {need} GPUs; team {spec.tenant} may hold at most {limit}"
         cap = self.tenants[spec.tenant].max_gpus_per_user
         if cap is not None and spec.owner is not None and need > cap:

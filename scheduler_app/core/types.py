@@ -256,6 +256,15 @@ def may_borrow(checkpointable: bool, preemptible: bool, max_runtime_s: int | Non
     return max_runtime_s is not None and max_runtime_s <= config.protected_borrow_max_s
 
 
+def may_not_borrow_words(need: int, tenant: str, guaranteed: int,
+                         config: SchedulerConfig) -> str:
+    """Why a job that may not borrow (:func:`may_borrow`) and needs more than its team's
+    guarantee can never run: the core's admission and the services' submit say it alike."""
+    return (f"needs {need} GPUs; team {tenant} is guaranteed {guaranteed}, and a job that "
+            "cannot be preempted (not checkpointable, not preemptible) borrows past that "
+            f"only with a time limit of at most {config.protected_borrow_max_s} s")
+
+
 #: the largest whole-number setting (ten years of seconds; counts are far below it)
 SETTING_MAX = 10 * 365 * 86400
 

@@ -196,8 +196,7 @@ def _same_checkpoint(job: Job, resume_pointer: str) -> Transition | None:
     """The row of this run's latest checkpoint if it has ``resume_pointer``: each node of
     a gang reports the checkpoint the gang wrote (and an agent retries), and one
     checkpoint is one row in the log."""
-    if job.resume_pointer != resume_pointer or job.last_checkpoint_at is None or (
-            job.started_at is not None and job.last_checkpoint_at < job.started_at):
+    if job.resume_pointer != resume_pointer or _run_checkpoint_at(job) is None:
         return None
     return (Transition.objects.filter(job=job, reason=Reason.CHECKPOINTED.value)
             .order_by("-id").first())
@@ -356,12 +355,21 @@ def _check_checkpoint_time(job: Job, at: datetime) -> None:
         raise Invalid(
             f"Before this run started ({job.started_at.isoformat()}): a checkpoint belongs "
             "to the run that wrote it.", field="checkpoint_at", code="before_start")
-    last = job.last_checkpoint_at
-    if last is not None and (job.started_at is None or last >= job.started_at) and at < last:
+    last = _run_checkpoint_at(job)
+    if last is not None and at < last:
         raise Invalid(
             f"Before this run's latest checkpoint ({last.isoformat()}): checkpoints are "
             "reported in the order they were written.", field="checkpoint_at",
             code="before_last")
+
+
+def _run_checkpoint_at(job: Job) -> datetime | None:
+    """When the current run last checkpointed; None if it has not (a checkpoint of an
+    earlier run is not this run's)."""
+    last = job.last_checkpoint_at
+    if last is None or (job.started_at is not None and last < job.started_at):
+        return None
+    return last
 
 
 def _check_own(node: Node, job: Job, *, holds_here: bool) -> None:

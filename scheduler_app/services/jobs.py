@@ -19,7 +19,13 @@ from django.db.models.signals import post_delete, post_save
 from django.dispatch import receiver
 
 from scheduler_app.core.states import FINAL_STATES, JobState, Reason
-from scheduler_app.core.types import DEPENDENCY_KINDS, MAX_ARRAY_TASKS, Actor, may_borrow
+from scheduler_app.core.types import (
+    DEPENDENCY_KINDS,
+    MAX_ARRAY_TASKS,
+    Actor,
+    may_borrow,
+    may_not_borrow_words,
+)
 from scheduler_app.models import Job, Node, Tenant, Transition
 from scheduler_app.scheduler_config import scheduler_config
 from scheduler_app.selectors.jobs import job_visibility
@@ -806,10 +812,8 @@ def never_fits(job: Job, tenant: Tenant, *, capacity: ClusterShape | None = None
             return why
     if (need > tenant.guaranteed_gpus and tenant.borrow_limit_gpus > 0
             and not job_may_borrow(job)):
-        return (f"needs {need} GPUs; team {tenant.name} is guaranteed "
-                f"{tenant.guaranteed_gpus}, and a job that cannot be preempted (not "
-                "checkpointable, not preemptible) borrows past that only with a time limit "
-                f"of at most {scheduler_config().protected_borrow_max_s} s")
+        return may_not_borrow_words(need, tenant.name, tenant.guaranteed_gpus,
+                                    scheduler_config())
     if need > tenant.quota_limit_gpus:
         return (
             f"needs {need} GPUs; team {tenant.name} may hold at most "
