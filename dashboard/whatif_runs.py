@@ -23,6 +23,7 @@ from django.utils import timezone
 from scheduler_app.selectors.whatif import live_snapshot
 from scheduler_app.sim.whatif import (
     Changes,
+    GuaranteesPastCluster,
     WhatIfError,
     apply_changes,
     run_whatif,
@@ -72,7 +73,7 @@ def problems(changes: dict[str, list[str]], *, hours: float) -> dict[str | None,
         try:
             apply_changes(data, these, ended=snap.ended)
         except WhatIfError as exc:
-            if alone and _SUM in str(exc):
+            if alone and isinstance(exc, GuaranteesPastCluster):
                 return  # (the guarantees' sum is the quotas' together: alpha=20 and beta=20)
             flag = str(exc).partition(" ")[0].removeprefix("--").replace("-", "_")
             out.setdefault(flag if flag in FLAGS else None, []).append(str(exc))
@@ -83,10 +84,6 @@ def problems(changes: dict[str, list[str]], *, hours: float) -> dict[str | None,
     if not out:
         check(wanted, alone=False)
     return out
-
-
-#: ``apply_changes``' words for guarantees past the cluster
-_SUM = ": the guarantees would add up to "
 
 
 def start_run(*, changes: dict[str, list[str]], hours: float, user: Any) -> WhatIfRun:

@@ -80,6 +80,11 @@ class WhatIfError(ValueError):
     """A bad flag or value: ``str(err)`` is one line that names the flag."""
 
 
+class GuaranteesPastCluster(WhatIfError):
+    """The changes' guarantees add up to more than the cluster: a judgement of all the
+    quotas together (the page checks each change alone first, and this one only then)."""
+
+
 # ---------------------------------------------------------------------------------------
 # The snapshot (filled by selectors.whatif from the live database)
 
@@ -468,8 +473,8 @@ def apply_changes(data: Mapping[str, Any], changes: Changes, *,
         # one is not the cause)
         raised = [f"--set-quota {v}" for team, (v, (g, _b)) in quota_by.items() if g > was[team]]
         flag = ", ".join(raised) or "the snapshot"
-        raise WhatIfError(f"{flag}: the guarantees would add up to {total} GPUs; the cluster "
-                          f"has {cluster}")
+        raise GuaranteesPastCluster(f"{flag}: the guarantees would add up to {total} GPUs; "
+                                    f"the cluster has {cluster}")
     notes += capacity_warnings(out, health)
     return out
 
