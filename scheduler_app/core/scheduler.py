@@ -141,6 +141,8 @@ class ReservationView:
     #: Scheduler.plan_inputs() at its last look (None: never looked at since planned)
     looked_sig: int | None = None
     after_job: str | None = None
+    #: "reclaim" only: when the claim was made (``ReclaimClaim.at_s``)
+    at_s: int | None = None
 
 
 #: the plan inputs' digest is a sum of 48-bit parts modulo this (fits a JSON number)
@@ -1041,7 +1043,7 @@ class Scheduler:
             known = [e for e in ends if e is not None]
             out.append(ReservationView(head_id, "reclaim", max(known) if known else None,
                                        tuple(sorted(c.nodes)), c.why, tuple(sorted(c.victims)),
-                                       gpus=c.gpus))
+                                       gpus=c.gpus, at_s=c.at_s))
         return out
 
     # ---------------------------------------------------------------- helpers for tick.py

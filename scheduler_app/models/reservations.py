@@ -41,7 +41,9 @@ class Reservation(models.Model):
     #: constrains must not change with who leads): ``alloc`` (node -> GPU indices),
     #: ``planned_at_s`` (when it was last planned afresh), ``checked_at_s`` (when it was
     #: last planned afresh and kept as it was, or null), ``looked_sig`` (the core's
-    #: ``plan_inputs()`` at its last look, or null) and ``after_job``.
+    #: ``plan_inputs()`` at its last look, or null) and ``after_job``. Reclaim: ``at_s``
+    #: (when the claim was made): a leader that rebuilds restores the claim from this row
+    #: once its victims have all stopped (``services.leader.restore_claims``).
     plan = models.JSONField(default=dict, blank=True)
     tick_id = models.CharField(max_length=64, blank=True, default="")
     published_at = models.DateTimeField()

@@ -294,7 +294,7 @@ class BuildSnapshot:
     placed: dict[int, datetime]
     #: job id -> its latest PREEMPT_REQUESTED row, for the jobs being preempted
     asked: dict[int, Transition]
-    #: (job id, kind, start, GPUs, nodes, basis, plan) of the published reservations, in
+    #: (job id, kind, start, GPUs, nodes, basis, plan, victims) of the published reservations, in
     #: their order (the last leader's promises, kept by the next)
     reservations: list[tuple[Any, ...]]
 
@@ -318,7 +318,7 @@ def build_snapshot() -> BuildSnapshot:
         placed = last_move_at(S.PLACING, holding)
         asked = last_preempt_requests([row[0] for row in jobs if row[state] in _STOPPING])
         reservations = list(Reservation.objects.order_by("position").values_list(
-            "job_id", "kind", "start_at", "gpus", "nodes", "basis", "plan"))
+            "job_id", "kind", "start_at", "gpus", "nodes", "basis", "plan", "victims"))
     return BuildSnapshot(watermark, nodes, tenants, jobs, allocations, placed, asked,
                          reservations)
 

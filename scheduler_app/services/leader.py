@@ -225,7 +225,7 @@ def published_plans(rows: list[tuple[Any, ...]], keys: JobKeys) -> list[Reservat
     """The Reservation rows a leader published (position order) as the core's views, for
     ``Scheduler.restore_reservations``: a rebuilt leader keeps the promises made."""
     out = []
-    for job_id, kind, start_at, gpus, nodes, basis, plan in rows:
+    for job_id, kind, start_at, gpus, nodes, basis, plan, _victims in rows:
         if kind != Reservation.Kind.RESERVATION or not plan or start_at is None:
             continue
         after = plan.get("after_job")
@@ -461,7 +461,7 @@ class LeaderLoop:
                 preempt_requested_s=epoch(request.at) if request else None,
                 preempted_for=request.detail.get("for") if request else None,
             )
-        restore_claims(sched, asked)
+        restore_claims(sched, asked, snap_plans, keys)
         sched.restore_reservations(published_plans(snap_plans, keys))
         made: list[Decision] = []
         for row in jobs:
@@ -780,7 +780,10 @@ class LeaderLoop:
                 "nodes": list(view.nodes),
                 "victims": [self.keys.pk(v) for v in view.victims],
                 "basis": view.basis,
-                "plan": {} if view.alloc is None else {
+                # a claim's plan is when it was made: a rebuilt leader restores the claim
+                # from this row (restore_claims) once its victims have all stopped
+                "plan": {"at_s": view.at_s} if view.kind == "reclaim" else
+                {} if view.alloc is None else {
                     "alloc": {n: list(ix) for n, ix in sorted(view.alloc.items())},
                     "planned_at_s": view.planned_at_s,
                     "checked_at_s": view.checked_at_s,
@@ -932,23 +935,23 @@ def with_claim(sched: Scheduler | None, d: Decision) -> dict[str, Any]:
     }
 
 
-def restore_claims(sched: Scheduler, asked: dict[int, Transition]) -> None:
-    """Re-make the reclaim claims of waiting heads from their victims' request rows (each
-    victim already knows its head: ``restore_job(preempted_for=...)``).
-
-    Known gap: a claim whose victims have all stopped already, while its head still waits,
-    is not restored (no row of a holding job names it); the head simply searches again.
-    """
+def restore_claims(sched: Scheduler, asked: dict[int, Transition],
+                   published: list[tuple[Any, ...]], keys: JobKeys) -> None:
+    """Re-make the reclaim claims of waiting heads: from their victims' request rows (each
+    victim already knows its head: ``restore_job(preempted_for=...)``), then from the
+    claims the last tick published (``Reservation`` rows of kind reclaim), for a head
+    whose victims have all stopped while it still waits: no row of a holding job names
+    that claim, and without it the GPUs its victims freed would be anyone's, the victims'
+    own included, and the head would preempt again for them."""
     claims: dict[str, ReclaimClaim] = {}
     for row in asked.values():
         head, saved = row.detail.get("for"), row.detail.get("claim")
-        head_rec = sched.jobs.get(str(head))
-        if not saved or head_rec is None or head_rec.state != S.QUEUED or head in claims:
+        if not saved or head in claims or not _waits(sched, head):
             continue
         try:
             claims[head] = ReclaimClaim(
                 head_id=head,
-                tenant=head_rec.spec.tenant,
+                tenant=sched.jobs[head].spec.tenant,
                 gpus=int(saved["gpus"]),
                 nodes=frozenset(saved["nodes"]),
                 victims=set(saved["victims"]),
@@ -957,11 +960,33 @@ def restore_claims(sched: Scheduler, asked: dict[int, Transition]) -> None:
             )
         except (KeyError, TypeError, ValueError):  # an unreadable claim: it searches again
             log.warning("log row #%s: unreadable reclaim claim, not restored", row.pk)
+    for job_id, kind, _start_at, gpus, nodes, basis, plan, victims in published:
+        head = keys.core_id(job_id)
+        if kind != Reservation.Kind.RECLAIM or head in claims or not _waits(sched, head):
+            continue
+        try:
+            claims[head] = ReclaimClaim(
+                head_id=head,
+                tenant=sched.jobs[head].spec.tenant,
+                gpus=int(gpus),
+                nodes=frozenset(nodes),
+                victims={keys.core_id(v) for v in victims},
+                # (a row published before claims carried their instant: now)
+                at_s=int(plan.get("at_s") or sched.now),
+                why=basis,
+            )
+        except (KeyError, TypeError, ValueError, AttributeError):
+            log.warning("job %s: unreadable published reclaim claim, not restored", head)
     for head in sorted(claims, key=lambda h: sched.jobs[h].spec.seq):
         try:
             sched.add_claim(claims[head])
         except (KeyError, ValueError):  # (a node left out, say): the head searches again
             log.warning("job %s: reclaim claim not restored", head, exc_info=True)
+
+
+def _waits(sched: Scheduler, head: object) -> bool:
+    rec = sched.jobs.get(str(head))
+    return rec is not None and rec.state == S.QUEUED
 
 
 __all__ = [

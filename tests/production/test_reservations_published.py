@@ -8,8 +8,10 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
 from scheduler_app.core.states import JobState
+from scheduler_app.core.types import Actor
 from scheduler_app.models import Allocation, Pod, Reservation
 from scheduler_app.services.agents import agent_confirm_start, agent_report_exit
+from scheduler_app.services.jobs import job_cancel
 from scheduler_app.services.leader import epoch, from_epoch
 from scheduler_app.services.lease import LEADER_LEASE, LeaseLost, lease_acquire
 from tests.foundation.factories import NodeFactory, TenantFactory
@@ -119,9 +121,9 @@ def test_a_stale_leader_publishes_no_reservation(reserved):
     assert not Reservation.objects.exists()
 
 
-def test_a_reclaim_claim_is_published_with_its_victims(cluster):
-    """vision borrows 16 GPUs with a checkpointable gang; nlp asks for its guarantee: the
-    gang is asked to stop and its nodes are promised to nlp's job."""
+def reclaiming(cluster, **head_spec):
+    """vision borrows 16 GPUs with a checkpointable gang; nlp's head (16 GPUs) asks for
+    its guarantee at 8 s: the leader's tick at 10 s asks the gang to stop."""
     loop = leader()
     solo = submit(cluster["vision"], gpus=16)
     gang = submit(cluster["vision"], gpus=16, gpus_per_node=8, checkpointable=True,
@@ -130,9 +132,16 @@ def test_a_reclaim_claim_is_published_with_its_victims(cluster):
     for job in (solo, gang):
         for alloc in Allocation.objects.filter(job=job, end__isnull=True).select_related("node"):
             agent_confirm_start(node=alloc.node, job=job, at=at(6))
-    head = submit(cluster["nlp"], gpus=16, at_s=8)
+    head = submit(cluster["nlp"], gpus=16, at_s=8, **head_spec)
     ok_step(loop, 10)
     assert state_of(gang) == S.PREEMPT_REQUESTED
+    return loop, gang, head
+
+
+def test_a_reclaim_claim_is_published_with_its_victims(cluster):
+    """vision borrows 16 GPUs with a checkpointable gang; nlp asks for its guarantee: the
+    gang is asked to stop and its nodes are promised to nlp's job."""
+    loop, gang, head = reclaiming(cluster)
     rows = published()
     assert rows == cores(loop) and len(rows) == 1
     _pos, job_id, kind, start_at, gpus, nodes, victims, _basis = rows[0]
@@ -161,3 +170,48 @@ def test_a_leader_that_rebuilds_keeps_the_published_plans(reserved):
     # the digest is the state's, not the leader's: the rebuilt one agrees with it
     assert fresh.scheduler.plan_inputs() == loop.scheduler.plan_inputs()
     assert fresh.scheduler.looked_sig == {str(head.pk): plan["looked_sig"]}
+
+
+
+@pytest.fixture
+def stopped(cluster):
+    """vision's gang borrowed 16 GPUs past its guarantee; it was asked to stop for nlp's
+    head (16 GPUs) at 10 s and has stopped at 12 s; leader-a has not ticked since."""
+    loop, gang, head = reclaiming(cluster, gpus_per_node=8)
+    gang_nodes = sorted(Allocation.objects.filter(job=gang, end__isnull=True)
+                        .values_list("node__name", flat=True))
+    assert sorted(loop.scheduler.claims[str(head.pk)].nodes) == gang_nodes
+    assert Reservation.objects.get().plan == {"at_s": epoch(at(10))}
+    node = Allocation.objects.filter(job=gang, end__isnull=True).select_related("node")[0].node
+    agent_report_exit(node=node, job=gang, outcome="preempted", at=at(12))
+    assert state_of(gang) in (S.PREEMPTED, S.QUEUED)
+    return head, gang_nodes
+
+
+def test_a_rebuilt_leader_keeps_a_claim_whose_victims_have_all_stopped(cluster, stopped):
+    """The claim is in no holding job's row any more: the new leader takes it from the
+    published row, and the head starts on the nodes reclaimed for it. Without the claim,
+    nlp's later job of higher priority would take half of them first and the head would
+    wait again for its team's quota, its reclaim lost."""
+    head, gang_nodes = stopped
+    eager = submit(cluster["nlp"], gpus=8, gpus_per_node=8, priority=100, at_s=13)
+    fresh = leader("leader-b")
+    report = fresh.step(now=at(30))  # leader-a's lease (15 s from 10) has run out
+    assert report.leader and not report.error, report
+    assert state_of(head) == S.PLACING
+    assert sorted(Allocation.objects.filter(job=head, end__isnull=True)
+                  .values_list("node__name", flat=True)) == gang_nodes
+    assert state_of(eager) == S.QUEUED
+
+
+def test_a_published_claim_of_a_head_that_no_longer_waits_is_not_restored(stopped):
+    """A head cancelled after the last tick: its published claim is dropped, and its nodes
+    are anyone's."""
+    head, _nodes = stopped
+    fresh = leader("leader-b")
+    fresh.sync(at(13))
+    assert set(fresh.scheduler.claims) == {str(head.pk)}  # the claim, restored
+    job_cancel(job_id=head.pk, actor=Actor.USER, at=at(14))
+    again = leader("leader-c")
+    again.sync(at(15))
+    assert again.scheduler.claims == {}
