@@ -133,15 +133,20 @@ class TickResult:
     pending_reasons: dict[str, PendingReason] = field(default_factory=dict)
     #: start estimates the tick (re)planned; None = not planned (cannot be promised)
     start_estimates: dict[str, StartEstimate | None] = field(default_factory=dict)
+    #: for each job the tick left waiting with reason Reservation: the job whose
+    #: reservation its first fit would delay (the first booked of those in its way)
+    blockers: dict[str, str] = field(default_factory=dict)
 
     def __init__(self, decisions: list[Decision], stats: dict[str, Any],
                  pending_reasons: dict[str, PendingReason] | None = None,
-                 start_estimates: dict[str, StartEstimate | None] | None = None) -> None:
+                 start_estimates: dict[str, StartEstimate | None] | None = None,
+                 blockers: dict[str, str] | None = None) -> None:
         # (None: a new dict, as the fields' default_factory)
         self.decisions = decisions  # type: ignore[misc]
         self.stats = stats  # type: ignore[misc]
         self.pending_reasons = {} if pending_reasons is None else pending_reasons  # type: ignore[misc]
         self.start_estimates = {} if start_estimates is None else start_estimates  # type: ignore[misc]
+        self.blockers = {} if blockers is None else blockers  # type: ignore[misc]
 
 
 written_init(TickResult)

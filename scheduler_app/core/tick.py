@@ -483,6 +483,8 @@ class Tick:
         self.stats: dict[str, Any] = {}
         # reasons set between ticks (gates.py: a job parked or let through) come out first
         self.pending: dict[str, PendingReason] = dict(sched.pending_news)
+        #: job -> the job whose reservation keeps it waiting (reason Reservation)
+        self.blockers: dict[str, str] = {}
         sched.pending_news.clear()
         self.estimates: dict[str, Any] = {}
         self.order: list[tuple[tuple[bool, Any, EntryKey], str, QueueKey, Iterator]] = []
@@ -581,7 +583,8 @@ class Tick:
             budget_exhausted=self.budget_hit,
             tick_ms=round((self.timer() - self.started_at) * 1000, 3),
         )
-        return TickResult(self.s.flush(), self.stats, self.pending, self.estimates)
+        return TickResult(self.s.flush(), self.stats, self.pending, self.estimates,
+                          self.blockers)
 
     # ------------------------------------------------------------------ 0. timers
     def fire_timers(self) -> None:
@@ -1077,6 +1080,7 @@ class Tick:
                         binding = [b for b in binding if b not in clash]
                 if alloc is None:
                     self._wait(rec, P.RESERVATION)
+                    self.blockers[job_id] = clash[0].res.job_id  # the first kept promise
                     self._reserve(rec)
                     return "blocked"
         if (alloc is not None and binding

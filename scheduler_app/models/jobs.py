@@ -83,6 +83,10 @@ class Job(models.Model):
     pending_reason = models.CharField(
         max_length=32, choices=PENDING_REASON_CHOICES, default=PendingReason.NONE.value
     )
+    #: Written by the leader with the pending reason: for reason Reservation, the id of
+    #: the job whose reservation this one would delay (core.records.TickResult.blockers);
+    #: null otherwise. Read only while the reason is Reservation.
+    pending_blocker = models.BigIntegerField(null=True, blank=True)
     #: Written by the leader after a tick (not from the log): when the job should start by
     #: the reservation plan, and the plan's sentence (which release makes it fit). Null:
     #: not planned (too far down the queue, or it waits on a job without a declared limit).

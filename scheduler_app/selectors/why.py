@@ -259,9 +259,14 @@ def why_pending(*, job: Job, others: OtherJobs | None = None,
         return WhyPending(reason.value, headline, evidence, step)
 
     if reason == P.RESERVATION:
-        held = (Job.objects.filter(state=JobState.QUEUED,
-                                   estimate_kind__in=("reserved", "borrowed"))
-                .exclude(pk=job.pk).order_by("estimate_start_at").first())
+        # the job whose reservation the leader found in its way; failing that (a row
+        # published before the leader named it), the cluster's earliest reservation
+        queued = Job.objects.filter(state=JobState.QUEUED).exclude(pk=job.pk)
+        held = (queued.filter(pk=job.pending_blocker).first()
+                if job.pending_blocker is not None else None)
+        if held is None:
+            held = (queued.filter(estimate_kind__in=("reserved", "borrowed"))
+                    .order_by("estimate_start_at").first())
         if held is not None and held.estimate_start_at is not None:
             name = others.learn(texts=[f"job {held.pk}"]).text(f"job {held.pk}")
             # (not "which ranks higher": a reservation is kept once made, as a promise,

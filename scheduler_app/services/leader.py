@@ -62,7 +62,7 @@ from scheduler_app.core.scheduler import (
     StartEstimate,
     TickResult,
 )
-from scheduler_app.core.states import HOLDING_STATES, JobState, Reason
+from scheduler_app.core.states import HOLDING_STATES, JobState, PendingReason, Reason
 from scheduler_app.core.types import (
     TENANT_LIMITS,
     Actor,
@@ -290,7 +290,8 @@ class LeaderLoop:
         self.ticks = 0
         self.last_result: TickResult | None = None
         # what this leader last wrote to Job/Tenant rows: only changes are written again
-        self.published: dict[str, tuple[Any, Any]] = {}  # core id -> (reason, estimate)
+        #: core id -> ((reason, the job in its way), estimate)
+        self.published: dict[str, tuple[Any, Any]] = {}
         self.published_shares: dict[str, tuple[float | None, int]] = {}
         # the Reservation rows last written (None: unknown, write them at the next persist)
         self.published_reservations: list[dict[str, Any]] | None = None
@@ -696,11 +697,15 @@ class LeaderLoop:
             if rec is None or rec.state != S.QUEUED:
                 continue  # it started (or left) in this tick: the decision says so
             old_reason, old_est = self.published.get(job_id, (_UNKNOWN, _UNKNOWN))
-            reason = result.pending_reasons.get(job_id, old_reason)
+            reason = old_reason
+            if job_id in result.pending_reasons:  # (the reason, the job in its way)
+                said = result.pending_reasons[job_id]
+                reason = (said, result.blockers.get(job_id)
+                          if said == PendingReason.RESERVATION else None)
             est = result.start_estimates.get(job_id, old_est)
             changed: dict[str, Any] = {}
             if reason is not _UNKNOWN and reason != old_reason:
-                changed["pending_reason"] = str(reason)
+                changed["pending_reason"] = reason
             if est is not _UNKNOWN and est != old_est:
                 changed["estimate"] = est
             if changed:
@@ -812,18 +817,21 @@ class LeaderLoop:
     ) -> None:
         """Write the changed values, in three UPDATEs whatever their number; only jobs
         still QUEUED are touched (a cancel may have landed since the tick)."""
-        reasons: list[tuple[int, str]] = []
+        reasons: list[tuple[int, str, int | None]] = []
         estimates: list[tuple[int, datetime | None, str, str]] = []
         for job_id, changed in fields.items():
             pk = self.keys.pk(job_id)
             if "pending_reason" in changed:
-                reasons.append((pk, changed["pending_reason"]))
+                said, blocker = changed["pending_reason"]
+                reasons.append((pk, str(said),
+                                None if blocker is None else self.keys.pk(blocker)))
             if "estimate" in changed:
                 est: StartEstimate | None = changed["estimate"]
                 estimates.append((pk, None, "", "") if est is None else
                                  (pk, from_epoch(est.start_s), est.basis, est.kind))
         queued = {"state": S.QUEUED.value}
-        update_from_values(Job, ["pending_reason"], sorted(reasons), where=queued)
+        update_from_values(Job, ["pending_reason", "pending_blocker"], sorted(reasons),
+                           where=queued)
         update_from_values(Job, ["estimate_start_at", "estimate_basis", "estimate_kind"],
                            sorted(estimates), where=queued)
         update_from_values(Tenant, ["share", "share_rank", "share_at"], [

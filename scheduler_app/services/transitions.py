@@ -297,8 +297,8 @@ def apply_moves_locked(
         _write_projection(job, proj, to_state.value)
 
     Transition.objects.bulk_create(rows)  # ids in list order: seq order is move order
-    job_fields = ["state", "pending_reason", "estimate_start_at", "estimate_basis",
-                  "estimate_kind", *JOB_COLUMNS]
+    job_fields = ["state", "pending_reason", "pending_blocker", "estimate_start_at",
+                  "estimate_basis", "estimate_kind", *JOB_COLUMNS]
     update_from_values(Job, job_fields, [
         (pk, *(getattr(jobs[pk], name) for name in job_fields)) for pk in pks
     ])
@@ -724,8 +724,8 @@ def _update_projection(job: Job, row: Transition) -> None:
     _write_projection(job, proj, row.to_state)
     job.save(
         update_fields=[
-            "state", "pending_reason", "estimate_start_at", "estimate_basis",
-            "estimate_kind", *JOB_COLUMNS
+            "state", "pending_reason", "pending_blocker", "estimate_start_at",
+            "estimate_basis", "estimate_kind", *JOB_COLUMNS
         ]
     )
 
@@ -737,6 +737,7 @@ def _write_projection(job: Job, proj: JobProjection, to_state: str) -> None:
         # the tick sets a fresh pending reason and estimate for a queued job; old ones
         # would mislead
         job.pending_reason = PendingReason.NONE.value
+        job.pending_blocker = None
         job.estimate_start_at = None
         job.estimate_basis = ""
         job.estimate_kind = ""

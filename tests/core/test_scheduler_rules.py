@@ -238,3 +238,29 @@ def test_jobs_of_one_shape_clash_with_a_reservation_by_their_own_ends() -> None:
     assert tick.pending_reasons.get("long") == P.RESERVATION  # looked at in that tick
     assert sim.started_at("head") == 1000
     assert sim.started_at("long") >= sim.started_at("head")
+
+
+def test_a_job_waiting_for_a_reservation_names_the_one_in_its_way() -> None:
+    # headA is reserved on pod-a-000 from t=1000 (when hold0 ends there), headB on
+    # pod-a-001 from t=2000 (hold1's end; headA holds 000 past it). x's first fit is the
+    # 4 free GPUs of pod-a-001: it would still hold them at headB's start, and no GPU
+    # outside a reservation is free. It waits for headB's reservation, not for the
+    # cluster's earliest one (headA's), and the tick says which.
+    sim = Sim(
+        nodes({"pod-a": 3}),
+        [tenant("team-a", 24), tenant("team-b", 24)],
+        [work("hold0", 8, 1000, tenant="team-b", gpus_per_node=8, max_runtime_s=1000),
+         work("hold1", 4, 2000, tenant="team-b", max_runtime_s=2000),
+         work("hold2", 8, 9000, tenant="team-b", gpus_per_node=8, max_runtime_s=9000),
+         work("headA", 8, 5000, at=10, priority=10, gpus_per_node=8, max_runtime_s=5000),
+         work("headB", 8, 100, at=10, priority=9, gpus_per_node=8, max_runtime_s=100),
+         work("x", 4, 5000, at=20, priority=1, max_runtime_s=5000)],
+    )
+    sim.run(20)
+    held = {j: set(sim.sched.job(j).alloc or ()) for j in ("hold0", "hold1", "hold2")}
+    assert held == {"hold0": {"pod-a-000"}, "hold1": {"pod-a-001"}, "hold2": {"pod-a-002"}}
+    assert sim.sched.job("headA").start_estimate_s == 1000
+    assert sim.sched.job("headB").start_estimate_s == 2000
+    tick = next(r for t, r in sim.ticks if t == 20)
+    assert tick.pending_reasons.get("x") == P.RESERVATION
+    assert tick.blockers == {"x": "headB"}
