@@ -174,3 +174,26 @@ def test_the_slowdown_breakdown_groups_completed_jobs_by_size_and_run_time() -> 
     assert big["count"] == 2 and big["mean_bounded_slowdown"] == 75.0
     assert big["mean_wait_s"] == 987.5 and small["mean_wait_s"] == 0
     assert big["share_of_sum"] == 150 / 151 and small["share_of_sum"] == 1 / 151
+
+
+def test_the_wait_shift_splits_the_change_in_waits_by_size_and_team() -> None:
+    from bench.wait_shift import shift, waits
+    from scheduler_app.sim.result import JobRecord, RunRecord
+
+    def job(i: int, tenant: str, gpus: int, wait: int, preemptions: int = 0):
+        rec = JobRecord(f"j{i}", tenant, 100, gpus, 60, state="COMPLETED")
+        rec.runs.append(RunRecord(100 + wait, {"n": gpus}, 160 + wait, "COMPLETED"))
+        rec.preemptions = preemptions
+        return rec
+
+    unstarted = JobRecord("j9", "a", 0, 1, 60)
+    before = waits([job(1, "a", 128, 1000), job(2, "b", 1, 10, 1), unstarted])
+    after = waits([job(1, "a", 128, 4000), job(2, "b", 1, 1010)])
+    assert set(before) == {"j1", "j2"} and before["j1"]["wait_s"] == 1000
+    by_size = shift(before, after, "size")
+    assert [r["size"] for r in by_size] == ["65 GPUs or more", "1-8 GPUs"]
+    assert by_size[0]["part_of_change"] == 0.75 and by_size[1]["part_of_change"] == 0.25
+    assert by_size[1]["preemptions_before"] == 1 and by_size[1]["preemptions_after"] == 0
+    by_team = shift(before, after, "tenant")
+    assert [(r["tenant"], r["mean_wait_after_s"]) for r in by_team] == [("a", 4000),
+                                                                       ("b", 1010)]
