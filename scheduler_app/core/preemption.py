@@ -572,14 +572,17 @@ def select_victims(
          (O(log n) checks). Walks run inside each pod that could hold the head (its
          candidates only, the head placed with ``only=`` that pod), pods with the smallest
          least-possible loss first; a pod whose least possible loss cannot beat the best
-         one-pod set so far is skipped (branch and bound). Only if no pod-local set
-         exists, the walks run cluster-wide;
+         one-pod set so far is skipped (branch and bound). Unless a set so far takes its
+         victims from the highest-share team(s) alone, the walks run cluster-wide too
+         (with more than one pod: one pod's walk is the cluster's);
       3. the ``PRUNED_SETS`` cheapest walks are pruned in one trial each: victims are
          handed their GPUs back, most expensive first, and stay if the head still fits
          without spanning more pods (fewer victims never breaks the rule: every team then
          keeps more).
-    Winner: the fewest pods for the head (topology first, as in placement), then the
-    fewest GPU-seconds lost, then the fewest victims, then the earliest in key order.
+    Winner (:meth:`_Search.rank`): the highest share floor (every victim from the teams
+    furthest over their share), then the fewest pods for the head (topology, as in
+    placement), then the fewest GPU-seconds lost, then the fewest victims, then the
+    earliest in key order.
 
     Policy ``priority-kill``: the baseline. The same teams may be preempted (the rule is
     about fairness, not about the victims' cost); within them any job not in the
@@ -708,7 +711,13 @@ def select_victims(
                 walked.append(seq)
                 if search.floor(seq) == top:  # only such a set bounds the others
                     upper = lost(seq) if upper is None else min(upper, lost(seq))
-    if not walked and upper is None:
+    if not found and not any(search.floor(seq) == top for seq in walked) and (
+            not walked or len(cap.pod_list) > 1):
+        # no set yet whose victims all come from the teams furthest over: one that spans
+        # pods may (the share floor ranks before the pods). Found by a user session
+        # (2026-12-07): a head took a set inside one pod from teams 1.33 and 1.38 times
+        # over while the team 2.5 times over had jobs in the other pods, and the victims'
+        # teams reclaimed from it within seconds: two preemptions where one was needed
         for within in (by_lost, by_cost_per_gpu):
             seq = shortest_prefix(walk(eligible, within), None)
             if seq is not None:

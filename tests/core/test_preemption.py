@@ -698,3 +698,29 @@ def test_a_declared_restart_time_counts_at_most_an_hour_in_the_cost():
     plan = select_victims(cap, job("head", tenant="team-a", gpus=8), [huge, plain], loads,
                           NOW, config=CFG)
     assert plan is not None and [v.job_id for v in plan.victims] == ["plain"]
+
+
+def test_a_set_across_pods_wins_when_its_victims_come_from_teams_further_over():
+    """Found by a user session (2026-12-07): a 64-GPU head took a set inside one pod from
+    teams 1.33 and 1.38 times over while the team 2.5 times over had jobs in the other
+    pods; the walks ran cluster-wide only when no pod held a set, so the better set was
+    never weighed, and the victims' teams reclaimed from that team within seconds.
+    Here the head needs 4 whole nodes: pod-a holds {l-1, l-2} (team-l, 2.0 times over);
+    across pods, {t-1, s-1} (teams 4.0 and 3.0 times over) with pod-a's 2 free nodes."""
+    cap = cluster({"pod-a": 4, "pod-b": 4, "pod-c": 4})
+    used(cap, {f"pod-{p}-00{i}": 8 for p in "bc" for i in (1, 2, 3)})  # protected jobs
+    cands = [candidate(cap, "l-1", {"pod-a-002": 8}, tenant="team-l", ckpt_ago_s=10),
+             candidate(cap, "l-2", {"pod-a-003": 8}, tenant="team-l", ckpt_ago_s=10),
+             candidate(cap, "t-1", {"pod-b-000": 8}, tenant="team-t", ckpt_ago_s=900),
+             candidate(cap, "s-1", {"pod-c-000": 8}, tenant="team-s", ckpt_ago_s=900)]
+    loads = {"team-a": load("team-a", 32, 0), "team-t": load("team-t", 8, 32),
+             "team-s": load("team-s", 8, 24), "team-l": load("team-l", 16, 32)}
+    head = job("head", tenant="team-a", gpus=32, gpus_per_node=8)
+    plan = select_victims(cap, head, cands, loads, NOW, config=CFG)
+    assert plan is not None
+    assert sorted(v.job_id for v in plan.victims) == ["s-1", "t-1"]
+    # with team-l as far over as team-s, the one-pod set ties on the floor and wins on pods
+    loads["team-l"] = load("team-l", 8, 32)
+    loads["team-s"] = load("team-s", 8, 32)
+    plan = select_victims(cap, head, cands, loads, NOW, config=CFG)
+    assert plan is not None and sorted(v.job_id for v in plan.victims) == ["l-1", "l-2"]
