@@ -453,20 +453,40 @@ class NodeAgent:
         elif command.strip():
             argv = procs.command_argv(command)
         else:
-            log.error("job %s: no command to run; reporting it failed", job_id)
-            run.ended_at, run.outcome = now, "failed"
-            run.outbox += [{"op": "exit", "outcome": "failed", "exit_code": None}]
-            return run
-        popen, pid = procs.spawn(
-            argv=argv, env=env, cwd=self.config.job_cwd or job_dir,
-            stdout=run.stdout, stderr=run.stderr, exit_file=run.exit_file,
-        )
+            return self.not_started(run, now, "no command to run")
+        try:
+            popen, pid = procs.spawn(
+                argv=argv, env=env, cwd=self.config.job_cwd or job_dir,
+                stdout=run.stdout, stderr=run.stderr, exit_file=run.exit_file,
+            )
+        except (OSError, ValueError, subprocess.SubprocessError) as error:
+            # e.g. E2BIG (an argument or the environment past the kernel's limits), a
+            # missing working directory, a NUL in the environment: this job fails, the
+            # agent and the node's other jobs go on
+            return self.not_started(run, now, f"cannot start it: {error!r}")
         run.pid, run.ticks, run.boot = pid.pid, pid.ticks, pid.boot
         run.outbox.append({"op": "start"})
         self.popens[(job_id, number)] = popen
         self.save()  # at once: a crash from here on must not forget the process
         log.info("job %s: started run %s (pid %s) on GPUs %s%s", job_id, number, pid.pid,
                  run.gpus, f", resuming from {resume}" if resume else "")
+        return run
+
+    def not_started(self, run: Run, now: float, reason: str) -> Run:
+        """The run's process could not be started: report the job failed (no exit code,
+        nothing ran), with the reason in its log on this node and in its log tail."""
+        log.error("job %s: %s; reporting it failed", run.job_id, reason)
+        try:
+            with open(run.stderr, "a", encoding="utf-8", errors="replace") as err:
+                err.write(f"agent: job {run.job_id} not started on {self.config.node}: "
+                          f"{reason}\n")
+        except OSError:
+            log.warning("job %s: could not write the reason to its log", run.job_id)
+        run.ended_at, run.outcome = now, "failed"
+        self.push_log(run, final=True)
+        run.outbox.append({"op": "exit", "outcome": "failed", "exit_code": None})
+        self.dirty = True
+        self.save()
         return run
 
     def stop(self, run: Run, item: dict[str, Any], now: float) -> None:

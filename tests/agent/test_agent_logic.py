@@ -425,6 +425,27 @@ def test_a_job_without_a_command_fails_at_once(api, make_agent):
     assert ("exit", 18, "failed", None) in api.calls
 
 
+def test_a_job_that_cannot_be_started_fails_with_the_reason_and_the_agent_goes_on(
+    api, make_agent, caplog
+):
+    # one argument past Linux's MAX_ARG_STRLEN (128 KiB): exec fails with E2BIG; the agent
+    # used to die of it (and of the same job on every next node)
+    api.place(30, demo("--steps", "40", "--step-seconds", "0.05"), gpus=[0])
+    api.place(31, "echo " + "\u00ff" * 70_000, gpus=[1])
+    api.place(32, demo("--steps", "2", "--step-seconds", "0.01"), gpus=[2])
+    agent = make_agent()
+
+    with caplog.at_level(logging.ERROR, logger="scheduler_app.agent"):
+        until(agent, lambda: api.jobs[31].state == "FAILED", what="the failure report")
+    until(agent, lambda: api.jobs[32].state == "COMPLETED", what="the next job's exit")
+
+    assert ("exit", 31, "failed", None) in api.calls
+    assert "start" not in api.names(31)
+    assert "Argument list too long" in api.logs[31]["stderr"]  # the reason, in its log
+    assert "job 31: cannot start it" in caplog.text
+    assert api.jobs[30].state == "RUNNING" and agent.state.current(30).live
+
+
 @pytest.mark.parametrize(
     ("command", "argv"),
     [
