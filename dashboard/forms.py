@@ -18,6 +18,7 @@ from django.utils.html import format_html
 
 from scheduler_app.core.types import MAX_ARRAY_TASKS, TENANT_LIMITS
 from scheduler_app.models import Job, Tenant
+from scheduler_app.scheduler_config import scheduler_config
 from scheduler_app.services.cluster import QUOTA_GPUS_WORDS, limit_words
 from scheduler_app.services.jobs import (
     awaited_errors,
@@ -36,24 +37,24 @@ MAX_DURATION_S = 366 * 86400
 MAX_INT = 2_147_483_647
 MAX_SMALL = 32_767
 
-_UNITS = {"s": 1, "sec": 1, "m": 60, "min": 60, "h": 3600, "d": 86400}
-# [0-9], not \d: Python's \d (and int) read other scripts' digits too (١ is one)
-_DURATION = re.compile(r"^\s*([0-9]+(?:\.[0-9]+)?)\s*([a-z]*)\s*$")
-
-
+# [0-9], not \d: Python's \d (and int) read other scripts' digits too (١ is one).
+# gpuq.timefmt's grammar, no more: no decimals ("1.5h"), no spaces inside ("1h 30m"), the
+# units d, h, m and s only (the form read "1.5h" and "1h 30m" as 5400 s, gpuq refused both)
 _COMPOUND = re.compile(r"^(?:([0-9]+)d)?(?:([0-9]+)h)?(?:([0-9]+)m)?(?:([0-9]+)s)?$")
 _SLURM = re.compile(r"^(?:([0-9]+)-)?([0-9]+)(?::([0-9]+))?(?::([0-9]+))?$")
 
 
 class SecondsField(forms.CharField):
-    """A duration with a unit ("90m", "4h", "1.5h", "2d", "1h30m") or in Slurm's colon
-    forms ("1:30:00", "2-00:00:00"), as gpuq reads them. A bare number ("3600") is
+    """A duration with a unit ("90m", "4h", "2d", "1h30m") or in Slurm's colon forms
+    ("1:30:00", "2-00:00:00"), as gpuq reads them (``gpuq.timefmt.parse_duration``): what
+    it refuses ("1.5h", "1h 30m", "90min") is refused here too. A bare number ("3600") is
     seconds where ``bare_seconds``; the time limit refuses it, as gpuq does: Slurm reads
     ``--time 90`` as minutes, the API as seconds (a Slurm user's "90" made a job that
     failed after 90 s: found by trying the product, 2026-12-07)."""
 
     default_error_messages = {
-        "invalid": "Type a number with a unit (90m, 4h, 1h30m, 2d) or Slurm's 1:30:00.",
+        "invalid": "%(value)s is not a duration. Type a number with a unit (90m, 4h, 1h30m, "
+                   "2d; whole numbers, no spaces) or Slurm's 1:30:00.",
         "bare": ("%(value)s has no unit: Slurm reads a bare number as minutes, the API as "
                  "seconds. Type %(value)sm, %(value)ss or 1:30:00."),
         "too_long": "At most 366 days.",
@@ -79,22 +80,21 @@ class SecondsField(forms.CharField):
         except ValueError as error:  # out of Slurm's bounds: the message says which
             raise ValidationError(str(error), code="invalid") from None
         if seconds is None:
-            raise ValidationError(self.error_messages["invalid"], code="invalid")
+            raise ValidationError(self.error_messages["invalid"], code="invalid",
+                                  params={"value": str(text).strip()})
         if seconds > MAX_DURATION_S:
             raise ValidationError(self.error_messages["too_long"], code="too_long")
         return seconds
 
 
 def _seconds(raw: str) -> int | None:
-    m = _DURATION.match(raw)
-    if m is not None and m.group(2) in {**_UNITS, "": 1}:
-        return round(float(m.group(1)) * _UNITS.get(m.group(2), 1))
-    compact = raw.replace(" ", "")
-    found = _COMPOUND.match(compact)
-    if compact and found and any(found.groups()):
+    if raw.isascii() and raw.isdigit():  # a bare number (where it is seconds)
+        return int(raw)
+    found = _COMPOUND.match(raw)
+    if raw and found and any(found.groups()):
         d, h, mi, sec = (int(g or 0) for g in found.groups())
         return d * 86400 + h * 3600 + mi * 60 + sec
-    found = _SLURM.match(compact)
+    found = _SLURM.match(raw)
     if found and (found.group(1) is not None or found.group(3) is not None):
         days, first, second, third = found.groups()
         # Slurm's bounds, as gpuq.timefmt keeps them (1-25 was read as 176,400 s)
@@ -121,7 +121,8 @@ def _in_range(raw: str, what: str, value: int, top: int) -> None:
 
 #: sbatch's dependency kinds (``--dependency afterok:12``) and the services' ``when``.
 DEPENDENCY_KINDS = {"afterok": "ok", "afterany": "any", "afternotok": "notok"}
-_DEPENDENCY_ITEM = re.compile(r"^(?:(after(?:ok|any|notok)):)?#?(\d+(?::#?\d+)*)$")
+# [0-9], not \d: "afterok:١٥٢" (Arabic-Indic digits) was read as job 152; gpuq refuses it
+_DEPENDENCY_ITEM = re.compile(r"^(?:(after(?:ok|any|notok)):)?#?([0-9]+(?::#?[0-9]+)*)$")
 
 
 class DependenciesField(forms.CharField):
@@ -164,9 +165,20 @@ class DependenciesField(forms.CharField):
         return out
 
 
+class WholeNumberField(forms.IntegerField):
+    """A whole number in ASCII digits, as gpuq's ``fields.integer`` reads one: Django's
+    IntegerField reads "٨" (Arabic-Indic eight) as 8 and "8.0" as 8, which gpuq refuses."""
+
+    def to_python(self, value: Any) -> int | None:
+        text = "" if value is None else str(value).strip()
+        if text and not re.fullmatch(r"[+-]?[0-9]+", text):
+            raise ValidationError(self.error_messages["invalid"], code="invalid")
+        return super().to_python(text)
+
+
 def _int(label: str, *, initial: Any = None, help_text: str = "", max_value: int = MAX_INT,
          required: bool = False) -> forms.IntegerField:
-    return forms.IntegerField(
+    return WholeNumberField(
         label=label, initial=initial, help_text=help_text, required=required,
         max_value=max_value, min_value=-MAX_INT,
         widget=forms.NumberInput(attrs={"inputmode": "numeric"}),
@@ -186,6 +198,41 @@ _NEUTRAL: dict[str, Any] = {
     "checkpoint_time_s": None, "restart_s": 0, "max_runtime_s": None, "min_gpus": None,
     "preemptible": False, "interactive": False, "idempotency_key": "",
 }
+
+
+class RestoredKeyInput(forms.TextInput):
+    """The form's key once more, where the browser's Back can bring it back. Back fetches
+    /jobs/new/ again, with a new key in the hidden ``idempotency_key``, and Chromium
+    restores what was typed into the form's text fields but never a hidden input, nor a
+    field still at its default: Submit sent the restored values with the new key and made
+    a second job, silently (found 2026-12-07). This text input (never shown) is rendered
+    empty and the page's script (static/js/app.js) copies the key into it, so it differs
+    from its default and is restored with the typed values; the form then submits with
+    the key it was first submitted with, and the services see that form again: the same
+    values are the job already made, other values are refused ("already submitted as job
+    N"). No ``autocomplete="off"``: it would stop the restoring. Without the script it
+    stays empty and the hidden key is used alone."""
+
+    is_hidden = True  # for the page: no label, no error slot
+
+    def __init__(self) -> None:
+        super().__init__(attrs={"hidden": True, "tabindex": "-1", "aria-hidden": "true",
+                                "spellcheck": "false", "data-restored-key": ""})
+
+    def format_value(self, value: Any) -> None:
+        return None  # always empty as rendered: only the script or the browser fills it
+
+
+def interactive_help(slice_gpus: int) -> str:
+    """What the Interactive box does on this cluster (design.md, the interactive tier):
+    only a job inside the interactive slice is never preempted, and with no slice the flag
+    protects nothing (the help said "Never preempted" on a cluster with no slice)."""
+    if slice_gpus <= 0:
+        return ("This cluster keeps no interactive slice (interactive_reserved_gpus is 0): "
+                "the job is scheduled, and may be preempted, like any other.")
+    return ("Runs in the interactive slice when it fits there, and is "
+            "never preempted there; too large for it, or with the slice full, it runs "
+            "outside it and may be preempted like any job.")
 
 
 class JobForm(forms.Form):
@@ -237,8 +284,7 @@ class JobForm(forms.Form):
         label="Preemptible pricing", required=False,
         help_text="May be preempted even without a checkpoint.",
     )
-    interactive = forms.BooleanField(label="Interactive (notebook)", required=False,
-                                     help_text="Never preempted; uses the interactive slice.")
+    interactive = forms.BooleanField(label="Interactive (notebook)", required=False)
     dependencies = DependenciesField(
         label="Waits for",
         widget=forms.TextInput(attrs={"placeholder": "afterok:12, afterany:13",
@@ -255,6 +301,7 @@ class JobForm(forms.Form):
                              help_text="How many of the tasks may run at the same time. "
                                        "Empty: no cap.")
     idempotency_key = forms.CharField(widget=forms.HiddenInput, required=False, max_length=128)
+    form_key = forms.CharField(widget=RestoredKeyInput, required=False, max_length=128)
 
     def __init__(self, *args: Any, tenants: Any, gpu_types: list[str],
                  sees: Any = None, **kwargs: Any):
@@ -264,6 +311,8 @@ class JobForm(forms.Form):
         self.sees = sees
         self.fields["tenant"].queryset = tenants
         self.fields["gpu_type"].choices = [("", "Any")] + [(t, t) for t in gpu_types]
+        self.fields["interactive"].help_text = interactive_help(
+            scheduler_config().interactive_reserved_gpus)
         if not self.is_bound:
             # one key per rendered form: a double click or a resend submits the job once
             self.initial["idempotency_key"] = _new_key()
@@ -331,6 +380,8 @@ class JobForm(forms.Form):
 
     def clean(self) -> dict[str, Any]:
         data = super().clean()
+        if data.get("form_key"):  # the key the browser restored with the values (Back)
+            data["idempotency_key"] = data["form_key"]
         self._clean_array_and_dependencies(data)
         spec = _spec_of(data)
         try:

@@ -138,6 +138,14 @@
     slot.value = names.join(",");
   }, true);
 
+  // the submit form's key, copied where the browser's Back restores it with the values
+  // typed (forms.RestoredKeyInput): Back fetches the form again with a new key, and
+  // Submit made a second job; a restored key is kept
+  document.querySelectorAll("input[data-restored-key]").forEach(function (input) {
+    var key = input.form && input.form.elements.idempotency_key;
+    if (!input.value && key) input.value = key.value;
+  });
+
   // a field whose error slot has text is invalid, for the eye and for assistive technology
   function syncFieldErrors() {
     document.querySelectorAll("p.field-error[id^='err-']").forEach(function (slot) {

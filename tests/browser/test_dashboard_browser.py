@@ -160,6 +160,41 @@ def test_a_researcher_submits_an_array_through_the_form_and_sees_its_tasks(
     context.close()
 
 
+def test_back_then_submit_makes_no_second_job(browser, live_server, cluster):
+    """Submit, the browser's Back, Submit: Back fetched /jobs/new/ again with a new
+    idempotency key and Chromium restored what was typed, never a hidden input's value, so
+    the second Submit made a copy of the job, silently (2026-12-07). The key now comes
+    back with the values: unedited, the form is the job already made; edited, it says it
+    was already submitted and submits nothing, and Submit once more makes the new job."""
+    context, page = sign_in(browser, live_server, "vision-r1")
+    page.goto(f"{live_server.url}/jobs/new/")
+    page.get_by_label("Name").fill("back-twice")
+    page.get_by_label("Command").fill("python train.py")
+    page.get_by_label("GPUs", exact=True).fill("1")
+    page.get_by_label("Time limit").fill("30m")
+    page.get_by_role("button", name="Submit", exact=True).click()
+    expect(page.locator("#job-state")).to_have_text("queued")
+    job = Job.objects.get(name="back-twice")
+
+    page.go_back()
+    expect(page.get_by_label("Name")).to_have_value("back-twice")  # restored by Chromium
+    page.get_by_role("button", name="Submit", exact=True).click()
+    expect(page.get_by_text(f"Job #{job.pk} back-twice was submitted already")).to_be_visible()
+    assert Job.objects.filter(name="back-twice").count() == 1
+
+    page.go_back()  # the form again, with what it was submitted with
+    expect(page.get_by_label("Name")).to_have_value("back-twice")
+    page.get_by_label("GPUs", exact=True).fill("2")  # an edit
+    page.get_by_role("button", name="Submit", exact=True).click()
+    expect(page.get_by_role("alert").filter(has_text="already submitted as")).to_contain_text(
+        f"job #{job.pk} back-twice")
+    assert Job.objects.filter(name="back-twice").count() == 1
+    page.get_by_role("button", name="Submit", exact=True).click()  # as the message says
+    expect(page.locator("#job-state")).to_have_text("queued")
+    assert sorted(Job.objects.filter(name="back-twice").values_list("gpus", flat=True)) == [1, 2]
+    context.close()
+
+
 def test_a_lead_sees_the_fair_share_chart(browser, live_server, cluster):
     context, page = sign_in(browser, live_server, "vision-lead")
     chart = page.locator("canvas#fairshare-chart")

@@ -93,6 +93,9 @@ def test_an_array_form_sent_again_with_other_values_says_it_was_submitted_before
         ({"dependencies": "after:12"}, "dependencies",
          "Write the jobs it waits for as afterok:12"),
         ({"dependencies": "afterok:12,afterany:12"}, "dependencies", "is named twice"),
+        # Arabic-Indic digits: read as job 152 until 2026-12-07; gpuq refuses them
+        ({"dependencies": "afterok:١٥٢"}, "dependencies", "afterok:١٥٢&#x27; is none of these"),
+        ({"dependencies": "١٥٢"}, "dependencies", "١٥٢&#x27; is none of these"),
         ({"dependencies": "afterok:999999"}, "dependencies",
          "No job 999999: a job may wait only for a job that exists."),
         # past the database's integers (a 500 until 2026-12-07)

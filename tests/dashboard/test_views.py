@@ -527,7 +527,7 @@ def test_the_job_page_says_a_limit_came_from_the_team_default(world: World):
 
 
 @pytest.mark.parametrize(("typed", "seconds"), [
-    ("90m", 5400), ("1h30m", 5400), ("1.5h", 5400), ("1:30:00", 5400), ("90:00", 5400),
+    ("90m", 5400), ("1h30m", 5400), ("1H30M", 5400), ("1:30:00", 5400), ("90:00", 5400),
     ("2-00:00:00", 172800), ("1-12", 129600), ("45s", 45), ("2d", 172800),
 ])
 def test_the_forms_durations_read_as_gpuqs_do(typed, seconds):
@@ -554,6 +554,83 @@ def test_the_forms_durations_keep_gpuqs_bounds_and_ascii_digits(typed, says):
         with pytest.raises(ValidationError, match=says):
             field.clean(typed)
     assert SecondsField().clean("48:00:00") == 172800  # the leading field stays open
+
+
+#: what people type for a duration: gpuq reads some and refuses the others
+DURATIONS_TYPED = [
+    "90m", "4h", "2d", "45s", "1h30m", "1d12h", "1H30M", " 2h ", "1:30:00", "90:00",
+    "2-00:00:00", "1-12", "1-12:30", "0s", "3600",
+    "1h 30m", "1.5h", "0.5d", "90 m", "90min", "90sec", "1 h", "h", "m30", "1h30", "1-25",
+    "1:75:00", "١h", "١٢٠", "1:30:00 ", "+5m", "5e2s", "",
+]
+
+
+@pytest.mark.parametrize("typed", DURATIONS_TYPED)
+def test_the_form_reads_or_refuses_a_duration_as_gpuq_does(typed):
+    """The form read "1h 30m", "1.5h" (5400 s) and "90min", which gpuq refuses as not a
+    duration (2026-12-07): the same text is now the same seconds in both, or refused by
+    both (a bare number is seconds where gpuq's bare_seconds says so)."""
+    from django.core.exceptions import ValidationError
+    from gpuq.timefmt import parse_duration
+
+    from dashboard.forms import SecondsField
+
+    for bare in (False, True):
+        try:
+            theirs: int | None = parse_duration(typed, bare_seconds=bare)
+        except ValueError:
+            theirs = None
+        try:
+            ours = SecondsField(bare_seconds=bare).clean(typed)
+        except ValidationError:
+            ours = None
+        if typed.strip() == "":
+            theirs = None  # an empty field is no value (gpuq has no empty flag)
+        assert ours == theirs, (typed, bare)
+
+
+def test_a_duration_gpuq_refuses_is_refused_at_its_field_and_nothing_is_written(world: World):
+    response = world.client("researcher").post(
+        "/jobs/new/", form_data(world.vision, max_runtime_s="1.5h",
+                                checkpoint_interval_s="1h 30m"))
+    assert response.status_code == 400
+    page = response.content.decode()
+    assert "1.5h is not a duration. Type a number with a unit (90m, 4h, 1h30m, 2d; whole " \
+           "numbers, no spaces)" in page
+    assert "1h 30m is not a duration" in page
+    assert "2 fields to fix below" in page
+    assert not Job.objects.filter(name="llama-tiny").exists()
+
+
+@pytest.mark.parametrize("typed", ["٨", "8.0", "1e1", "８"])
+def test_a_number_field_takes_ascii_digits_only_as_gpuq_does(world: World, typed):
+    """Django's IntegerField read "٨" (Arabic-Indic eight) and "8.0" as 8; gpuq's
+    fields.integer refuses both."""
+    from gpuq.fields import integer
+
+    with pytest.raises(ValueError, match="expected a whole number"):
+        integer(typed)
+    response = world.client("researcher").post("/jobs/new/", form_data(world.vision, gpus=typed))
+    assert response.status_code == 400
+    assert 'id="err-gpus" role="alert">Enter a whole number.' in response.content.decode()
+    assert not Job.objects.filter(name="llama-tiny").exists()
+
+
+@pytest.mark.parametrize(("slice_gpus", "says", "never_says"), [
+    (0, "keeps no interactive slice (interactive_reserved_gpus is 0): the job is scheduled, "
+        "and may be preempted, like any other.", "never preempted"),
+    (8, "Runs in the interactive slice when it fits there, and is never preempted there; too "
+        "large for it, or with the slice full, it runs outside it and may be preempted",
+     "Never preempted;"),
+])
+def test_the_interactive_box_says_what_it_protects_on_this_cluster(
+        world: World, settings, slice_gpus, says, never_says):
+    """The help said "Never preempted; uses the interactive slice." on a cluster with no
+    slice, where an interactive job is preempted like any other (design.md)."""
+    settings.SCHEDULER_CONFIG = {**settings.SCHEDULER_CONFIG,
+                                 "interactive_reserved_gpus": slice_gpus}
+    page = world.client("researcher").get("/jobs/new/").content.decode().replace("&#x27;", "'")
+    assert says in page and never_says not in page
 
 
 def test_a_bare_number_is_refused_as_a_time_limit_but_is_seconds_elsewhere(world: World):
@@ -587,3 +664,49 @@ def test_a_page_the_locked_database_refused_is_a_503_with_retry_after(world: Wor
     response = world.client("researcher").get("/jobs/")
     assert response.status_code == 503 and response["Retry-After"] == "2"
     assert "The database is busy with another write" in response.content.decode()
+
+
+
+def lost_words(page: str) -> str:
+    """The job page's "What it lost" paragraph, in words."""
+    part = page.split('id="job-lost"')[1].split("</p>")[0]
+    return re.sub(r"\s+", " ", re.sub(r"<[^>]+>", "", part.split(">", 1)[1]))
+
+
+def test_a_stopped_victim_shows_the_work_it_really_lost_not_the_estimate(
+        stopping_world: World):
+    """Found by a user session (2026-12-07): a victim that wrote its checkpoint when asked
+    to stop was shown "2 min 22 s of work and restart, 1.26 GPU-h" (the estimate weighed
+    when it was chosen, restart included) as the work it lost; it had lost none."""
+    from scheduler_app.models import Allocation
+    from scheduler_app.services.agents import agent_report_checkpoint, agent_report_exit
+
+    world = stopping_world
+    first = world.jobs["first"]
+    assert first.state == JobState.PREEMPT_REQUESTED
+    client = world.client("researcher")
+    page = client.get(f"/jobs/{first.pk}/").content.decode()
+    # still stopping: what was weighed when it was chosen, as an estimate, not a loss
+    assert lost_words(page).startswith("What it may lose: at most ")
+    assert "it may lose up to " in client.get("/jobs/").content.decode()
+    node = Allocation.objects.filter(job=first, end__isnull=True).select_related("node")[0].node
+    agent_report_checkpoint(node=node, job=first, resume_pointer="s3://ckpt/vit-huge/9",
+                            checkpoint_at=world.at(3620))
+    agent_report_exit(node=node, job=first, outcome="preempted", at=world.at(3629))
+    lost = lost_words(client.get(f"/jobs/{first.pk}/").content.decode())
+    # 9 s between the checkpoint and the stop, on 16 GPUs: 144 GPU-s = 0.04 GPU-h
+    assert lost.startswith("What it lost: 9 s of work on 16 GPUs, 0.04 GPU-h: the work since "
+                           "its last checkpoint")
+    assert "resumes from that checkpoint" in lost and "(Weighed when it was chosen: " in lost
+    listing = client.get("/jobs/").content.decode()
+    assert "it lost 0.04 GPU-h of work" in listing and "may lose" not in listing
+
+
+def test_a_victim_killed_without_a_checkpoint_lost_its_whole_run(world: World):
+    first = world.jobs["first"]  # confirmed at 80 s, killed at 3,665 s (grace expired)
+    page = world.client("researcher").get(f"/jobs/{first.pk}/").content.decode()
+    lost = lost_words(page)
+    # 3,585 s on 16 GPUs = 15.93 GPU-h
+    assert lost.startswith("What it lost: 59 min 45 s of work on 16 GPUs, 15.93 GPU-h: it "
+                           "stopped at ")
+    assert "with no checkpoint written in that run, which is lost whole" in lost
