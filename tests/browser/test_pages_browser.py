@@ -16,7 +16,7 @@ from django.core.management import call_command
 from dashboard.demo import SimulatedAgents
 from scheduler_app.api.agent_logs import job_log_store
 from scheduler_app.models import Job, Node, Tenant
-from scheduler_app.services import job_submit
+from scheduler_app.services import array_submit, job_submit
 from scheduler_app.services.agents import agent_report_exit
 from scheduler_app.services.cluster import node_drain
 from scheduler_app.services.leader import LeaderLoop
@@ -30,6 +30,9 @@ PASSWORD = "pw-for-browser-pages"
 PHONE = {"width": 390, "height": 844}
 DESKTOP = {"width": 1440, "height": 900}
 LONG_NAME = "llama-70b-instruct-sft-lr3e-5-warmup2000-cosine-seq8192-" + "x" * 60
+#: an array named with one long word: the job page's Array card put it in a subtitle that
+#: did not break (a page 1157 px wide on a 390 px phone, 2026-12-07)
+LONG_WORD = "sweep" + "x" * 195
 
 pytestmark = BROWSER_MARKS  # the browser and fast polling: conftest.py
 
@@ -50,6 +53,8 @@ def demo() -> dict[str, object]:
     job_submit(tenant=pretrain, name="llm-70b-pretrain", gpus=256, gpus_per_node=8,
                max_runtime_s=7200)
     job_submit(tenant=evals, name=LONG_NAME, gpus=64, gpus_per_node=8, max_runtime_s=7200)
+    array = array_submit(tenant=evals, owner=None, name=LONG_WORD, gpus=1, count=2,
+                         max_runtime_s=600)
     loop.step()
     agents.step()
     loop.step()
@@ -61,8 +66,9 @@ def demo() -> dict[str, object]:
     node_drain(node=Node.objects.get(name="pod-c-n16"), actor_name="operator",
                why="fan replacement")
     loop.step()
-    return {"failed": failing,
-            "queued": Job.objects.filter(state="QUEUED", tenant=evals).order_by("id").last()}
+    return {"failed": failing, "array": array[0],
+            "queued": Job.objects.filter(state="QUEUED", tenant=evals,
+                                         array_id__isnull=True).order_by("id").last()}
 
 
 def pages_of(role: str, demo: dict[str, object]) -> list[str]:
@@ -72,7 +78,8 @@ def pages_of(role: str, demo: dict[str, object]) -> list[str]:
     pages = ["/", "/jobs/", "/jobs/?state=all&sort=position", "/jobs/new/", "/teams/",
              "/teams/?window=hour", "/cluster/", "/glossary/"]
     if role in ("lead", "operator"):  # evals' jobs: the evals lead and the operator see them
-        pages += [f"/jobs/{failed.pk}/", f"/jobs/{queued.pk}/", f"/jobs/{queued.pk}/cancel/"]
+        pages += [f"/jobs/{failed.pk}/", f"/jobs/{queued.pk}/", f"/jobs/{queued.pk}/cancel/",
+                  f"/jobs/{demo['array'].pk}/"]
     if role == "operator":
         pages.append("/operator/")
     return pages
