@@ -685,6 +685,30 @@ def unprintable(text: str) -> bool:
         bool(text) and unicodedata.category(text[0]).startswith("M"))
 
 
+#: The most bytes a job's command may take in UTF-8. The node agent passes the command
+#: as one environment string (``SCHED_JOB_COMMAND=<command>``) and as the job's
+#: arguments (each a part of it, or the whole after ``/bin/sh -c``), and Linux refuses to
+#: exec a single argument or environment string of 128 KiB or more (MAX_ARG_STRLEN,
+#: E2BIG): this bound keeps both, and the command twice in the whole argv + environment,
+#: well below what the kernel takes. 100,000 ASCII characters fit; 70,000 'ÿ' (2 bytes
+#: each) or 50,000 CJK characters (3 bytes each) do not.
+COMMAND_MAX_BYTES = 128_000
+
+
+def command_problem(command: object) -> str:
+    """Why a node could not exec ``command`` ('' if it can)."""
+    if not isinstance(command, str):
+        return ""  # the type is checked elsewhere
+    if len(command) * 4 <= COMMAND_MAX_BYTES:
+        return ""  # no encoding needed: 4 bytes a character at most
+    size = len(command.encode("utf-8", errors="surrogatepass"))
+    if size <= COMMAND_MAX_BYTES:
+        return ""
+    return (f"At most {COMMAND_MAX_BYTES:,} bytes in UTF-8 (this one is {size:,}): a node "
+            "cannot start a longer command (Linux limits each argument and environment "
+            "string to 128 KiB). Put a long script in a file and run the file.")
+
+
 def validate_job_spec(spec: dict[str, Any]) -> None:
     """Raise ValidationError naming each bad field. Durations are whole seconds, at most
     :data:`MAX_DURATION_S` (366 days)."""
@@ -696,6 +720,9 @@ def validate_job_spec(spec: dict[str, Any]) -> None:
         # a tab broke gpuq's columns, a right-to-left override reorders what a terminal
         # shows (found by trying the product, 2026-12-07), a zero-width space hides
         errors["name"] = f"A name is {UNPRINTABLE_WORDS}."
+    problem = command_problem(spec["command"])
+    if problem:
+        errors["command"] = problem
     if not isinstance(gpus, int) or gpus < 1:
         errors["gpus"] = "A job needs at least 1 GPU."
     per_node = spec["gpus_per_node"]

@@ -283,6 +283,32 @@ def test_a_bad_field_type_in_a_batch_is_named_with_its_index(world):
     assert set(errors_of(response)) == {"jobs[1].restart_s"}
 
 
+@pytest.mark.parametrize("command", ["echo " + "\u00ff" * 70_000, "echo " + "\u65e5" * 50_000])
+def test_a_command_a_node_cannot_exec_is_refused_on_every_submit_path(world, command):
+    """70,000 'ÿ' (140,005 bytes in UTF-8) passed the 100,000-character limit, and the
+    agent died of E2BIG exec'ing it (Linux's 128 KiB per argument), on every node the job
+    was then placed on (found by a user session, 2026-12-07)."""
+    client = world.client("researcher")
+    paths = {
+        "/api/v1/jobs/": job_body(gpus=1, command=command),
+        "/api/v1/jobs/batch/": {"tenant": "vision", "jobs": [
+            {"name": "ok", "gpus": 1, "command": "true"},
+            {"name": "long", "gpus": 1, "command": command}]},
+        "/api/v1/arrays/": {"array": {"count": 2}, **job_body(gpus=1, command=command)},
+    }
+    fields = {"/api/v1/jobs/": "command", "/api/v1/jobs/batch/": "jobs[1].command",
+              "/api/v1/arrays/": "command"}
+    for path, body in paths.items():
+        response = client.post(path, body, format="json")
+        assert response.status_code == 400, (path, response.json())
+        errors = errors_of(response)
+        assert "128,000 bytes in UTF-8" in errors[fields[path]], (path, errors)
+    assert Job.objects.count() == 0
+    # the longest ASCII command the schema takes still fits
+    assert client.post("/api/v1/jobs/", job_body(gpus=1, command="x" * 100_000),
+                       format="json").status_code == 201
+
+
 def test_a_batch_holds_at_most_1000_jobs(world):
     specs = [{"name": "x", "gpus": 1}] * 1001
     response = world.client("researcher").post(
