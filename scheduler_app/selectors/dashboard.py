@@ -33,6 +33,7 @@ from scheduler_app.core.states import (
 from scheduler_app.models import Allocation, Job, Membership, Node, Pod, Tenant, Transition
 
 from .jobs import job_history, job_queue_position, queue_order, run_started_at
+from .preemption_loss import LOSS_REASONS, StopLoss, stop_loss
 from .redaction import OtherJobs
 from .why import why_pending
 
@@ -185,10 +186,20 @@ class Preemption:
     weighed: list[str]
     #: the job it made room for, in words, when the viewer may not see it: "a job of team X"
     for_words: str = ""
+    #: what it really lost once it stopped (None: not stopped yet, or ended otherwise);
+    #: ``cost_s`` and ``gpu_h_lost`` are the estimate weighed when it was chosen
+    stop: StopLoss | None = None
+    gpus: int = 0  # the job's GPUs
+
+    @property
+    def work_gpu_h_lost(self) -> float | None:
+        """The GPU-hours of work it really lost (None: not stopped yet)."""
+        return None if self.stop is None else self.stop.work_lost_s * self.gpus / 3600.0
 
 
-def _preemption(row: Transition) -> Preemption:
-    """From a PreemptRequested row whose detail was redacted for the viewer already."""
+def _preemption(row: Transition, stop: StopLoss | None = None, gpus: int = 0) -> Preemption:
+    """From a PreemptRequested row whose detail was redacted for the viewer already;
+    ``stop``: what followed it (:func:`preemption_loss.stop_loss`)."""
     detail = row.detail or {}
     for_id = detail.get("for")
     lost = detail.get("est_gpu_s_lost")
@@ -202,19 +213,27 @@ def _preemption(row: Transition) -> Preemption:
         cost_s=detail.get("cost_s"),
         gpu_h_lost=lost / 3600.0 if isinstance(lost, int | float) else None,
         weighed=[str(w) for w in detail.get("weighed", [])],
+        stop=stop,
+        gpus=gpus,
     )
 
 
 def last_preemptions(jobs: Iterable[Job], others: OtherJobs) -> dict[int, Preemption]:
     """{job id: its latest preemption} for the jobs that were ever asked to stop (one
     query, over their PreemptRequested rows only; one more for the jobs they name)."""
-    ids = sorted({j.pk for j in jobs if j.preemption_times or j.state in _STOPPING})
-    if not ids:
+    gpus = {j.pk: j.gpus for j in jobs if j.preemption_times or j.state in _STOPPING}
+    if not gpus:
         return {}
-    rows = list(Transition.objects.filter(
-        job_id__in=ids, reason=Reason.PREEMPT_REQUESTED.value).order_by("id"))
-    redact(rows, others)
-    return {row.job_id: _preemption(row) for row in rows}  # the later row wins
+    rows: dict[int, list[Transition]] = {}
+    for row in Transition.objects.filter(job_id__in=sorted(gpus), reason__in=LOSS_REASONS
+                                         ).order_by("id"):
+        rows.setdefault(row.job_id, []).append(row)
+    asked = {job_id: [r for r in mine if r.reason == Reason.PREEMPT_REQUESTED][-1]
+             for job_id, mine in rows.items()
+             if any(r.reason == Reason.PREEMPT_REQUESTED for r in mine)}
+    redact(list(asked.values()), others)
+    return {job_id: _preemption(row, stop_loss(rows[job_id], row.pk), gpus[job_id])
+            for job_id, row in asked.items()}
 
 
 def redact(rows: list[Transition], others: OtherJobs) -> list[Transition]:
@@ -415,7 +434,8 @@ def job_detail(*, job: Job, viewer: Viewer) -> JobDetail:
     them."""
     others = viewer.others().learn(texts=[job.estimate_basis or ""])
     history = redact(list(job_history(job=job)), others)
-    preemptions = [_preemption(r) for r in history if r.reason == Reason.PREEMPT_REQUESTED]
+    preemptions = [_preemption(r, stop_loss(history, r.pk), job.gpus)
+                   for r in history if r.reason == Reason.PREEMPT_REQUESTED]
     targets = {p.for_job_id for p in preemptions if p.for_job_id is not None}
     for_jobs = {
         j.pk: j

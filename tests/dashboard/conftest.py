@@ -70,7 +70,19 @@ def world(db) -> World:
     """Two pods of two 8-GPU H100 nodes (n0..n3, 32 GPUs); vision (16 guaranteed + 16
     borrow) and nlp (16 + 0). vision borrows: its researcher runs two 16-GPU checkpointable
     jobs; then nlp's researcher submits 16 GPUs, entitled, and the leader asks the cheaper
-    vision job to stop. The teammate has a job queued behind."""
+    vision job to stop (at 3,605 s; it is killed at the end of its 60 s grace window, its
+    run never checkpointed). The teammate has a job queued behind."""
+    return build_world()
+
+
+@pytest.fixture
+def stopping_world(db) -> World:
+    """The world's story up to the preemption request (3,605 s): vit-huge is still in its
+    grace window, no later tick has run, and sweep-a is not submitted."""
+    return build_world(until_s=3605)
+
+
+def build_world(until_s: int | None = None) -> World:
     base = now_s() - timedelta(hours=2)
     pods = [Pod.objects.create(name=f"pod{i}") for i in range(2)]
     nodes = [NodeFactory(name=f"n{i}", pod=pods[i // 2]) for i in range(4)]
@@ -96,10 +108,12 @@ def world(db) -> World:
     wanted = submit(nlp, "other_team", "bert-large", 16, 3600, gpus_per_node=8,
                     max_runtime_s=3600)
     loop.step(now=world.at(3605))
-    queued = submit(vision, "teammate", "sweep-a", 8, 3700, max_runtime_s=1800)
-    loop.step(now=world.at(3710))
-    for job in (first, second, wanted, queued):
+    world.jobs = {"first": first, "second": second, "wanted": wanted}
+    if until_s is None:
+        world.jobs["queued"] = submit(vision, "teammate", "sweep-a", 8, 3700,
+                                      max_runtime_s=1800)
+        loop.step(now=world.at(3710))
+    for job in world.jobs.values():
         job.refresh_from_db()
-    world.jobs = {"first": first, "second": second, "wanted": wanted, "queued": queued}
     world.loop = loop  # type: ignore[attr-defined]
     return world

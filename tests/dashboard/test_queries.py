@@ -106,6 +106,11 @@ def big(db):
             allocs.append(Allocation(job=job, node=node, gpu_indices=list(range(8)),
                                      start=now - timedelta(minutes=31)))
         if job.preemption_times:
+            if job.state == S.QUEUED:  # its run, before it was asked to stop
+                rows.append(Transition(kind="job", job=job, from_state=S.QUEUED,
+                                       to_state=S.PLACING, at=now - timedelta(minutes=31),
+                                       reason=Reason.PLACED, actor="scheduler",
+                                       detail={"alloc": {nodes[i % 48].name: list(range(8))}}))
             rows.append(Transition(
                 kind="job", job=job, from_state=S.RUNNING, to_state=S.PREEMPT_REQUESTED,
                 at=now - timedelta(minutes=5), reason=Reason.PREEMPT_REQUESTED,
@@ -113,6 +118,11 @@ def big(db):
                     "for": str(jobs[i % 6000].pk), "cost_s": 300, "est_gpu_s_lost": 2400,
                     "words": "evicted 1: last checkpoint 5 min ago", "why": "to start 2",
                     "weighed": ["evicted 1", "kept 3"]}))
+            if job.state == S.QUEUED:  # it stopped, losing its run (no checkpoint)
+                rows.append(Transition(
+                    kind="job", job=job, from_state=S.PREEMPT_REQUESTED, to_state=S.PREEMPTED,
+                    at=now - timedelta(minutes=4), reason=Reason.NO_CHECKPOINT,
+                    actor="agent"))
     for i in range(2000):
         job = jobs[6648 + i]
         allocs.append(Allocation(job=job, node=nodes[i % 48], gpu_indices=list(range(8)),
