@@ -18,11 +18,12 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from itertools import islice
 from operator import attrgetter
 
-from django.db import connection
+from django.db import connection, transaction
 from django.db.models import Case, Q, TextField, Value, When
 from django.db.models.functions import Cast, Coalesce
 
@@ -78,6 +79,37 @@ class Rebuilt:
     log_errors: list[Mismatch] = field(default_factory=list)
     rows: int = 0
     cluster_rows: int = 0
+
+
+@contextmanager
+def read_snapshot() -> Iterator[None]:
+    """Run the enclosed reads in one snapshot of the database: the log and the tables as
+    of one instant, whatever commits meanwhile. A replay that read the log, then the
+    tables a moment later, saw on a live cluster the moves committed in between as
+    mismatches (a job RUNNING in the tables, PLACING in the log it read before).
+
+    PostgreSQL: one ``REPEATABLE READ, READ ONLY`` transaction (its snapshot is taken at
+    its first query). SQLite: one deferred read transaction (in WAL mode its first read
+    fixes what it sees; a deferred BEGIN, not the configured IMMEDIATE, so writers are
+    not locked out meanwhile). Inside a transaction already (a test's), the enclosed
+    reads use that one."""
+    if connection.in_atomic_block:
+        yield
+        return
+    connection.ensure_connection()
+    sqlite = connection.vendor == "sqlite"
+    mode = connection.transaction_mode if sqlite else None
+    try:
+        if sqlite:
+            connection.transaction_mode = "DEFERRED"  # the atomic block's BEGIN reads it
+        with transaction.atomic():
+            if connection.vendor == "postgresql":
+                with connection.cursor() as cursor:
+                    cursor.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
+            yield
+    finally:
+        if sqlite:
+            connection.transaction_mode = mode
 
 
 def rebuild_from_log(*, on_rows: Callable[[int], None] | None = None) -> Rebuilt:
