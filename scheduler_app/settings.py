@@ -164,6 +164,10 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     )
 else:
     DATABASES["default"]["CONN_MAX_AGE"] = env.int("CONN_MAX_AGE", default=60)
+# A reused connection is checked (a trivial query) before each request's first use, and
+# replaced if the server dropped it: without it, each web process answered one request
+# 500 after a PostgreSQL restart, failover or pg_terminate_backend.
+DATABASES["default"]["CONN_HEALTH_CHECKS"] = True
 
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 

@@ -183,3 +183,18 @@ def test_database_and_broker_come_from_the_environment():
         "redis://cache.example:6379/2",
         "False",
     ]
+
+
+@pytest.mark.parametrize("url", ["postgres://sched:pw@db.example:5433/sched",
+                                 "sqlite:////tmp/never-opened.sqlite3"])
+def test_a_dropped_database_connection_is_checked_before_it_is_reused(url):
+    """Without CONN_HEALTH_CHECKS a connection the server dropped (a PostgreSQL restart,
+    failover, pg_terminate_backend) was reused as it was, and each web process answered
+    one request 500 (found by a user session, 2026-12-07)."""
+    result = run_django(
+        {"DATABASE_URL": url},
+        "from django.conf import settings; d = settings.DATABASES['default']; "
+        "print(d['CONN_HEALTH_CHECKS'])",
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "True"
