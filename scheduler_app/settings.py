@@ -272,6 +272,8 @@ REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": [
         "scheduler_app.api.authentication.ApiTokenAuthentication",
         "rest_framework.authentication.SessionAuthentication",
+        # no credentials: counted against the address's anonymous rate (429 past it)
+        "scheduler_app.api.authentication.AnonymousThrottleAuthentication",
     ],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
     "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],

@@ -19,6 +19,14 @@ from scheduler_app.models import Node
 from .models import ApiToken
 from .tokens import token_find
 
+
+def count_anonymous(request: Request) -> None:
+    """``throttling.count_anonymous`` (imported here when called: throttling needs this
+    module's AgentPrincipal)."""
+    from .throttling import count_anonymous as count
+
+    count(request)
+
 SCHEMES = (b"bearer", b"token")
 
 
@@ -65,6 +73,7 @@ class ApiTokenAuthentication(BaseAuthentication):
             raise exceptions.AuthenticationFailed("The token is not valid text.") from error
         token = token_find(key=key)
         if token is None:
+            count_anonymous(request)  # a made-up token is no credential: 429 past the rate
             raise exceptions.AuthenticationFailed("Unknown or revoked token.")
         if token.node_id is not None:
             return AgentPrincipal(token.node, token), token
@@ -75,3 +84,14 @@ class ApiTokenAuthentication(BaseAuthentication):
     def authenticate_header(self, request: Request) -> str:
         # Its presence turns "no credentials" into 401 (not 403) for every endpoint.
         return f'{self.keyword} realm="api"'
+
+
+class AnonymousThrottleAuthentication(BaseAuthentication):
+    """The last authenticator: reached only when no other found credentials. It
+    authenticates nobody; it counts the request against its address's anonymous budget
+    (``API_THROTTLE_ANON``) and answers 429 past it. As a throttle it never ran: DRF
+    refuses an unauthenticated request (401) before its throttles."""
+
+    def authenticate(self, request: Request) -> None:
+        count_anonymous(request)
+        return None

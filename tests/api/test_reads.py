@@ -8,6 +8,7 @@ from datetime import timedelta
 
 import pytest
 from rest_framework.settings import api_settings
+from rest_framework.test import APIClient
 
 from scheduler_app.api.reads import TenantFigures, attribute_borrowing
 from scheduler_app.core.states import JobState
@@ -179,6 +180,33 @@ def test_a_pipeline_past_its_rate_is_told_to_wait(world, monkeypatch):
     assert int(response["Retry-After"]) > 0
     # another user has a budget of their own
     assert world.client("lead").get("/api/v1/me/").status_code == 200
+
+
+def test_callers_without_credentials_are_throttled_per_address(world, monkeypatch):
+    """DRF refuses an unauthenticated request (401) before its throttles run, so the
+    anonymous throttle never applied: 65 requests, 65 401s (found by a user session,
+    2026-12-07). Requests with no credentials, or a made-up token, count against the
+    address's anonymous rate; past it they are 429."""
+    from scheduler_app.api.throttling import AnonThrottle
+
+    monkeypatch.setattr(AnonThrottle, "THROTTLE_RATES",
+                        {**api_settings.DEFAULT_THROTTLE_RATES, "anon": "3/min"})
+    nobody = world.client(None)
+    forger = APIClient()
+    forger.credentials(HTTP_AUTHORIZATION="Bearer gsu_made-up")
+    statuses = [nobody.get("/api/v1/cluster/").status_code,
+                forger.get("/api/v1/cluster/").status_code,
+                nobody.get("/api/v1/me/").status_code,
+                forger.get("/api/v1/cluster/").status_code,
+                nobody.get("/api/v1/cluster/", HTTP_X_FORWARDED_FOR="10.9.8.7").status_code]
+    assert statuses == [401, 401, 401, 429, 429]  # a made-up X-Forwarded-For changes nothing
+    response = nobody.get("/api/v1/jobs/")
+    assert response.json()["errors"][0]["code"] == "throttled"
+    assert int(response["Retry-After"]) > 0
+    # a caller with credentials, from the same address, has a budget of its own
+    assert world.client("researcher").get("/api/v1/cluster/").status_code == 200
+    assert world.client("agent:n0").post("/api/v1/agent/heartbeat/", {},
+                                         format="json").status_code == 200
 
 
 # ---------------------------------------------------------------- query counts
