@@ -19,6 +19,7 @@ from rest_framework.views import APIView
 from scheduler_app.core.states import JobState
 from scheduler_app.models import Job, Reservation, Transition
 from scheduler_app.selectors.leader import scheduler_status
+from scheduler_app.selectors.why import _plain as plain_instants
 
 from . import access
 from .filters import IdFilter, StrictFilterSet
@@ -50,7 +51,8 @@ class ReservationOut(serializers.Serializer):
                                   help_text="The nodes held for it.")
     victims = VictimOut(many=True, help_text="reclaim: the jobs being preempted for it.")
     basis = serializers.CharField(help_text="The plan's arithmetic, in words; a job you may "
-                                            "not see is \"a job of team X\".")
+                                            "not see is \"a job of team X\"; instants as "
+                                            "clock times (\"from 07:00 UTC\").")
     pending_reason = serializers.CharField()
     published_at = serializers.DateTimeField(help_text="The tick that planned it.")
 
@@ -88,7 +90,7 @@ def reservation_rows(user: Any, reservations: list[Reservation]) -> list[dict[st
             "start_at": r.start_at,
             "nodes": r.nodes,
             "victims": [shown(victims[pk]) for pk in r.victims if pk in victims],
-            "basis": others.text(r.basis),
+            "basis": plain_instants(others.text(r.basis)),  # clock times, not t=<epoch>
             "pending_reason": r.job.pending_reason,
             "published_at": r.published_at,
         }

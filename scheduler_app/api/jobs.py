@@ -38,6 +38,7 @@ from scheduler_app.selectors.jobs import (
     run_started_at,
 )
 from scheduler_app.selectors.redaction import OtherJobs
+from scheduler_app.selectors.why import _plain as plain_instants
 from scheduler_app.selectors.why import why_pending
 from scheduler_app.services import array_cancel, array_submit, job_cancel, job_submit
 from scheduler_app.services.jobs import (
@@ -237,7 +238,9 @@ class QueuePositionOut(serializers.Serializer):
 class EstimateOut(serializers.Serializer):
     start_at = serializers.DateTimeField(allow_null=True)
     basis = serializers.CharField(
-        help_text="How it was planned (the reservation's arithmetic), or why there is none.")
+        help_text="How it was planned (the reservation's arithmetic), or why there is none; "
+                  "instants as clock times (\"from 07:00 UTC\"), as gpuq why and the job page "
+                  "say them.")
     kind = serializers.ChoiceField(
         choices=[(k, k) for k in ESTIMATE_KIND_SENTENCES], allow_blank=True,
         help_text="What the estimate is worth: " + "; ".join(
@@ -414,7 +417,9 @@ class JobDetailOut(JobOut):
         if job.state != JobState.QUEUED:
             return None
         kind = job.estimate_kind or ""
-        basis = self._others(job).text(job.estimate_basis or "")
+        # instants as clock times, as gpuq why and the job page say them (the core writes
+        # t=<epoch seconds>: gpuq show printed them raw)
+        basis = plain_instants(self._others(job).text(job.estimate_basis or ""))
         return {"start_at": job.estimate_start_at, "basis": basis,
                 "kind": kind, "upper_bound": kind in UPPER_BOUND_KINDS}
 

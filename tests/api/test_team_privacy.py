@@ -170,3 +170,31 @@ def test_every_job_id_of_a_rows_detail_is_rewritten_at_any_depth(world):
         "gpus": hidden, "alloc": {"n0": [hidden]},
     }
     assert detail["for"] == str(hidden)  # the row itself is left as it is
+
+
+
+def test_a_basis_gives_its_instants_as_clock_times_not_epoch_seconds(world):
+    """The core writes instants as t=<epoch seconds>; the API passed them on ("from
+    t=1796626794"), and gpuq show printed them raw while gpuq why and the dashboard said
+    "07:00 UTC" (2026-12-07). A reservation's basis and a job's estimate basis say the
+    clock time, as why_pending's evidence does."""
+    from scheduler_app.models import Reservation
+    from scheduler_app.services.leader import LeaderLoop
+    from scheduler_app.services.transitions import now_s
+
+    loop = LeaderLoop(holder="test", ttl_s=15, heartbeat_timeout_s=0)
+    submit(world, who="other_team", tenant="nlp", gpus=16, gpus_per_node=8,
+           max_runtime_s=3600)
+    assert not loop.step(now=now_s()).error
+    waits = submit(world, gpus=32, gpus_per_node=8, max_runtime_s=3600)["id"]
+    assert not loop.step(now=now_s()).error
+    raw = Reservation.objects.get(job_id=waits).basis
+    assert re.search(r"\bt=\d{9,11}\b", raw), raw  # the core's text has an instant
+    client = world.client("researcher")
+    (plan,) = client.get("/api/v1/cluster/reservations/").json()
+    (summary,) = client.get("/api/v1/cluster/").json()["reservations"]
+    detail = client.get(f"/api/v1/jobs/{waits}/").json()
+    estimate = detail["estimate"]["basis"]
+    for basis in (plan["basis"], summary["basis"], estimate):
+        assert "t=" not in basis and re.search(r"\b\d\d:\d\d UTC\b", basis), basis
+    assert any(estimate in line for line in detail["why_pending"]["evidence"]), estimate
