@@ -76,6 +76,14 @@ def _nodes(n: int) -> str:
     return f"{n} node" if n == 1 else f"{n} nodes"
 
 
+def _are_free(n: int, kind: str = "") -> str:
+    """"1 GPU is free", "no H100 GPU is free", "3 GPUs are free"."""
+    gpu = f"{kind} GPU" if kind else "GPU"
+    if n == 0:
+        return f"no {gpu} is free"
+    return f"1 {gpu} is free" if n == 1 else f"{n} {gpu}s are free"
+
+
 @dataclass(slots=True)
 class _Cluster:
     """The nodes a job could use now: healthy ones of its GPU type (one query)."""
@@ -171,8 +179,9 @@ def why_pending(*, job: Job, others: OtherJobs | None = None,
         if reason == P.TOPOLOGY:
             per = job.gpus_per_node or 0
             whole = sum(1 for f in c.node_free if per and f >= per)
-            headline = (f"It needs {_gpus(need)}{_shape(job)}: {_gpus(c.free)} are free, but "
-                        f"only {_nodes(whole)} {'has' if whole == 1 else 'have'} {per} free."
+            headline = (f"It needs {_gpus(need)}{_shape(job)}: {_are_free(c.free)}, but "
+                        + (f"only {_nodes(whole)} {'has' if whole == 1 else 'have'} "
+                           f"{per} free." if whole else f"no node has {per} free.")
                         if per else
                         f"It needs {_gpus(need)}{_shape(job)}: enough GPUs are free, not in "
                         "the shape it asked for.")
@@ -180,17 +189,18 @@ def why_pending(*, job: Job, others: OtherJobs | None = None,
             idle = sum(free for _n, _h, free in c.unhealthy)
             names = ", ".join(f"{n} ({h})" for n, h, _f in c.unhealthy[:4])
             more = f" and {len(c.unhealthy) - 4} more" if len(c.unhealthy) > 4 else ""
-            headline = (f"It needs {_gpus(need)}{_shape(job)}; {_gpus(c.free)} are free on "
-                        f"healthy nodes, and {_gpus(idle)} sit idle on "
+            headline = (f"It needs {_gpus(need)}{_shape(job)}; {_are_free(c.free)} on "
+                        f"healthy nodes, and {_gpus(idle)} "
+                        f"{'sits' if idle == 1 else 'sit'} idle on "
                         f"{len(c.unhealthy)} of {c.nodes} nodes that are down or draining.")
             if names:
                 evidence.append(f"not taking jobs: {names}{more}")
         elif reason == P.INTERACTIVE_TIER_FULL:
             headline = "The interactive slice is fully used by other notebooks."
         else:
-            kind = f" {job.gpu_type}" if reason == P.GPU_TYPE and job.gpu_type else ""
-            headline = (f"It needs {_gpus(need)}{_shape(job)}; {c.free}{kind} GPUs are free "
-                        "on healthy nodes.")
+            kind = job.gpu_type if reason == P.GPU_TYPE and job.gpu_type else ""
+            headline = (f"It needs {_gpus(need)}{_shape(job)}; {_are_free(c.free, kind)} on "
+                        "healthy nodes.")
         step = _smaller(job, fits)
         if not step and reason == P.INTERACTIVE_TIER_FULL:
             step = "Submitted as a batch job (not interactive), it could use the whole cluster."
@@ -223,7 +233,9 @@ def why_pending(*, job: Job, others: OtherJobs | None = None,
                     f"borrow limit); this job's {need} would take it to "
                     f"{tenant.held_gpus + need}.")
         _say_first_end(tenant, evidence)
-        step = _smaller(job, room) or (
+        # it must fit the free GPUs as well as the quota: "would fit now" was said of a
+        # size no node set could hold (2026-12-07)
+        step = _smaller(job, min(room, _cluster(job.gpu_type).largest(job.gpus_per_node))) or (
             f"It starts when the team's running jobs free {_gpus(tenant.held_gpus + need - limit)}"
             "; an operator can also raise the team's borrow limit.")
         return WhyPending(reason.value, headline, evidence, step)
@@ -256,6 +268,15 @@ def why_pending(*, job: Job, others: OtherJobs | None = None,
                 "priority puts it before them." if in_team else
                 "Its team's turn comes as the teams ahead use their share; nothing to change "
                 "on the job.")
+        limit = tenant.guaranteed_gpus + tenant.borrow_limit_gpus
+        short = (job.min_gpus or need) - _quota_room(tenant)
+        if short > 0:
+            # the team's quota holds it too: a higher priority would not start it sooner
+            # (a user session was told it would, its team at 96 of its 96: 2026-12-07)
+            step = (f"Team {tenant.name} also holds {_gpus(tenant.held_gpus)} of the {limit} it "
+                    f"may hold ({tenant.guaranteed_gpus} guaranteed + "
+                    f"{tenant.borrow_limit_gpus} borrow limit): it starts when the team's "
+                    f"running jobs free {_gpus(short)}, whatever its priority.")
         return WhyPending(reason.value, headline, evidence, step)
 
     if reason == P.RESERVATION:
@@ -271,9 +292,14 @@ def why_pending(*, job: Job, others: OtherJobs | None = None,
             name = others.learn(texts=[f"job {held.pk}"]).text(f"job {held.pk}")
             # (not "which ranks higher": a reservation is kept once made, as a promise,
             # and a job ranked higher since waits for it too: 2026-12-07)
+            bound = held.estimate_kind in _UPPER_BOUND
+            # a borrower's plan is not a bound: its team may be preempted first
             headline = (f"GPUs are reserved for {name}, which starts at the latest "
                         f"{_clock(held.estimate_start_at)} (a reservation is kept once "
-                        "made); this job would delay it.")
+                        "made); this job would delay it." if bound else
+                        f"GPUs are reserved for {name}, planned to start "
+                        f"{_clock(held.estimate_start_at)} on borrowed quota (a plan, not a "
+                        "bound; the reservation is kept once made); this job would delay it.")
             free_for = int((held.estimate_start_at - now).total_seconds())
             step = (f"With a time limit under {max(1, free_for // 60)} min it could run in "
                     "the gap before that start (backfill)." if free_for > 60 else

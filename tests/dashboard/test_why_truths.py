@@ -1,0 +1,93 @@
+"""What "why it waits" says must be true: found by a user session (2026-12-07), which was
+told "at the latest" of a borrower's plan, "would fit now" of a size no nodes could hold,
+and "a higher priority" for a job its team's quota held, and read "1 GPUs are free"."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from scheduler_app.models import Job, Node, Pod, Tenant
+from scheduler_app.selectors.why import why_pending
+from scheduler_app.services import job_submit
+from tests.foundation.factories import NodeFactory, TenantFactory
+
+pytestmark = pytest.mark.django_db
+NOW = datetime(2026, 12, 7, 6, 0, tzinfo=UTC)
+
+
+@pytest.fixture
+def team():
+    pod = Pod.objects.create(name="pod-a")
+    for i in range(8):
+        NodeFactory(name=f"pod-a-n{i}", pod=pod)
+    return TenantFactory(name="evals", guaranteed_gpus=32, borrow_limit_gpus=64)
+
+
+def free(*gpus: int) -> None:
+    """The nodes' free GPUs, in name order; the nodes not given have none."""
+    for i in range(8):
+        Node.objects.filter(name=f"pod-a-n{i}").update(free_gpus=gpus[i] if i < len(gpus)
+                                                       else 0)
+
+
+def waiting(team, reason: str, **spec) -> Job:
+    job = job_submit(tenant=team, name="j", **{"gpus": 8, **spec})
+    Job.objects.filter(pk=job.pk).update(pending_reason=reason)
+    return Job.objects.select_related("tenant").get(pk=job.pk)
+
+
+@pytest.mark.parametrize("kind, bound", [("reserved", True), ("borrowed", False)])
+def test_a_reservation_in_the_way_is_a_bound_only_when_its_estimate_is(team, kind, bound):
+    held = waiting(team, "Reservation", gpus=16, max_runtime_s=600)
+    Job.objects.filter(pk=held.pk).update(estimate_start_at=NOW + timedelta(minutes=30),
+                                          estimate_kind=kind)
+    job = waiting(team, "Reservation", max_runtime_s=7200)
+    Job.objects.filter(pk=job.pk).update(pending_blocker=held.pk)
+    job.refresh_from_db()
+    headline = why_pending(job=job, now=NOW).headline
+    assert f"GPUs are reserved for job {held.pk}" in headline
+    assert ("starts at the latest 06:30 UTC" in headline) is bound
+    assert ("planned to start 06:30 UTC on borrowed quota (a plan, not a bound"
+            in headline) is not bound
+
+
+def test_a_smaller_size_is_offered_only_if_the_free_gpus_hold_it(team):
+    # the team may hold 48 more, but the cluster has 5 GPUs free and no whole node
+    Tenant.objects.filter(pk=team.pk).update(held_gpus=48)
+    free(5)
+    job = waiting(team, "QuotaLimit", gpus=64, gpus_per_node=8, checkpointable=True)
+    answer = why_pending(job=job, now=NOW)
+    assert "would fit now" not in answer.next_step
+    assert "It starts when the team's running jobs free 16 GPUs" in answer.next_step
+    # with 6 free nodes' worth in the team's room and 2 whole nodes free: 16 fits
+    free(5, 8, 8)
+    assert why_pending(job=job, now=NOW).next_step == (
+        "Asking for 16 GPUs (8 per node) would fit now.")
+
+
+def test_priority_does_not_promise_what_the_teams_quota_holds_back(team):
+    Tenant.objects.filter(pk=team.pk).update(held_gpus=96)
+    job = waiting(team, "Priority")
+    job.tenant.refresh_from_db()
+    step = why_pending(job=job, now=NOW).next_step
+    assert "a higher priority" not in step
+    assert step == ("Team evals also holds 96 GPUs of the 96 it may hold (32 guaranteed + "
+                    "64 borrow limit): it starts when the team's running jobs free 8 GPUs, "
+                    "whatever its priority.")
+
+
+@pytest.mark.parametrize("reason, gpus, words", [
+    ("Resources", (1,), "It needs 16 GPUs; 1 GPU is free on healthy nodes."),
+    ("Resources", (), "It needs 16 GPUs; no GPU is free on healthy nodes."),
+    ("Topology", (4, 4), "It needs 16 GPUs (8 per node): 8 GPUs are free, but no node "
+                               "has 8 free."),
+    ("Topology", (8, 4), "It needs 16 GPUs (8 per node): 12 GPUs are free, but only "
+                               "1 node has 8 free."),
+])
+def test_the_counts_are_written_in_good_english(team, reason, gpus, words):
+    free(*gpus)
+    shape = {"gpus_per_node": 8} if reason == "Topology" else {}
+    job = waiting(team, reason, gpus=16, **shape)
+    assert why_pending(job=job, now=NOW).headline == words
