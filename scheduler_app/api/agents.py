@@ -42,7 +42,8 @@ from .tokens import token_issue
 
 class RegisterIn(serializers.Serializer):
     name = StrictCharField(max_length=128, help_text="The node's name (its agent "
-                                 "token's node, for an agent).")
+                                 "token's node, for an agent). A new node's name is 1 to 64 "
+                                 "letters, digits, '.', '_' or '-', not first '.' or '-'.")
     pod = StrictCharField(max_length=64)
     gpus = StrictIntegerField(
         min_value=1, max_value=MAX_NODE_GPUS, help_text="GPUs on the node.",

@@ -34,7 +34,10 @@ def token_issue(
     *, user: AbstractBaseUser | None = None, node: Node | None = None, name: str = ""
 ) -> tuple[ApiToken, str]:
     """A new token for ``user`` or ``node`` (exactly one). Returns the row and the key:
-    the key exists only in the return value, never in the database."""
+    the key exists only in the return value, never in the database.
+
+    A node has one agent: a new token for it revokes the node's earlier ones, so issuing
+    again rotates the key (an operator re-issuing a leaked key left the leak working)."""
     if (user is None) == (node is None):
         raise ValueError("a token belongs to a user or to a node, not both or neither")
     key = (AGENT_PREFIX if node is not None else USER_PREFIX) + secrets.token_urlsafe(32)
@@ -47,6 +50,11 @@ def token_issue(
             node=node,
             created_at=timezone.now(),
         )
+        if node is not None:
+            earlier = ApiToken.objects.filter(node=node, revoked_at__isnull=True).exclude(
+                pk=token.pk)
+            for old in earlier.select_for_update():
+                token_revoke(token=old)  # saved one by one: this process's cache forgets it
     return token, key
 
 

@@ -26,6 +26,7 @@ virtual time, production leaves it to the clock.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from datetime import datetime, timedelta
 
@@ -65,6 +66,15 @@ EXIT_REASONS = frozenset(reason for moves in EXITS.values() for _to, reason in m
 
 MAX_NODE_GPUS = 1024  # Node.gpu_count is a small integer; no real node comes close
 
+#: A new node's name: letters, digits, '.', '_' and '-', not starting with '.' or '-', at
+#: most 64 characters. It is a path segment of the REST API (``/api/v1/nodes/<name>/``),
+#: of the agent's default work directory (``./agent-<name>``) and of shell commands; a
+#: name such as ``../../etc`` or ``pod x n1`` was registered, and the API could not then
+#: address the node (found by a user session, 2026-12-07).
+NODE_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9._-]{0,63}")
+NODE_NAME_WORDS = ("A node name is 1 to 64 letters, digits, '.', '_' or '-', and does not "
+                   "start with '.' or '-'")
+
 #: How far ahead of the server's clock an agent's clock may run (checkpoint times).
 CLOCK_SKEW = timedelta(seconds=60)
 
@@ -98,6 +108,7 @@ def agent_register(
         node = Node.objects.select_for_update().filter(name=name).first()
         shape = {"pod": pod, "gpus": gpus, "gpu_type": gpu_type, "rail": rail}
         if node is None:
+            _check_new_node_name(name)
             node = Node.objects.create(
                 name=name, pod=pod_row, rail=rail, gpu_type=gpu_type, gpu_count=gpus,
                 free_gpus=gpus, health=NodeHealth.HEALTHY.value, last_heartbeat=at,
@@ -403,6 +414,14 @@ def _check_registration(*, name: str, pod: str, gpus: int, gpu_type: str, rail: 
     if errors:
         first = next(iter(errors))
         raise Invalid(errors[first], field=first, errors=errors)
+
+
+def _check_new_node_name(name: str) -> None:
+    """Refuse a new node whose name is outside :data:`NODE_NAME` (a node registered
+    before the rule keeps its name: its agent still registers)."""
+    if not NODE_NAME.fullmatch(name):
+        raise Invalid(f"{NODE_NAME_WORDS}: {name!r} is not.", field="name",
+                      code="bad_node_name")
 
 
 def _check_gpu_type_case(gpu_type: str) -> None:

@@ -47,6 +47,40 @@ def test_an_operator_registers_a_new_node_and_gets_its_agent_token_once(world):
     assert (row.actor, row.actor_name) == ("operator", "op")
 
 
+def test_issuing_a_known_nodes_token_again_rotates_it(world):
+    """Re-issuing (register with issue_token, or manage.py api_token --node) left the old
+    key working: an operator rotating a leaked key left the leak open (found by a user
+    session, 2026-12-07). A node has one live agent token."""
+    from io import StringIO
+
+    from django.core.management import call_command
+
+    from scheduler_app.api.models import ApiToken
+
+    old = world.client("agent:n0")
+    assert old.post("/api/v1/agent/heartbeat/", {}, format="json").status_code == 200
+    response = world.client("operator").post(
+        "/api/v1/agent/register/",
+        {"name": "n0", "pod": "pod0", "gpus": 8, "gpu_type": "H100", "issue_token": True},
+        format="json")
+    assert response.status_code == 200, response.json()
+    new = world.client(None)
+    new.credentials(HTTP_AUTHORIZATION=f"Bearer {response.json()['token']}")
+    assert new.post("/api/v1/agent/heartbeat/", {}, format="json").status_code == 200
+    assert old.post("/api/v1/agent/heartbeat/", {}, format="json").status_code == 401
+    # the server's command rotates too
+    out = StringIO()
+    call_command("api_token", "--node", "n0", stdout=out)
+    assert new.post("/api/v1/agent/heartbeat/", {}, format="json").status_code == 401
+    newest = world.client(None)
+    newest.credentials(HTTP_AUTHORIZATION=f"Bearer {out.getvalue().strip()}")
+    assert newest.post("/api/v1/agent/heartbeat/", {}, format="json").status_code == 200
+    assert ApiToken.objects.filter(node__name="n0", revoked_at__isnull=True).count() == 1
+    # other nodes' tokens are untouched
+    assert world.client("agent:n1").post("/api/v1/agent/heartbeat/", {},
+                                         format="json").status_code == 200
+
+
 def test_only_operators_may_ask_for_an_agent_token(world):
     response = world.client("agent:n0").post(
         "/api/v1/agent/register/",
@@ -86,6 +120,39 @@ def test_registration_errors_name_the_field(world):
             format="json")
         assert errors_of(response)["gpus"] == "A node has 1 to 1024 GPUs."
     assert not Node.objects.filter(name="n9").exists()
+
+
+@pytest.mark.parametrize("name", ["../../etc", "pod x n1", "a/b", ".hidden", "-rf", "n\t1",
+                                  "nœud", "x" * 65, "n1;reboot"])
+def test_a_node_name_outside_the_safe_set_is_refused(world, name):
+    """'../../etc' and 'pod x n1' were registered (201) and joined the cluster's GPUs, but
+    the REST API could not address them (404) (found by a user session, 2026-12-07)."""
+    response = world.client("operator").post(
+        "/api/v1/agent/register/", {"name": name, "pod": "pod0", "gpus": 8,
+                                    "issue_token": True}, format="json")
+    assert response.status_code == 400, response.json()
+    error = response.json()["errors"][0]
+    assert (error["field"], error["code"]) == ("name", "bad_node_name"), error
+    assert "letters, digits" in error["message"]
+    assert not Node.objects.filter(name=name).exists()
+
+
+@pytest.mark.parametrize("name", ["pod-a-n01", "n0", "gpu_7.rack-2", "N" * 64, "0"])
+def test_a_safe_node_name_registers_and_the_api_can_address_it(world, name):
+    response = world.client("operator").post(
+        "/api/v1/agent/register/", {"name": name, "pod": "pod0", "gpus": 8}, format="json")
+    assert response.status_code in (200, 201), response.json()
+    client = world.client("operator")
+    assert client.get(f"/api/v1/nodes/{name}/").status_code == 200
+    assert client.post(f"/api/v1/nodes/{name}/drain/", {}, format="json").status_code == 200
+
+
+def test_a_node_registered_before_the_name_rule_still_registers(world):
+    Node.objects.filter(name="n3").update(name="old node")
+    response = world.client("operator").post(
+        "/api/v1/agent/register/", {"name": "old node", "pod": "pod1", "gpus": 8},
+        format="json")
+    assert response.status_code == 200, response.json()
 
 
 def test_a_gpu_type_that_differs_only_in_case_is_a_typo(world):
