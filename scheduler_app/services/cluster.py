@@ -316,8 +316,15 @@ def _check_within_cluster(guaranteed_gpus: int, *, besides: int | None) -> None:
         raise Invalid(
             f"The guarantees would add up to {others + guaranteed_gpus:,} GPUs; the cluster "
             f"has {total:,} (the other teams are guaranteed {others:,}, so at most "
-            f"{max(total - others, 0):,} is left for this one).",
+            f"{max(total - others, 0):,} is left for this one)."
+            + (NO_NODES_YET if total == 0 else ""),
             field="guaranteed_gpus", code="over_capacity")
+
+
+#: What a guarantee refused on a cluster with no node yet adds: the first start's order.
+NO_NODES_YET = (" No node is registered yet: register the nodes first (start their agents, "
+                "or POST /api/v1/agent/register/), then give the teams their guarantees; "
+                "a team with a guarantee of 0 can be added now.")
 
 
 def _quota(tenant: Tenant) -> dict[str, int]:

@@ -328,6 +328,22 @@ def test_a_tenant_quota_change_by_an_operator_goes_through_the_log(world):
     assert Tenant.objects.get(name="vision").guaranteed_gpus == 8
 
 
+def test_a_team_added_before_any_node_is_told_to_register_the_nodes_first(db):
+    """The documented first start added teams before nodes, and the guarantee was refused
+    with 'the cluster has 0' and no word of what to do (found by a user session)."""
+    from scheduler_app.services.cluster import tenant_create
+    from scheduler_app.services.errors import Invalid
+
+    with pytest.raises(Invalid) as refused:
+        tenant_create(name="vision", guaranteed_gpus=16, borrow_limit_gpus=16,
+                      actor_name="op")
+    assert "the cluster has 0" in str(refused.value)
+    assert "register the nodes first" in str(refused.value)
+    # a team without a guarantee can be added now, and gets one once nodes exist
+    assert tenant_create(name="nlp", guaranteed_gpus=0, borrow_limit_gpus=8,
+                         actor_name="op").guaranteed_gpus == 0
+
+
 @pytest.mark.parametrize("guaranteed", [17, 100_000])
 def test_a_guarantee_past_the_cluster_is_refused_naming_the_field_and_both_numbers(
         world, guaranteed):
