@@ -553,6 +553,11 @@ class NodeAgent:
                 self.send(run, op)
             except ApiRefused as again:
                 log.warning("job %s: checkpoint refused: %s", run.job_id, again)
+        elif error.status == 400:
+            # not the scheduler moving on: this report itself was bad (a bug here, or a
+            # server that checks more): say what the server said, loudly
+            log.error("job %s: %s report refused as bad input, dropped: %s%s", run.job_id,
+                      kind, error, f" (field {error.field})" if error.field else "")
         else:
             log.info("job %s: %s refused (the scheduler has moved on): %s", run.job_id,
                      kind, error)

@@ -208,6 +208,20 @@ def test_a_refused_start_kills_the_job_and_reports_nothing_more(api, make_agent)
     assert [n for n in api.names(4) if n != "log"] == ["start"]
 
 
+def test_a_report_refused_as_bad_input_is_logged_as_such(api, make_agent, caplog):
+    """A 400 was logged as "the scheduler has moved on", which it had not: the report was
+    bad (found by a user session, 2026-12-07). The log says so, with the server's words."""
+    api.place(5, demo("--steps", "2", "--step-seconds", "0.01"), gpus=[0])
+    api.refuse_next["exit"] = ApiRefused(400, "max_length", "exit_code", "Ensure this ...")
+    agent = make_agent()
+    with caplog.at_level(logging.INFO, logger="scheduler_app.agent"):
+        until(agent, lambda: "exit" in api.names(5), what="the exit report")
+        agent.step()
+    assert "job 5: exit report refused as bad input, dropped: 400 max_length: Ensure " \
+           "this ... (field exit_code)" in caplog.text
+    assert "moved on" not in caplog.text
+
+
 def test_a_start_another_gang_node_confirmed_first_goes_on(api, make_agent):
     api.place(6, demo("--steps", "3", "--step-seconds", "0.05"), gpus=[0])
     api.jobs[6].state = "PLACING"
