@@ -17,6 +17,7 @@ from __future__ import annotations
 from typing import Any
 
 from django.core.cache import cache
+from django.db.models import Max, Q
 from django.shortcuts import get_object_or_404
 from django.utils import timezone
 from drf_spectacular.utils import extend_schema
@@ -43,11 +44,20 @@ def log_key(job_id: int) -> str:
 
 
 def job_log_store(*, job: Job, node: Node, stdout: str, stderr: str) -> dict[str, Any]:
-    """Keep the latest tail of ``job``'s log, as ``node``'s agent sent it. The agent must
-    run (or have run) the job: a node that never held GPUs for it is refused."""
-    if not Allocation.objects.filter(job=job, node=node).exists():
+    """Keep the latest tail of ``job``'s log, as ``node``'s agent sent it. The node must
+    hold (or have held last) GPUs for the job: a node that never did is refused, and so is
+    one the job has left since (its earlier run's output replaced the visible log of the
+    run now going on elsewhere, until that node pushed again: found by a user session,
+    2026-12-07). The latest placement's nodes are those of the allocations that started
+    last (a placement's, or an elastic shrink's, all start at one instant)."""
+    starts = Allocation.objects.filter(job=job).aggregate(
+        last=Max("start"), here=Max("start", filter=Q(node=node)))
+    if starts["here"] is None:
         raise Forbidden(f"job {job.pk} never ran on node {node.name}", field="job",
                         code="not_on_node")
+    if starts["here"] != starts["last"]:
+        raise Forbidden(f"job {job.pk} no longer runs on node {node.name}: its latest run is "
+                        "on other nodes, whose log it shows", field="job", code="not_on_node")
     tail = {"job_id": job.pk, "node": node.name, "at": timezone.now(),
             "stdout": stdout[-TAIL_MAX:], "stderr": stderr[-TAIL_MAX:]}
     cache.set(log_key(job.pk), tail, timeout=TAIL_TTL_S)

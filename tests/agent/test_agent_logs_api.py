@@ -3,11 +3,13 @@ a job it runs, whoever may see the job reads it."""
 
 from __future__ import annotations
 
+from datetime import timedelta
+
 import pytest
 
-from scheduler_app.core.states import JobState
+from scheduler_app.core.states import JobState, Reason
 from tests.api.conftest import World
-from tests.foundation.factories import job_in_state
+from tests.foundation.factories import T0, job_in_state, move
 
 pytestmark = pytest.mark.django_db
 
@@ -55,6 +57,27 @@ def test_an_agent_may_not_push_the_log_of_a_job_that_never_ran_on_its_node(world
 def test_the_last_tail_of_a_finished_job_is_accepted_from_the_node_that_ran_it(world):
     job = job_in_state(JobState.COMPLETED, tenant=world.vision, node=world.nodes[0])
     assert push(world, "agent:n0", job.pk, stdout="done\n").status_code == 200
+
+
+def test_a_node_the_job_has_left_may_not_replace_the_log_of_its_run_elsewhere(world):
+    """A node where the job once ran pushed a tail for it while it ran on another node,
+    and the job's visible log was that stale node's output until the current node pushed
+    again (found by a user session, 2026-12-07)."""
+    job = job_in_state(JobState.RUNNING, tenant=world.vision, node=world.nodes[0])
+    assert push(world, "agent:n0", job.pk, stdout="first run\n").status_code == 200
+    later = T0 + timedelta(hours=1)
+    move(job, JobState.QUEUED, Reason.NODE_FAILED, at=later)
+    move(job, JobState.PLACING, Reason.PLACED, at=later + timedelta(seconds=5),
+         alloc={"n1": [0, 1, 2, 3]})
+    move(job, JobState.RUNNING, Reason.STARTED, at=later + timedelta(seconds=9))
+    assert push(world, "agent:n1", job.pk, stdout="second run\n").status_code == 200
+
+    stale = push(world, "agent:n0", job.pk, stdout="FAKE LOG from n0")
+    assert stale.status_code == 403
+    assert stale.json()["errors"][0]["code"] == "not_on_node"
+    assert "no longer runs on node n0" in stale.json()["errors"][0]["message"]
+    tail = world.client("lead").get(f"/api/v1/jobs/{job.pk}/log/").json()
+    assert (tail["node"], tail["stdout"]) == ("n1", "second run\n")
 
 
 def test_only_those_who_may_see_the_job_read_its_log(world):
