@@ -30,7 +30,16 @@ from scheduler_app.core.states import (
     PendingReason,
     Reason,
 )
-from scheduler_app.models import Allocation, Job, Membership, Node, Pod, Tenant, Transition
+from scheduler_app.models import (
+    Allocation,
+    Job,
+    Membership,
+    Node,
+    Pod,
+    Reservation,
+    Tenant,
+    Transition,
+)
 
 from .jobs import job_history, job_queue_position, queue_order, run_started_at
 from .preemption_loss import LOSS_REASONS, StopLoss, stop_loss
@@ -734,8 +743,9 @@ class Backfilled:
     tenant: str
     gpus: int
     ends_by: datetime | None  # start of its run + its declared limit
-    #: it uses some of the reserved GPUs and ends by its limit before the reserved start
-    #: (else it uses none of them)
+    #: it holds some of the GPUs the reservation holds now (the published plan's)
+    on_reserved: bool = False
+    #: ... and ends by its limit before the reserved start (a backfill's promise)
     ends_before: bool = False
 
 
@@ -754,8 +764,9 @@ def reservations(*, viewer: Viewer, limit: int = 12) -> list[Planned]:
     estimate (``reserved``: GPUs are held for it; the others are projections). Each comes
     with the running jobs backfilled around it (placed with reason Backfilled and
     ``detail["around"]`` naming it): those that use some of its reserved GPUs end by their
-    declared limit before it starts (``detail["ends_before"]``), the others use none of
-    them. Two queries."""
+    declared limit before it starts, the others use none of them, both read against the
+    GPUs the plan holds now (the published Reservation row), not the plan the job was
+    placed around. Four queries."""
     planned = list(
         Job.objects.filter(state=S.QUEUED, estimate_start_at__isnull=False)
         .select_related("tenant")
@@ -765,6 +776,14 @@ def reservations(*, viewer: Viewer, limit: int = 12) -> list[Planned]:
         return []
     around: dict[int, list[Backfilled]] = defaultdict(list)
     wanted = {str(j.pk) for j in planned}
+    # the GPUs each plan holds now: a backfill's own record is of the plan it was placed
+    # around then, which may have moved since (it named GPUs the plan no longer held and
+    # an end after its new start "before this start": 2026-12-07)
+    held: dict[int, set[tuple[str, int]]] = {
+        job_id: {(n, i) for n, ix in ((plan or {}).get("alloc") or {}).items() for i in ix}
+        for job_id, plan in Reservation.objects.filter(
+            kind=Reservation.Kind.RESERVATION, job_id__in=[j.pk for j in planned])
+        .values_list("job_id", "plan")}
     # the latest placement of each job holding GPUs now: backfilled around which job?
     latest: dict[int, Transition] = {}
     for row in (
@@ -773,20 +792,21 @@ def reservations(*, viewer: Viewer, limit: int = 12) -> list[Planned]:
         .order_by("id")
     ):
         latest[row.job_id] = row
-    for row in latest.values():
+    backfills = [row for row in latest.values() if row.reason == Reason.BACKFILLED]
+    gpus_of = open_allocations(row.job_id for row in backfills)
+    start_of = {j.pk: j.estimate_start_at for j in planned}
+    for row in backfills:
         detail = row.detail or {}
-        if row.reason != Reason.BACKFILLED:
-            continue
-        before = {str(b.get("job")) for b in detail.get("ends_before", [])}
         job = row.job
         ends = row.at + timedelta(seconds=job.max_runtime_s) if job.max_runtime_s else None
-        for target in (str(t) for t in detail.get("around", [])):
-            if target not in wanted:
-                continue
-            around[int(target)].append(Backfilled(
+        mine = {(n, i) for n, ix in gpus_of.get(job.pk, {}).items() for i in ix}
+        for target in (int(t) for t in detail.get("around", []) if str(t) in wanted):
+            on = not mine.isdisjoint(held.get(target, ()))
+            start = start_of[target]
+            around[target].append(Backfilled(
                 job=job if viewer.sees_job(job.tenant_id, job.owner_id) else None,
-                tenant=job.tenant.name, gpus=job.gpus, ends_by=ends,
-                ends_before=target in before,
+                tenant=job.tenant.name, gpus=job.gpus, ends_by=ends, on_reserved=on,
+                ends_before=on and ends is not None and start is not None and ends <= start,
             ))
     out = []
     # a plan's basis names the jobs it waits on: "a job of team X" for the others'

@@ -36,11 +36,12 @@ BOUNDS = {
     "/live/operator-nodes/": 8,
     "/jobs/new/": 10,
     "/teams/": 16,
-    "/cluster/": 18,
+    # the reservations read the GPUs each plan holds now and their backfills' (two)
+    "/cluster/": 20,
     "/operator/": 16,
     "/live/map/": 8,
     "/live/feed/": 8,
-    "/live/reservations/": 8,
+    "/live/reservations/": 10,
     "/live/fairshare/": 10,
     "/live/usage/": 8,
 }

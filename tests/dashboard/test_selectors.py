@@ -138,3 +138,37 @@ def test_every_log_row_reads_as_a_sentence():
         f"({words.clock(T0 + timedelta(seconds=900))}); it uses none of the GPUs reserved "
         "for job #12.",
     ]
+
+
+@pytest.mark.parametrize("on, limit_s, on_reserved, ends_before", [
+    # found by a user session (2026-12-07): the backfill's own record named the plan of
+    # its placement; the plan had moved to other nodes and an earlier start since
+    ("n0", 3000, False, False),  # on none of the GPUs the plan holds now
+    ("n1", 3000, True, False),   # on them, ending after the new start: the start waits
+    ("n1", 600, True, True),     # on them, ending before the start
+])
+def test_a_backfilled_job_is_read_against_the_plan_as_it_is_now(on, limit_s, on_reserved,
+                                                                 ends_before):
+    from scheduler_app.models import Reservation
+
+    pod = Pod.objects.create(name="p")
+    for i in range(2):
+        NodeFactory(name=f"n{i}", pod=pod)
+    team = TenantFactory(name="vision", guaranteed_gpus=16)
+    head = job_submit(tenant=team, name="head", gpus=8, at=T0, max_runtime_s=600)
+    start = T0 + timedelta(seconds=1200)
+    Job.objects.filter(pk=head.pk).update(estimate_start_at=start, estimate_kind="reserved")
+    Reservation.objects.create(position=0, job=head, kind="reservation", start_at=start,
+                               gpus=8, nodes=["n1"], plan={"alloc": {"n1": list(range(8))}},
+                               published_at=T0)
+    small = job_submit(tenant=team, name="small", gpus=2, at=T0, max_runtime_s=limit_s)
+    t0 = int(T0.timestamp())
+    job_transition(job_id=small.pk, to_state=JobState.PLACING, reason=Reason.BACKFILLED,
+                   actor=Actor.SCHEDULER, at=T0, alloc={on: [0, 1]},
+                   detail={"around": [str(head.pk)], "ends_by_s": t0 + limit_s,
+                           # the plan as it was then: before a start at 2 h
+                           "ends_before": [{"job": str(head.pk), "start_s": t0 + 7200}]})
+    [planned] = sel.reservations(viewer=sel.Viewer(user_id=None, operator=True))
+    [around] = planned.backfilled
+    assert around.job is not None and around.job.pk == small.pk
+    assert (around.on_reserved, around.ends_before) == (on_reserved, ends_before)
