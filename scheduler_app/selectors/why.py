@@ -320,7 +320,11 @@ def why_pending(*, job: Job, others: OtherJobs | None = None,
             gpus = sum(g for g, _ in stopping)
             grace = max(s for _, s in stopping)
             are = "job is" if len(stopping) == 1 else "jobs are"
-            headline = f"{len(stopping)} borrowing {are} being stopped to give it {_gpus(gpus)}."
+            # (of a 64-GPU job whose victims free 32, "to give it 32 GPUs" read as its size)
+            rest = (f" of the {need} it needs (the rest is free already)" if gpus < need
+                    else "")
+            headline = (f"{len(stopping)} borrowing {are} being stopped to give it "
+                        f"{_gpus(gpus)}{rest}.")
             step = (f"Nothing to do: they write their checkpoints and exit within "
                     f"{max(1, grace // 60)} min, then it starts.")
         else:

@@ -91,3 +91,25 @@ def test_the_counts_are_written_in_good_english(team, reason, gpus, words):
     shape = {"gpus_per_node": 8} if reason == "Topology" else {}
     job = waiting(team, reason, gpus=16, **shape)
     assert why_pending(job=job, now=NOW).headline == words
+
+
+@pytest.mark.parametrize("head_gpus, words", [
+    (16, "1 borrowing job is being stopped to give it 8 GPUs of the 16 it needs (the rest "
+         "is free already)."),
+    (8, "1 borrowing job is being stopped to give it 8 GPUs."),
+])
+def test_preempting_says_what_the_victims_free_of_what_the_job_needs(team, head_gpus, words):
+    from scheduler_app.core.states import JobState, Reason
+    from scheduler_app.core.types import Actor
+    from scheduler_app.services import job_transition
+
+    other = TenantFactory(name="vision", guaranteed_gpus=0, borrow_limit_gpus=64)
+    victim = job_submit(tenant=other, name="v", gpus=8, checkpointable=True)
+    job = waiting(team, "Preempting", gpus=head_gpus)
+    for to, reason, extra in ((JobState.PLACING, Reason.PLACED, {"alloc": {"pod-a-n0": list(
+            range(8))}}), (JobState.RUNNING, Reason.STARTED, {}),
+            (JobState.PREEMPT_REQUESTED, Reason.PREEMPT_REQUESTED,
+             {"detail": {"for": str(job.pk), "grace_s": 60}})):
+        job_transition(job_id=victim.pk, to_state=to, reason=reason, actor=Actor.SCHEDULER,
+                       at=NOW - timedelta(seconds=30), **extra)
+    assert why_pending(job=job, now=NOW).headline == words
