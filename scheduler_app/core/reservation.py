@@ -81,6 +81,13 @@ class Reservation:
 written_init(Reservation)
 
 
+def unreserved(basis: str) -> str:
+    """A plan's sentence for a start that holds no GPUs (a look-ahead's estimate): "would
+    fit on 4 nodes ... from t=..., when ..." instead of "reserved 4 nodes ..."."""
+    return "would fit on " + basis[len("reserved "):] if basis.startswith("reserved ") \
+        else basis
+
+
 def plan_reservation(
     cap: Capacity,
     spec: JobSpec,

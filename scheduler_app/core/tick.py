@@ -124,7 +124,7 @@ from .preemption import (
 )
 from .queues import EntryKey, QueueKey
 from .records import DAY_S, JobRecord, ReclaimClaim, StartEstimate, TickResult
-from .reservation import Release, Reservation, plan_reservation
+from .reservation import Release, Reservation, plan_reservation, unreserved
 from .states import JobState, PendingReason, Reason
 from .types import Allocation, JobSpec, alloc_gpus, written_init
 
@@ -2112,12 +2112,15 @@ class Tick:
             if res is None:
                 self._estimate(rec, None)
                 continue
+            # a look-ahead's plan reserves nothing: its sentence says where it would fit
+            # (it read "reserved 1 node ... (not reserved: ...)": 2026-12-07)
+            basis = unreserved(res.basis)
             if rec.pending_reason in (P.QUOTA_LIMIT, P.QUOTA_RESERVED):
-                est = StartEstimate(res.start_s, f"{res.basis} (it waits for its team's quota"
+                est = StartEstimate(res.start_s, f"{basis} (it waits for its team's quota"
                                     " and holds no GPUs: it starts then if they are free)",
                                     "quota")
             else:
-                est = StartEstimate(res.start_s, f"{res.basis} (not reserved: jobs that start"
+                est = StartEstimate(res.start_s, f"{basis} (not reserved: jobs that start"
                                     " meanwhile may delay it)", "projected")
             self._estimate(rec, est)
             end = None if rec.spec.max_runtime_s is None else (

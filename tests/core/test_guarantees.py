@@ -66,6 +66,14 @@ def test_an_estimate_counts_the_teams_quota_not_only_free_gpus() -> None:
     shown = sim.estimate_kinds["a-next"]
     assert shown and {est for _at, est, _kind in shown} == {2000}
     assert sim.started_at("a-next") == 2000
+    # its plan holds no GPUs: the sentence says where it would fit, not "reserved ..."
+    # (a user session read "reserved 1 node ... (not reserved: ...)": 2026-12-07)
+    told = [est for _t, r in sim.ticks for j, est in r.start_estimates.items()
+            if j == "a-next" and est is not None and est.basis != "started"]
+    assert told and {est.kind for est in told} == {"quota"}
+    assert all(est.basis.startswith("would fit on 1 node (8 GPUs) in pod-a from t=")
+               and "own declared limits leave room for it at t=2000" in est.basis
+               and "reserved 1" not in est.basis for est in told), told[0].basis
 
 
 def test_victims_come_from_the_team_furthest_over_its_share() -> None:
