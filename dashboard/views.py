@@ -554,7 +554,9 @@ def job_cancel_view(request: HttpRequest, pk: int) -> HttpResponse:
             job_cancel(job_id=job.pk, actor_name=request.user.get_username(),
                        why=f"cancelled from the dashboard by {request.user.get_username()}")
         except ServiceError as error:
-            messages.error(request, f"Job #{job.pk} was not cancelled: {error}.")
+            # the services' message names the job too ("job 65: illegal transition ...")
+            why = str(error).removeprefix(f"job {job.pk}: ")
+            messages.error(request, f"Job #{job.pk} was not cancelled: {why}.")
         else:
             messages.success(request, f"Job #{job.pk} {job.name} cancelled.")
         return redirect("dashboard:job", pk=job.pk)

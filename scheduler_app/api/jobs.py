@@ -37,6 +37,7 @@ from scheduler_app.selectors.jobs import (
     queue_deadline,
     run_started_at,
 )
+from scheduler_app.selectors.preemption_loss import stop_loss
 from scheduler_app.selectors.redaction import OtherJobs
 from scheduler_app.selectors.why import _plain as plain_instants
 from scheduler_app.selectors.why import why_pending
@@ -257,10 +258,22 @@ class PreemptionOut(serializers.Serializer):
         allow_null=True, help_text="The job it made room for, if you may see it (else null; "
                                    "the sentences say \"a job of team X\").")
     why = serializers.CharField(help_text="Why this job was chosen, in words.")
-    cost_s = serializers.FloatField(allow_null=True,
-                                    help_text="Seconds of work it loses (since checkpoint "
-                                              "+ restart).")
-    est_gpu_s_lost = serializers.FloatField(allow_null=True)
+    cost_s = serializers.FloatField(
+        allow_null=True,
+        help_text="The estimate the scheduler weighed when it chose the job: the seconds "
+                  "since its last checkpoint then, plus its declared restart. What it "
+                  "really lost is work_lost_s, once it stopped.")
+    est_gpu_s_lost = serializers.FloatField(allow_null=True,
+                                            help_text="cost_s times the job's GPUs.")
+    stopped_at = serializers.DateTimeField(
+        allow_null=True, help_text="When it stopped (PREEMPTED); null while it is still "
+                                   "stopping, or if it ended otherwise in its grace window.")
+    checkpoint_at = serializers.DateTimeField(
+        allow_null=True, help_text="The last checkpoint of the run it stopped; null when "
+                                   "that run wrote none (it lost the whole run).")
+    work_lost_s = serializers.IntegerField(
+        allow_null=True, help_text="Seconds of work it really lost: from checkpoint_at (or "
+                                   "the run's start) to stopped_at; null until it stopped.")
     detail = serializers.DictField(help_text="The whole arithmetic, as logged.")
 
 
@@ -443,12 +456,17 @@ class JobDetailOut(JobOut):
     @extend_schema_field(PreemptionOut(many=True))
     def get_preemptions(self, job: Job) -> list[dict]:
         others = self._others(job)
+        rows = self._history(job)
         out = []
-        for row in self._history(job):
+        for row in rows:
             if row.reason != Reason.PREEMPT_REQUESTED or row.from_state == row.to_state:
                 continue
             d = others.detail(row.detail)
+            lost = stop_loss(rows, row.pk)
             out.append({
+                "stopped_at": lost.stopped_at if lost else None,
+                "checkpoint_at": lost.checkpoint_at if lost else None,
+                "work_lost_s": lost.work_lost_s if lost else None,
                 "seq": row.pk, "at": row.at,
                 "for_job": others.job_id((row.detail or {}).get("for")),
                 "why": str(d.get("words") or d.get("why") or ""),

@@ -6,6 +6,7 @@ borrower is requeued with its resume pointer; the transition history matches."""
 from __future__ import annotations
 
 import pytest
+from django.utils.dateparse import parse_datetime
 
 from scheduler_app.services.leader import LeaderLoop
 
@@ -87,6 +88,9 @@ def test_submit_tick_confirm_checkpoint_preempt_ack_exit_through_the_api(world):
     assert asked["preemptions"][0]["detail"]["for"] == "a job of team nlp"
     assert asked["preemptions"][0]["why"]
     assert asked["preemptions"][0]["detail"]["why"].startswith("to start a job of team nlp (")
+    # still stopping: the estimate it was chosen on, nothing lost yet
+    assert asked["preemptions"][0]["cost_s"] is not None
+    assert [(p["stopped_at"], p["work_lost_s"]) for p in asked["preemptions"]] == [(None, None)]
     waiting = job(nlp, small_id)
     assert waiting["state"] == "QUEUED"
     assert waiting["pending_reason"] == "Preempting"
@@ -100,6 +104,13 @@ def test_submit_tick_confirm_checkpoint_preempt_ack_exit_through_the_api(world):
     gone = here.post(f"/api/v1/agent/jobs/{big_id}/exit/", {"outcome": "preempted"},
                      format="json")
     assert gone.status_code == 200 and gone.json()["state"] == "PREEMPTED"
+    # what it really lost: the work from its checkpoint to its stop, read from the log
+    stopped = job(vision, big_id)
+    at = {h["reason"]: parse_datetime(h["at"]) for h in stopped["history"]}
+    [loss] = stopped["preemptions"]
+    assert parse_datetime(loss["checkpoint_at"]) == at["Checkpointed"]
+    assert parse_datetime(loss["stopped_at"]) == at["Preempted"]
+    assert loss["work_lost_s"] == int((at["Preempted"] - at["Checkpointed"]).total_seconds())
 
     # 7. the tick requeues the borrower (with its resume pointer) and places nlp's job
     tick()

@@ -305,6 +305,27 @@ def test_watch_redraws_in_place_until_ctrl_c_and_exits_cleanly(live: Live, termi
     assert refused.returncode == 2
 
 
+@pytest.mark.parametrize("columns", ["100", None])
+def test_watch_on_a_terminal_that_reports_0x0_draws_the_table(live: Live, terminal,
+                                                              columns) -> None:
+    """A terminal that reports 0x0 (stty rows 0 cols 0) drew only the clock, even with
+    COLUMNS=100 set: the frame was cut to one line (2026-12-07). Where the terminal says
+    0, $COLUMNS and $LINES stand in, else 80x24."""
+    submit(live, "--gpus", "1", "--name", "watched-0x0")
+    env = live.env()
+    env.pop("COLUMNS")
+    if columns:
+        env["COLUMNS"] = columns
+    term = terminal([str(GPUQ), "queue", "--watch", "--interval", "0.3"], env,
+                    columns=0, rows=0)
+    term.read_until("watched-0x0")
+    term.read_until("\x1b[H", after=len(term.text))  # and again in the next frame
+    term.type("\x03")
+    assert term.wait() == 0, term.text
+    head = next(line for line in term.text.split("\x1b[H")[-1].splitlines() if line)
+    assert len(head.split("\x1b[K")[0]) == int(columns or 80), head
+
+
 # ---------------------------------------------------------------------------- show, why
 def test_show_prints_every_field_and_the_history(live: Live) -> None:
     job_id = submit(live, "--gpus", "2", "--name", "shown", "--time", "45m")
@@ -350,6 +371,9 @@ def test_cancel_by_id_and_the_refusal_of_a_final_job(live: Live) -> None:
     assert detail.history()[-1]["detail"].get("why") == "wrong data"
     again = live.gpuq("cancel", str(job_id))
     assert again.returncode == 1 and "CANCELLED is final" in again.stderr
+    # the job named once ("job 65: job 65: illegal transition ..." until 2026-12-07)
+    assert f"gpuq cancel: job {job_id}: illegal transition" in again.stderr
+    assert f"job {job_id}: job {job_id}" not in again.stderr
     both = live.gpuq("cancel", str(job_id), "--mine")
     assert both.returncode == 2
 

@@ -174,6 +174,61 @@ def test_show_names_the_task_its_array_and_its_dependencies_in_words() -> None:
             "(afterok:12,afternotok:13)") in text
 
 
+HISTORY = [
+    {"seq": 150, "at": "2026-12-07T06:31:02Z", "from_state": "QUEUED", "to_state": "PLACING",
+     "reason": "Placed", "actor": "scheduler", "detail": {"nodes": ["pod-a-n01"]}},
+    {"seq": 302, "at": "2026-12-07T06:37:12Z", "from_state": "RUNNING",
+     "to_state": "PREEMPT_REQUESTED", "reason": "PreemptRequested", "actor": "scheduler",
+     "detail": {"for": 99, "why": "team evals holds 80 of its 32 (2.50 times its guarantee)"}},
+    {"seq": 310, "at": "2026-12-07T06:37:40Z", "from_state": "PREEMPT_REQUESTED",
+     "to_state": "CHECKPOINTING", "reason": "Checkpointing", "actor": "agent", "detail": {}},
+]
+
+
+def test_show_at_80_columns_keeps_the_history_times_and_states_whole() -> None:
+    """At 80 columns the history cut its time to "12-07 06:37…" and its states to
+    "PREEMPT_R…" while the detail kept as much room (2026-12-07): the time and the states
+    are whole, and the detail goes under its row, wrapped, whole too."""
+    job = {"id": 27, "name": "x", "state": "QUEUED", "history": HISTORY}
+    lines = detail_lines(job, 80, "…")
+    assert all(len(line) <= 80 for line in lines)
+    table = lines[lines.index("History") + 1:]
+    assert "PREEMPT_R…" not in "".join(table) and "CHECKPOIN…" not in "".join(table)
+    row = next(line for line in table if line.lstrip().startswith("302 "))
+    assert "12-07 06:37:12" in row and "RUNNING" in row and "PREEMPT_REQUESTED" in row
+    assert "12-07 06:37:40  PREEMPT_REQUESTED  CHECKPOINTING" in "".join(table)
+    words = " ".join(" ".join(table).split())
+    assert '{"for": 99, "why": "team evals holds 80 of its 32 (2.50 times its guarantee)"}' \
+        in words
+    # where the terminal has room, the detail stays in its column
+    wide = detail_lines(job, 200, "…")
+    assert any(line.lstrip().startswith("302 ") and '"for": 99' in line for line in wide)
+
+
+PREEMPTION = {"seq": 302, "at": "2026-12-07T06:37:12Z", "for_job": 99,
+              "why": "team evals holds 80 of its 32", "cost_s": 1860.0,
+              "est_gpu_s_lost": 14880.0, "detail": {}}
+
+
+@pytest.mark.parametrize("realized, want, not_want", [
+    ({"stopped_at": None, "checkpoint_at": None, "work_lost_s": None},
+     "estimated when chosen: 31m of work, 14880 GPU-s", "work lost"),
+    ({"stopped_at": "2026-12-07T06:37:40Z", "checkpoint_at": "2026-12-07T06:37:35Z",
+      "work_lost_s": 5}, "work lost 5s, since its last checkpoint", "estimated"),
+    ({"stopped_at": "2026-12-07T06:39:12Z", "checkpoint_at": None, "work_lost_s": 420},
+     "work lost 7m, since its run's start", "estimated"),
+])
+def test_show_says_what_a_preemption_really_cost_once_the_job_stopped(realized, want,
+                                                                       not_want) -> None:
+    """gpuq show printed the estimate the scheduler weighed when it chose the job (31m
+    since the checkpoint then, plus the restart) as "work lost", for a victim that
+    checkpointed in its grace window and lost 5 s (2026-12-07)."""
+    job = {"id": 27, "name": "x", "state": "QUEUED", "history": [],
+           "preemptions": [PREEMPTION | realized]}
+    words = " ".join(" ".join(detail_lines(job, 200, "…")).split())
+    assert want in words and not_want not in words
+
+
 def test_show_and_why_say_why_a_job_was_cancelled_for_a_dependency() -> None:
     job = {"id": 20, "name": "eval", "tenant": "vision", "state": "CANCELLED",
            "depends_on": [{"job": 12, "when": "ok"}],

@@ -309,6 +309,7 @@ def test_cancel_asks_for_confirmation_then_cancels_through_the_log(world: World)
     assert "cancelled" in page and "Cancel job…" not in page
     again = client.post(f"/jobs/{job.pk}/cancel/", follow=True).content.decode()
     assert "was not cancelled" in again and "CANCELLED is final" in again
+    assert f"Job #{job.pk} was not cancelled: illegal transition" in again  # named once
 
 
 def test_a_running_jobs_cancel_page_says_what_it_gives_back(world: World):

@@ -393,7 +393,7 @@ def watch(lines: Callable[[], list[str]], interval: float, title: str) -> int:
         if tty:
             stream.write(HIDE + "\x1b[2J")
         while True:
-            size = os.get_terminal_size(stream.fileno()) if tty else None
+            size = output.live_size(stream) if tty else None
             width = size.columns if size else output.terminal_width()
             stamp = datetime.now().strftime("%H:%M:%S")
             head = f"{title}, every {interval:g}s (Ctrl-C stops)"
@@ -504,13 +504,18 @@ def show_value(key: str, value: Any) -> str:
     return str(value)
 
 
+#: The states' longest name (PREEMPT_REQUESTED): a state is not cut ("PREEMPT_R…").
+STATE_WIDTH = 17
 HISTORY_COLUMNS = (
     field("SEQ", "seq", right=True),
-    # month, day and time (UTC): the year is rarely news in a job's history
+    # month, day and time (UTC): the year is rarely news in a job's history. The time and
+    # the states keep their width, and the long columns (the detail, then the reason and
+    # the actor) are cut: at 80 columns the time was cut to "12-07 06:37…" and the states
+    # to "PREEMPT_R…" while the detail kept as much room as they had
     Column("AT", "at", lambda r: r.get("at"), lambda r: absolute(r.get("at"))[5:19],
-           min_width=8),
-    field("FROM", "from_state", min_width=6),
-    field("TO", "to_state", min_width=6),
+           min_width=14),
+    field("FROM", "from_state", min_width=STATE_WIDTH),
+    field("TO", "to_state", min_width=STATE_WIDTH),
     field("REASON", "reason", min_width=6),
     Column("BY", "actor_name", lambda r: r.get("actor_name") or r.get("actor"), min_width=4),
     Column("DETAIL", "detail", lambda r: r.get("detail") or None,
@@ -518,6 +523,22 @@ HISTORY_COLUMNS = (
            min_width=6),
 )
 _SECTIONS = ("history", "preemptions")
+
+
+def history_lines(rows: list[dict[str, Any]], width: int, ellipsis: str) -> list[str]:
+    """The history's table. Where a row with its detail is wider than ``width`` (80
+    columns are), the detail goes on its own lines under the row, wrapped, and the columns
+    that stay are cut only as much as they must."""
+    wide = output.table(rows, HISTORY_COLUMNS, width=10**6)
+    if max(output.cell_width(line) for line in wide) <= width:
+        return wide
+    table = output.table(rows, HISTORY_COLUMNS[:-1], width=width, ellipsis=ellipsis)
+    out = table[:1]
+    for row, line in zip(rows, table[1:], strict=True):
+        out.append(line)
+        if row.get("detail"):
+            out += wrap(show_value("detail", row["detail"]), width, indent=" " * 7)
+    return out
 
 
 def detail_lines(job: dict[str, Any], width: int, ellipsis: str) -> list[str]:
@@ -534,14 +555,27 @@ def detail_lines(job: dict[str, Any], width: int, ellipsis: str) -> list[str]:
         lines.append(f"  {key.ljust(key_width)} {chunks[0]}")
         lines += [" " * (key_width + 3) + chunk for chunk in chunks[1:]]
     lines += ["", "History"]
-    lines += ["  " + line for line in
-              output.table(job.get("history") or [], HISTORY_COLUMNS, width=width - 2,
-                           ellipsis=ellipsis)]
+    lines += ["  " + line for line in history_lines(job.get("history") or [], width - 2,
+                                                   ellipsis)]
     for p in job.get("preemptions") or []:
         lines += ["", f"Preempted {when(p.get('at'))} for {made_room_for(p)}"]
-        lines += wrap(f"{p.get('why') or ''} (work lost: {format_duration(p.get('cost_s'))}, "
-                      f"{p.get('est_gpu_s_lost') or 0:.0f} GPU-s)", width)
+        lines += wrap(f"{p.get('why') or ''} ({preemption_cost(p)})", width)
     return [output.cut(line, width, ellipsis) for line in lines]
+
+
+def preemption_cost(p: dict[str, Any]) -> str:
+    """What a preemption cost, in words: the work really lost once the job stopped (the
+    API's ``work_lost_s``), else the estimate the scheduler weighed when it chose it
+    (``cost_s``). Both read "work lost" until 2026-12-07, and the estimate (since the
+    checkpoint then, plus the restart) was far more than a victim that checkpointed in its
+    grace window lost."""
+    if p.get("work_lost_s") is not None:
+        since = "its last checkpoint" if p.get("checkpoint_at") else "its run's start"
+        return (f"stopped {when(p.get('stopped_at'))}: work lost "
+                f"{format_duration(p['work_lost_s'])}, since {since}")
+    estimate = (f"estimated when chosen: {format_duration(p.get('cost_s'))} of work, "
+                f"{p.get('est_gpu_s_lost') or 0:.0f} GPU-s")
+    return estimate if p.get("stopped_at") is None else estimate + "; stopped"
 
 
 def cmd_show(args: argparse.Namespace) -> int:
@@ -759,7 +793,7 @@ def cmd_cancel(args: argparse.Namespace) -> int:
             job = client.cancel(ref, why=args.why)
         except ApiError as error:
             failed += 1
-            err(f"gpuq cancel: job {ref}: {error.message}")
+            err(f"gpuq cancel: {about_job(ref, error.message)}")
             continue
         if job.get("array_task"):
             out(f"Cancelled task {job.array_task} (job {job.id}, {job.name})")
@@ -770,6 +804,12 @@ def cmd_cancel(args: argparse.Namespace) -> int:
         else:
             out(f"Cancelled job {job.id} ({job.name})")
     return EXIT_ERROR if failed else EXIT_OK
+
+
+def about_job(ref: str, message: str) -> str:
+    """``job 65: <message>``, once: the API's message may name the job itself ("job 65:
+    illegal transition ..." was printed "job 65: job 65: illegal transition ...")."""
+    return message if message.startswith(f"job {ref}:") else f"job {ref}: {message}"
 
 
 # ============================================================================ logs

@@ -31,6 +31,7 @@ import csv
 import io
 import json
 import math
+import os
 import re
 import shutil
 import unicodedata
@@ -70,6 +71,20 @@ def field(header: str, key: str, *, min_width: int = 0, right: bool = False,
 
 def terminal_width() -> int:
     return max(20, shutil.get_terminal_size((80, 24)).columns)
+
+
+def live_size(stream: TextIO) -> os.terminal_size:
+    """The size of the terminal ``stream`` writes to, now (``--watch`` follows a resize).
+    Where it reports 0 (``stty rows 0 cols 0``, some serial consoles and containers):
+    ``$COLUMNS`` and ``$LINES``, else 80x24. ``--watch`` used the 0x0 as it was and drew
+    only its clock, even with COLUMNS=100 set."""
+    try:
+        size = os.get_terminal_size(stream.fileno())
+    except (OSError, ValueError):
+        size = os.terminal_size((0, 0))
+    fallback = shutil.get_terminal_size((80, 24))  # $COLUMNS / $LINES first
+    return os.terminal_size((max(20, size.columns or fallback.columns),
+                             size.lines or fallback.lines))
 
 
 def cell_width(text: str) -> int:
