@@ -246,6 +246,25 @@ def test_every_pending_reason_has_advice(reason: str) -> None:
     assert hints and all(isinstance(h, str) and h for h in hints)
 
 
+@pytest.mark.parametrize(("held", "limit", "priority_helps"), [
+    (16, 16, False),   # at its quota: 8 more do not fit whatever the order
+    (12, 16, False),   # 12 + 8 > 16
+    (8, 16, True),     # 8 + 8 fit: the team's order is what holds it
+    (None, None, True),  # the team's figures not readable: the general advice
+])
+def test_a_priority_job_whose_quota_holds_it_too_is_not_told_to_raise_its_priority(
+        held, limit, priority_helps) -> None:
+    """gpuq why told a Priority job at its team's quota that a higher --priority moves it
+    ahead, while the server's why said a higher priority would not start it sooner
+    (2026-12-07): the two agree now."""
+    job = {"pending_reason": "Priority", "gpus": 8}
+    tenant = {"name": "vision", "current_gpus": held, "quota_limit_gpus": limit}
+    first = explain.hints(job, tenant)[0]
+    assert ("moves it ahead" in first) is priority_helps
+    if not priority_helps:
+        assert f"holds {held} of the {limit} GPUs" in first and "not start it sooner" in first
+
+
 def test_a_job_over_its_owners_cap_is_told_the_teams_cap() -> None:
     job = {"pending_reason": "UserLimit", "gpus": 8, "max_runtime_s": 600}
     hints = explain.hints(job, {"name": "vision", "max_gpus_per_user": 16})

@@ -606,7 +606,7 @@ def why_data(client: Client, job: dict[str, Any]) -> dict[str, Any]:
                             "tenant": job.get("tenant"), **explain.explanation_fields(job)}
     if job.get("state") == "QUEUED":
         tenant = None
-        if job.get("pending_reason") in ("QuotaLimit", "UserLimit"):
+        if job.get("pending_reason") in ("QuotaLimit", "UserLimit", "Priority"):
             tenant = client.tenant(job["tenant"]).to_dict()
         awaited = None
         if job.get("pending_reason") == "Dependency":

@@ -53,8 +53,17 @@ def hints(job: dict[str, Any], tenant: dict[str, Any] | None = None,
     if reason == "None":
         out.append("Nothing yet: the scheduler looks at it at its next tick (seconds).")
     elif reason == "Priority":
-        out.append(f"A higher {_flag('priority')} moves it ahead of your team's other jobs "
-                   "(not ahead of other teams: fair share orders the teams).")
+        held, limit = (tenant or {}).get("current_gpus"), (tenant or {}).get("quota_limit_gpus")
+        if held is not None and limit is not None and held + gpus > limit:
+            # the server's why says the same: priority orders the team's own jobs, and the
+            # quota would hold this one back even at their head
+            out.append(f"Team {tenant.get('name')} holds {held} of the {limit} GPUs it may "
+                       f"hold: {gpus} more do not fit, so a higher {_flag('priority')} would "
+                       "not start it sooner; it starts when the team's running jobs free "
+                       "enough.")
+        else:
+            out.append(f"A higher {_flag('priority')} moves it ahead of your team's other "
+                       "jobs (not ahead of other teams: fair share orders the teams).")
         out.append("Your team's fair share improves as its recent usage decays "
                    "(gpuq share shows the order).")
     elif reason in ("Resources", "Reservation"):
