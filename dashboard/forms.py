@@ -28,6 +28,7 @@ from scheduler_app.services.jobs import (
     parse_dependencies,
     validate_job_spec,
 )
+from scheduler_app.sim.whatif import MAX_HOURS, WhatIfError, check_hours
 
 from .whatif_runs import FLAGS, problems
 
@@ -513,7 +514,18 @@ class WhatIfForm(forms.Form):
                              help_text="job ids; an array's task as 8_3, all its tasks 8_*")
     setting = forms.CharField(required=False, widget=forms.Textarea(attrs={"rows": 2}),
                               label="Settings", help_text="NAME=VALUE (any SCHEDULER_ setting)")
-    hours = forms.FloatField(initial=24, min_value=0.25, max_value=24 * 14, label="Horizon (hours)")
+    hours = forms.FloatField(initial=24, label="Horizon (hours)",
+                             help_text=f"one second (1/3600) to {MAX_HOURS:g} hours")
+
+    def clean_hours(self) -> float:
+        hours = self.cleaned_data["hours"]
+        try:
+            check_hours(hours)  # the command's own range and words
+        except WhatIfError:
+            raise forms.ValidationError(
+                f"The horizon must be from one second (1/3600) to {MAX_HOURS:g} hours, as "
+                "manage.py whatif takes it.") from None
+        return hours
 
     def changes(self) -> dict[str, list[str]]:
         return {name: _lines(self.cleaned_data.get(name, "")) for name in FLAGS}

@@ -93,8 +93,12 @@ def live_snapshot(now: datetime | None = None, *, about: Iterable[str] = ()) -> 
         allocations = open_allocations()
         state_at = len(SPEC_COLUMNS)
         ended = _ended(about, {r[0] for r in rows})
-        placing = [r[0] for r in rows if r[state_at] == S.PLACING.value]
-        placed = last_move_at(S.PLACING, placing) if placing else {}
+        # the run's start as the core counts it: its placement (QUEUED -> PLACING), which
+        # its time limit runs from, not the agent's confirmation (started_at) that comes
+        # seconds later (a job confirmed 30 s after its placement was planned to end, and
+        # its dependents to start, 30 s after the leader failed it at its limit)
+        holding = [r[0] for r in rows if r[state_at] in _HOLDING]
+        placed = last_move_at(S.PLACING, holding) if holding else {}
         # what the leader's rebuild restores besides the jobs (services/leader.py): the
         # preemption requests under way (when, for whom, the claim) and its reservations
         asked = last_preempt_requests([r[0] for r in rows if r[state_at] in _LEAVING])
@@ -123,8 +127,7 @@ def live_snapshot(now: datetime | None = None, *, about: Iterable[str] = ()) -> 
         head = None if request is None else request.detail.get("for")
         start = None
         if running:
-            # RUNNING: since the agent confirmed; PLACING: since it was placed
-            at = started_at if state == S.RUNNING.value else placed.get(pk, started_at)
+            at = placed.get(pk, started_at)
             start = rel(at) if at is not None else 0
         jobs.append(JobSnap(
             id=str(pk), tenant=tenant, running=running, submit_s=rel(submitted_at) or 0,
@@ -177,9 +180,10 @@ def _ended(about: Iterable[str], live: set[int]) -> dict[str, tuple[str, str]]:
     for ref in about:
         if ref.isascii() and ref.isdigit():
             ids[ref] = int(ref)
-        elif ref.isascii() and ref.count("_") == 1 and ref.replace("_", "").isdigit():
+        elif ref.isascii() and ref.count("_") == 1:
             array, index = ref.split("_")
-            tasks[ref] = (int(array), int(index))
+            if array.isdigit() and index.isdigit():  # not "8_" nor "_3": no job's name
+                tasks[ref] = (int(array), int(index))
     out: dict[str, tuple[str, str]] = {}
     if ids:
         states = dict(Job.objects.filter(pk__in=ids.values()).values_list("pk", "state"))

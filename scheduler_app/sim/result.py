@@ -137,12 +137,17 @@ def bounded_slowdown(jct_s: int, runtime_s: int) -> float:
 
 
 def gpu_s_held(job: JobRecord, run_end_s: int) -> int:
+    """The GPU-seconds ``job``'s runs held within the run, from t=0 to ``run_end_s``: a
+    run carried in (a what-if's running job, started before t=0) counts from t=0, as the
+    capacity does (counted from its start, an exported what-if gave a utilization of
+    1.02: 2026-12-07)."""
     total = 0
     for run in job.runs:
         end = run.end_s if run.end_s is not None else run_end_s
         end = min(end, run_end_s)
-        if end > run.start_s:
-            total += (end - run.start_s) * run.gpus
+        start = max(run.start_s, 0)
+        if end > start:
+            total += (end - start) * run.gpus
     return total
 
 

@@ -49,14 +49,19 @@ from .scenario import MAX_GPUS, MAX_NODES_PER_POD, Scenario
 DEFAULT_HOURS = 24.0
 #: a horizon longer than this is not a what-if but a guess
 MAX_HOURS = 24.0 * 14
+#: one second: the shortest horizon (the page took 15 min until 2026-12-07, the command 1 s)
+MIN_HOURS = 1 / 3600
 #: points of each team's GPUs-held series over the horizon (the page's chart)
 SERIES_POINTS = 97
 #: the jobs whose start moves the most, in the printed table
 TOP_MOVED = 10
 
 ASSUMPTIONS = (
-    "running jobs run until their declared limit (max_runtime_s); a job that declares none "
-    "runs past the horizon",
+    "running jobs run until their declared limit (max_runtime_s, counted from the run's "
+    "placement, as the scheduler counts it) and complete there, so jobs waiting for them "
+    "to complete (afterok) start then; a job that declares none runs past the horizon. "
+    "(Live, a job still running at its limit fails (TimeLimit), and what waits for it to "
+    "complete is cancelled.)",
     "a queued job runs for its declared limit once it starts (none: past the horizon)",
     "a job works for exactly its declared limit, so one the plan preempts, whose restart "
     "spends restart_s reloading, reaches its limit before its work is done and fails "
@@ -68,8 +73,21 @@ ASSUMPTIONS = (
     "a team's wait: first start minus submit, over the jobs queued at the snapshot; a job "
     "that does not start within the horizon counts up to the end of the horizon (so a "
     "wait can be longer than the horizon for a job submitted before the snapshot), one "
-    "the run ends without a start (its dependency failed) does not count",
+    "the run ends without a start (its dependency failed) does not count, nor does a job "
+    "running at the snapshot that the run preempts or requeues (its new wait is not in "
+    "the table; its preemptions and GPU-hours lost are)",
 )
+#: Settings a what-if takes but cannot show the effect of: the runs tick without a wall
+#: clock, record starts rather than estimates, and their agents confirm a start at once.
+#: A change of one is warned of, not refused (a run may be exported and shared with it).
+NOT_SIMULATED = {
+    "tick_budget_s": "the runs tick without a wall clock (the simulator bounds a tick by "
+                     "tick_work_budget instead)",
+    "estimate_budget_s": "the runs tick without a wall clock, and estimates decide nothing",
+    "estimate_lookahead": "estimates decide nothing (the runs record starts)",
+    "estimate_plans_per_tick": "estimates decide nothing (the runs record starts)",
+    "placing_timeout_s": "the runs' agents confirm a start at once",
+}
 #: a start that moves less than this is not listed among the jobs that move most
 MOVED_AT_LEAST_S = 60
 
@@ -412,6 +430,14 @@ def apply_changes(data: Mapping[str, Any], changes: Changes, *,
             nodes.add(name)
             health[name] = "healthy"
             pods[pod]["nodes"].append({**like, "name": name})
+    # a node given to two of the node flags: which one? (as two quotas for one team)
+    named: dict[str, str] = {}
+    for flag in ("drain", "undrain", "up"):
+        for value in getattr(changes, flag):
+            other = named.setdefault(value, flag)
+            if other != flag:
+                raise WhatIfError(f"--{flag} {value}: {value} is already given --{other} "
+                                  f"{value}; give a node one of --drain, --undrain, --up")
     # the node flags, each from the node's health at the snapshot
     for flag, event, wants in (("drain", "node_drain", None), ("undrain", "node_undrain",
                                                                "draining"),
@@ -459,6 +485,9 @@ def apply_changes(data: Mapping[str, Any], changes: Changes, *,
         if parsed is not None and settings.get(name) == parsed:
             notes.append(f"--setting {value}: {name} is {_num(parsed)} already; the change "
                          "does nothing")
+        elif name in NOT_SIMULATED and first[0] == value:  # (parse_changes: once a value)
+            notes.append(f"--setting {value}: the what-if cannot show what {name} changes: "
+                         f"{NOT_SIMULATED[name]}")
         if parsed is None:
             settings.pop(name, None)
         else:
@@ -628,9 +657,7 @@ def run_whatif(snap: Snapshot, changes: Changes, *, hours: float = DEFAULT_HOURS
     The answer is the same either way."""
     import time
 
-    if not (math.isfinite(hours) and 1 / 3600 <= hours <= MAX_HOURS):
-        raise WhatIfError(f"--hours {hours!r}: must be from one second (1/3600) to "
-                          f"{MAX_HOURS:g}")
+    check_hours(hours)
     if workers is None:
         workers = default_workers()
     if not 1 <= workers <= MAX_WORKERS:
@@ -875,6 +902,13 @@ def _h(seconds: float | None) -> str:
     return "-" if seconds is None else f"{seconds / 3600:.2f}"
 
 
+def check_hours(hours: float) -> None:
+    """The horizon's range, the command's and the page's: one second to MAX_HOURS."""
+    if not (math.isfinite(hours) and MIN_HOURS <= hours <= MAX_HOURS):
+        raise WhatIfError(f"--hours {hours:g}: must be from one second (1/3600) to "
+                          f"{MAX_HOURS:g}")
+
+
 def _num(value: Any) -> str:
     return "-" if value is None else f"{value:g}" if isinstance(value, float) else str(value)
 
@@ -905,6 +939,10 @@ def render_table(w: WhatIf, *, top: int = TOP_MOVED) -> str:
             f"{t['baseline_preemptions']:>5} {t['whatif_preemptions']:>5} | "
             f"{_num(t['baseline_gpu_hours_lost']):>6} {_num(t['whatif_gpu_hours_lost']):>6} | "
             f"{t.get('baseline_failed', 0):>5} {t.get('whatif_failed', 0):>5}")
+    if any(t[f"{run}_mean_wait_s"] is None for t in w.tenants for run in ("baseline", "whatif")):
+        # (the moved jobs' "-" is "not within the horizon": said with their list)
+        lines.append("(mean and p95 wait: - = nothing to count: no job of the team queued "
+                     "at the snapshot, or only jobs the run ended unstarted)")
     moved = moved_most(w.jobs, top)
     lines.append("")
     if w.cancelled:

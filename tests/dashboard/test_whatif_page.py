@@ -68,7 +68,10 @@ def test_without_a_broker_a_thread_runs_it_and_its_page_shows_the_answer(
     page = operator.get(response["Location"]).content.decode()
     assert 'id="whatif-table"' in page and "alpha" in page
     assert page.count('data-chart="whatif"') == 3  # a chart a team
-    assert "running jobs run until their declared limit" in page
+    # the assumptions under their heading, each a sentence (not "Assumes a team's wait: ...")
+    assert "Both runs assume:" in page and "Assumes " not in page
+    assert "<li>Running jobs run until their declared limit (max_runtime_s, counted from " \
+           "the run&#x27;s placement" in page
     alpha = next(t for t in run.result["tenants"] if t["name"] == "alpha")
     assert alpha["whatif_mean_wait_s"] < alpha["baseline_mean_wait_s"]
     # the run wrote its own row and nothing of the scheduler's
@@ -152,9 +155,25 @@ def test_a_run_that_failed_shows_its_error(operator) -> None:
     assert "hx-trigger=" not in html  # finished: no more polling
 
 
-def test_a_bad_horizon_is_refused_by_the_form(operator) -> None:
-    response = operator.post("/operator/whatif/", {"hours": "0"})
+@pytest.mark.parametrize("hours", ["0", "-1", "337", "nan"])
+def test_a_bad_horizon_is_refused_by_the_form(operator, hours) -> None:
+    response = operator.post("/operator/whatif/", {"hours": hours})
     assert response.status_code == 400 and not WhatIfRun.objects.exists()
+    if hours != "nan":  # (Django's FloatField refuses nan itself: "Enter a number.")
+        assert response.context["form"].errors["hours"] == [
+            "The horizon must be from one second (1/3600) to 336 hours, as manage.py whatif "
+            "takes it."]
+
+
+def test_the_form_takes_the_horizons_the_command_takes(
+        operator, inline_threads, settings) -> None:
+    """The page refused a horizon under 15 minutes that the command ran (found by a user
+    session, 2026-12-07): both take one second to 336 hours."""
+    settings.CELERY_BROKER_URL = ""
+    response = operator.post("/operator/whatif/", {"hours": "0.1"})
+    assert response.status_code == 302
+    run = WhatIfRun.objects.get()
+    assert run.hours == pytest.approx(0.1) and run.status == "done"
 
 
 def test_a_cancelled_running_job_is_listed_on_the_page(

@@ -81,6 +81,15 @@ def test_metrics_follow_the_contract_definitions() -> None:
     assert (m["ticks"], m["tick_ms_p50"], m["tick_ms_max"]) == (3, 2.0, 3.0)
 
 
+def test_a_run_carried_in_from_before_t0_counts_its_gpu_seconds_from_t0() -> None:
+    """A what-if's running job started before t=0: counted from its start, an exported
+    what-if simulated gave a utilization of 1.02 (2026-12-07); the capacity counts from 0."""
+    carried = rec("a", -5000, 16, 6000, [RunRecord(-5000, {"n1": 8, "n2": 8}, 1000,
+                                                   "COMPLETED")], "COMPLETED", 1000)
+    m = compute_metrics(outcome([carried], end_s=1000))
+    assert m["utilization"] == 1.0  # 16 GPUs x 1000 s of 16 x 1000
+
+
 def test_metrics_without_samples_are_null_not_zero() -> None:
     m = compute_metrics(outcome([rec("a", 0, 8, 100, [], "QUEUED")], end_s=0, ticks=[]))
     assert m["utilization"] is None and m["mean_jct_s"] is None

@@ -197,7 +197,14 @@ def test_the_horizon_bounds_the_starts(live):
                             "<array>_<index>, as gpuq queue shows them"),
     (("--setting", "tick_intervals=5"), "--setting tick_intervals=5: unknown setting"),
     (("--setting", "tick_interval_s=0"), "--setting tick_interval_s: must be a whole number, 1"),
-    (("--hours", "0"), "--hours 0.0: must be from one second (1/3600) to 336"),
+    # the value as given, not as a float prints it ("--hours 0.0" until 2026-12-07)
+    (("--hours", "0"), "--hours 0: must be from one second (1/3600) to 336"),
+    (("--hours", "-1"), "--hours -1: must be from one second (1/3600) to 336"),
+    # half a task's name: refused as the other typos are (a traceback until 2026-12-07)
+    (("--cancel", "8_"), "--cancel 8_: not a job id (a job's number, or an array task's"),
+    (("--cancel", "_3"), "--cancel _3: not a job id (a job's number, or an array task's"),
+    # a node given two flags: which one? (run with a warning until 2026-12-07)
+    (("--drain", "a1", "--undrain", "a1"), "--undrain a1: a1 is already given --drain a1"),
     (("--workers", "3"), "--workers 3: must be 1 or 2"),
     (("--workers", "0"), "--workers 0: must be 1 or 2"),
 ])

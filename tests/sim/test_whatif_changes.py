@@ -68,6 +68,10 @@ def test_a_job_whose_dependency_fails_in_the_run_is_not_counted_as_waiting():
     table = render_table(w)
     assert "ended without a start" in table
     assert "down" in table.split("ended without a start")[1].splitlines()[1]
+    # beta has nothing queued: its "-" is said under the table (found 2026-12-07)
+    beta = next(line for line in table.splitlines() if line.startswith("beta "))
+    assert beta.split("|")[1].split() == ["-", "-"]
+    assert "(mean and p95 wait: - = nothing to count: no job of the team queued" in table
 
 
 def test_a_cancelled_running_job_is_listed_with_the_queued_ones():
@@ -119,6 +123,26 @@ def test_a_setting_may_be_named_as_its_production_variable():
     with pytest.raises(WhatIfError, match="is already given"):
         apply_changes(data, Changes(setting=("tick_interval_s=5",
                                              "SCHEDULER_TICK_INTERVAL_S=10")))
+
+
+@pytest.mark.parametrize(("value", "why"), [
+    ("tick_budget_s=0.001", "the runs tick without a wall clock"),
+    ("SCHEDULER_ESTIMATE_BUDGET_S=0.001", "the runs tick without a wall clock"),
+    ("estimate_lookahead=0", "estimates decide nothing"),
+    ("placing_timeout_s=1", "the runs' agents confirm a start at once"),
+])
+def test_a_setting_the_runs_cannot_show_is_taken_with_a_warning(value, why):
+    """tick_budget_s=0.001 (a tick of 1 ms in production) was answered "no queued job's
+    start moves" with no warning (found by a user session, 2026-12-07)."""
+    warned: list[str] = []
+    apply_changes(snapshot_scenario(snapshot()), Changes(setting=(value,)), warnings=warned)
+    assert len(warned) == 1 and warned[0].startswith(f"--setting {value}: the what-if "
+                                                     "cannot show what ")
+    assert why in warned[0]
+    warned = []
+    apply_changes(snapshot_scenario(snapshot()), Changes(setting=("queue_stretch=2",)),
+                  warnings=warned)
+    assert warned == []  # one the runs play out
 
 
 def test_the_same_change_twice_counts_once_and_an_empty_one_is_refused():
@@ -194,15 +218,23 @@ def test_a_change_that_does_nothing_is_a_warning_and_undrain_and_up_bring_nodes_
         NodeSnap("a3", "pod-a", 8, health="down"), NodeSnap("a4", "pod-a", 8)))
     data = snapshot_scenario(snap)
     warned: list[str] = []
-    changed = apply_changes(data, Changes(drain=("a2", "a3"), undrain=("a2",), up=("a3",),
-                                          set_quota=("beta=8",)), warnings=warned)
-    assert warned == [
+    apply_changes(data, Changes(drain=("a2", "a3"), set_quota=("beta=8",)), warnings=warned)
+    assert warned[:3] == [
         "--set-quota beta=8: team beta has that quota already (8:8); the change does nothing",
         "--drain a2: a2 is draining already; the change does nothing",
         "--drain a3: a3 is down already; the change does nothing"]
+    # (a2 and a3 out of service at the snapshot already: capacity is below the guarantees)
+    assert [w.split(":")[0] for w in warned[3:]] == ["capacity below the guarantees"]
+    changed = apply_changes(data, Changes(undrain=("a2",), up=("a3",)))
     assert changed["events"][-2:] == [{"at_s": 0, "node_undrain": "a2"},
                                       {"at_s": 0, "node_up": "a3"}]
     for changes, named in [
+        # one node, two flags: which one? (accepted with a warning until 2026-12-07)
+        (Changes(drain=("a2",), undrain=("a2",)),
+         "--undrain a2: a2 is already given --drain a2; give a node one of --drain, "
+         "--undrain, --up"),
+        (Changes(drain=("a1",), undrain=("a1",)), "--undrain a1: a1 is already given --drain"),
+        (Changes(up=("a3",), drain=("a3",)), "--up a3: a3 is already given --drain a3"),
         (Changes(undrain=("a1",)), "--undrain a1: a1 is not drained (it is healthy)"),
         (Changes(undrain=("a3",)), "--undrain a3: a3 is not drained (it is down)"),
         (Changes(up=("a2",)), "--up a2: a2 is not down (it is draining)"),

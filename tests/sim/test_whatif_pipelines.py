@@ -68,3 +68,28 @@ def test_a_snapshot_keeps_dependencies_arrays_owners_and_team_limits(django_user
     spans = [(r["start_s"], r["end_s"]) for t in tasks for r in jobs[str(t.pk)]["runs"]]
     assert len(spans) == 4
     assert all(sum(1 for a, b in spans if a <= t < b) <= 1 for t, _ in spans)
+
+
+def test_a_running_jobs_limit_counts_from_its_placement_as_the_scheduler_counts_it():
+    """The snapshot dated a RUNNING job's run from the agent's confirmation (started_at),
+    30 s after its placement: the what-if ended it, and started what waited for it, 30 s
+    after the leader had failed it at its limit (found by a user session, 2026-12-07).
+    The core's timer runs from the placement (QUEUED -> PLACING)."""
+    now = datetime.now(UTC).replace(microsecond=0)
+    pod = Pod.objects.create(name="pod-a")
+    Node.objects.create(name="a1", pod=pod, gpu_count=8, free_gpus=8, gpu_type="H100")
+    team = Tenant.objects.create(name="team", guaranteed_gpus=8, borrow_limit_gpus=0)
+    placed, confirmed = now - timedelta(seconds=600), now - timedelta(seconds=570)
+    up = job_submit(tenant=team, name="up", gpus=8, max_runtime_s=HOUR, at=placed)
+    job_transition(job_id=up.pk, to_state=JobState.PLACING, reason=Reason.PLACED,
+                   actor=Actor.SCHEDULER, at=placed, alloc={"a1": list(range(8))})
+    job_transition(job_id=up.pk, to_state=JobState.RUNNING, reason=Reason.STARTED,
+                   actor=Actor.AGENT, at=confirmed)
+    down = job_submit(tenant=team, name="down", gpus=8, max_runtime_s=600, at=placed,
+                      depends_on=[{"job": up.pk, "when": "ok"}])
+
+    snap = live_snapshot(now)
+    assert {j.id: j.started_s for j in snap.jobs}[str(up.pk)] == -600
+    jobs = run(validate_scenario(snapshot_scenario(snap, hours=2)))["jobs"]
+    assert jobs[str(up.pk)]["runs"][-1]["end_s"] == HOUR - 600  # at its limit, from placement
+    assert jobs[str(down.pk)]["first_start_s"] == HOUR - 600
