@@ -44,6 +44,8 @@ PROGRESS_EVERY_S = 0.5
 #: stretch is building the two scenarios and validating them in the children: about 25 s
 #: at 1,000,000 live jobs (docs/PERFORMANCE.md), so this leaves room for a slower host
 LOST_AFTER_S = 120
+#: seconds a broker has to take a run sent from the page (to connect, then per command)
+PUBLISH_TIMEOUT_S = 2.0
 LOST = "the server restarted during the run (no progress for {s} s and no thread runs it)"
 
 
@@ -92,13 +94,32 @@ def start_run(*, changes: dict[str, list[str]], hours: float, user: Any) -> What
                                    hours=hours, heartbeat_at=timezone.now(),
                                    in_thread=not settings.CELERY_BROKER_URL)
     if not run.in_thread:
-        from .tasks import whatif_run
-
-        whatif_run.delay(str(run.pk))
+        _send(run)
     else:
         threading.Thread(target=_in_thread, args=(run.pk,), name=f"whatif-{run.pk}",
                          daemon=True).start()
     return run
+
+
+def _send(run: WhatIfRun) -> None:
+    """The run to a worker, through a connection that gives a broker that is down or
+    frozen PUBLISH_TIMEOUT_S (the request waits no longer). One the broker did not take
+    is recorded failed, saying so: the request raised a 500 and left the run 'queued'
+    for ever, its page polling a progress bar no worker would move (2026-12-07)."""
+    from scheduler_app.tasks import bounded_connection
+
+    from .tasks import whatif_run
+
+    try:
+        with bounded_connection(PUBLISH_TIMEOUT_S) as broker:
+            whatif_run.apply_async((str(run.pk),), retry=False, connection=broker,
+                                   queue=settings.CELERY_WHATIF_QUEUE)
+    except Exception as exc:  # noqa: BLE001 - any failure to publish: the run is not sent
+        log.warning("what-if %s not sent: the broker did not take it (%s)", run.pk, exc)
+        _update(run, status=WhatIfRun.Status.FAILED, finished_at=timezone.now(),
+                error=f"the broker did not take the run ({exc}); nothing ran. Start it "
+                      "again once the broker is back (docs/operations.md, \"A dead "
+                      "broker\")")
 
 
 def _in_thread(run_id: Any) -> None:

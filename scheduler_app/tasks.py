@@ -23,6 +23,7 @@ import os
 import re
 import socket
 import threading
+from typing import Any
 
 from celery import shared_task
 from celery.signals import worker_process_shutdown, worker_shutdown
@@ -177,8 +178,16 @@ def publish_early_tick() -> None:
     worker's and beat's connections keep Celery's defaults, which must wait for a
     broker to come back. A tick still queued after a few intervals is stale: the beat
     ticks cover it."""
-    timeout = EARLY_TICK_PUBLISH_TIMEOUT_S
-    with scheduler_tick.app.connection_for_write(
+    with bounded_connection(EARLY_TICK_PUBLISH_TIMEOUT_S) as connection:
+        scheduler_tick.apply_async(retry=False, expires=EARLY_TICK_EXPIRES_S,
+                                   connection=connection)
+
+
+def bounded_connection(timeout: float) -> Any:
+    """A broker connection for one publish from a web request: one attempt, ``timeout``
+    seconds to connect and as long for each command (see :func:`publish_early_tick`).
+    A broker that is down or frozen raises within about ``timeout``, never hangs."""
+    return scheduler_tick.app.connection_for_write(
         settings.CELERY_BROKER_URL,
         connect_timeout=timeout,
         transport_options={
@@ -187,9 +196,7 @@ def publish_early_tick() -> None:
             "socket_timeout": timeout,  # redis-py: each command (a frozen broker)
             "retry_on_timeout": False,
         },
-    ) as connection:
-        scheduler_tick.apply_async(retry=False, expires=EARLY_TICK_EXPIRES_S,
-                                   connection=connection)
+    )
 
 
 def _forget_pending() -> None:

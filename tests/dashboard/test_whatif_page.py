@@ -85,13 +85,14 @@ def test_with_a_broker_the_celery_task_gets_it(operator, settings, monkeypatch) 
     sent: list[str] = []
     from dashboard import tasks
 
-    monkeypatch.setattr(tasks.whatif_run, "delay", sent.append)
-    monkeypatch.setattr(threading, "Thread", None)  # no thread may be started
+    monkeypatch.setattr(tasks.whatif_run, "apply_async",
+                        lambda args, **kw: sent.append(*args))
+    monkeypatch.setattr(whatif_runs, "_in_thread", None)  # not run here instead
     # a change given twice counts once, as the command's flags do
     response = operator.post("/operator/whatif/", {"drain": "a1\na2\n a1, a2 a1", "hours": "6"})
     assert response.status_code == 302
     run = WhatIfRun.objects.get()
-    assert sent == [str(run.pk)] and run.status == "queued"
+    assert sent == [str(run.pk)] and run.status == "queued" and not run.in_thread, run.error
     assert run.changes["drain"] == ["a1", "a2"] and run.hours == 6
     # the worker's side: the task runs it
     tasks.whatif_run(str(run.pk))
@@ -105,6 +106,27 @@ def test_a_run_in_progress_polls_its_progress_bar(operator) -> None:
     html = operator.get(f"/operator/whatif/{run.pk}/", HTTP_HX_REQUEST="true").content.decode()
     assert '<progress id="whatif-progress" max="100" value="40"' in html
     assert "hx-trigger=" in html and "baseline" in html
+
+
+def test_a_run_the_broker_does_not_take_is_failed_saying_so(operator, settings,
+                                                           monkeypatch) -> None:
+    """A dead broker: the request raised a 500 and left the run 'queued' for ever, its
+    page polling a progress bar no worker would move (2026-12-07). Now the run is failed
+    at once with the broker's words, and its page says to start it again."""
+    from scheduler_app.celery import app
+
+    settings.CELERY_BROKER_URL = "redis://127.0.0.1:1/0"  # nothing listens on port 1
+    monkeypatch.setitem(app.conf, "task_always_eager", False)
+    monkeypatch.setattr(whatif_runs, "_in_thread", None)  # not run here instead
+    response = operator.post("/operator/whatif/", {"set_quota": "alpha=16", "hours": "1"})
+    assert response.status_code == 302
+    run = WhatIfRun.objects.get()
+    assert run.status == "failed" and run.finished_at is not None and not run.in_thread
+    assert run.error.startswith("the broker did not take the run (")
+    assert "Connection refused" in run.error or "111" in run.error
+    html = operator.get(response["Location"]).content.decode()
+    assert "the broker did not take the run" in html and "Start it again" in html
+    assert "hx-trigger=" not in html  # finished: no polling
 
 
 def test_a_bad_change_is_refused_at_its_box_and_starts_no_run(
