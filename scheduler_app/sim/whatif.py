@@ -414,11 +414,20 @@ def apply_changes(data: Mapping[str, Any], changes: Changes, *,
         tenants[team]["guaranteed_gpus"] = guaranteed
         if borrow is not None:
             tenants[team]["borrow_limit_gpus"] = borrow
+    added_by: dict[str, tuple[str, str]] = {}  # pod -> (flag value, count as written)
     for value in changes.add_nodes:
         pod, count = _pair(value, "--add-nodes", "POD=N")
         if pod not in pods:
             raise WhatIfError(f"--add-nodes {value}: unknown pod {pod}; pods: "
                               + ", ".join(sorted(pods)))
+        # two counts for one pod: add up, or the last? (the same value twice counts once,
+        # so pod-a=2 twice added 2 and pod-a=2 with pod-a=3 added 5 until 2026-12-07)
+        first = added_by.setdefault(pod, (value, count.lstrip("+0") or "0"))
+        if first[1] != (count.lstrip("+0") or "0"):
+            raise WhatIfError(f"--add-nodes {value}: pod {pod} is already given "
+                              f"--add-nodes {first[0]}; give a pod one count")
+        if first[0] != value:
+            continue  # the same count written otherwise ("pod-a = 2"): counts once
         room = MAX_NODES_PER_POD - len(pods[pod]["nodes"])
         if room < 1:
             raise WhatIfError(f"--add-nodes {value}: pod {pod} already has "

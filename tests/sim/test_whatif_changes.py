@@ -145,6 +145,14 @@ def test_a_setting_the_runs_cannot_show_is_taken_with_a_warning(value, why):
     assert warned == []  # one the runs play out
 
 
+def test_one_pods_count_written_twice_otherwise_counts_once():
+    data = snapshot_scenario(snapshot())
+    nodes = len(next(p for p in data["cluster"]["pods"] if p["name"] == "pod-a")["nodes"])
+    changed = apply_changes(data, Changes(add_nodes=("pod-a=2", "pod-a = 02")))
+    pod = next(p for p in changed["cluster"]["pods"] if p["name"] == "pod-a")
+    assert len(pod["nodes"]) == nodes + 2
+
+
 def test_the_same_change_twice_counts_once_and_an_empty_one_is_refused():
     assert parse_changes(set_quota=[" alpha=8", "alpha=8"], drain=["a1", "a1"]) == Changes(
         set_quota=("alpha=8",), drain=("a1",))
@@ -229,6 +237,10 @@ def test_a_change_that_does_nothing_is_a_warning_and_undrain_and_up_bring_nodes_
     assert changed["events"][-2:] == [{"at_s": 0, "node_undrain": "a2"},
                                       {"at_s": 0, "node_up": "a3"}]
     for changes, named in [
+        # one pod, two counts: add up, or the last? (they added up until 2026-12-07)
+        (Changes(add_nodes=("pod-a=2", "pod-a=3")),
+         "--add-nodes pod-a=3: pod pod-a is already given --add-nodes pod-a=2; give a pod "
+         "one count"),
         # one node, two flags: which one? (accepted with a warning until 2026-12-07)
         (Changes(drain=("a2",), undrain=("a2",)),
          "--undrain a2: a2 is already given --drain a2; give a node one of --drain, "
