@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import difflib
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, NoReturn
 
 from rest_framework import serializers
 from rest_framework.exceptions import ErrorDetail
@@ -81,10 +81,37 @@ class StrictSlugField(serializers.SlugField):
 
 
 class StrictChoiceField(serializers.ChoiceField):
+    """A choice given as a string, refused with the choices named: DRF's message
+    ('"queued" is not a valid choice.') says what is wrong, not what is allowed."""
+
+    default_error_messages = {"invalid_choice": '"{input}" is not one of: {allowed}.'}
+
     def to_internal_value(self, data: object) -> object:
         if not isinstance(data, str):
             self.fail("invalid_choice", input=data)
         return super().to_internal_value(data)
+
+    def fail(self, key: str, **kwargs: Any) -> NoReturn:
+        if key == "invalid_choice":
+            kwargs["allowed"] = ", ".join(str(c) for c in self.choices)
+        super().fail(key, **kwargs)
+        raise AssertionError("unreachable")  # (Field.fail raises)
+
+
+class DependencyKindField(StrictChoiceField):
+    """A dependency's ``when``, refused as the services refuse a bad dependency (code
+    ``bad_dependency``, the kinds in words), as docs/api.md says: DRF's choice check
+    answered first, 'invalid_choice', '"afterok" is not a valid choice.' (2026-12-07)."""
+
+    default_error_messages = {"bad_dependency": (
+        "Unknown kind {input!r}: one of {allowed} (done with success, ended whatever the "
+        "outcome, failed or cancelled).")}
+
+    def to_internal_value(self, data: object) -> object:
+        if not isinstance(data, str) or data not in self.choice_strings_to_values:
+            self.fail("bad_dependency", input=data,
+                      allowed=", ".join(str(c) for c in self.choices))
+        return self.choice_strings_to_values[data]
 
 
 class KnownFieldsOnly(serializers.Serializer):

@@ -29,6 +29,14 @@ class StrictFilterSet(django_filters.FilterSet):
     the client meant something, and an unfiltered answer would mislead it."""
 
     def is_valid(self) -> bool:
+        # a bad choice names what is allowed: Django's "Select a valid choice. queued is
+        # not one of the available choices." did not (2026-12-07)
+        for field in self.form.fields.values():
+            if isinstance(field, forms.ChoiceField) and not isinstance(
+                    field, forms.ModelChoiceField):
+                allowed = ", ".join(str(v) for v, _label in field.choices if v != "")
+                field.error_messages = {**field.error_messages,
+                                        "invalid_choice": f"%(value)s is not one of: {allowed}."}
         valid = super().is_valid()
         for name in self.filters:
             if name in self.data and any(v == "" for v in self.data.getlist(name)):

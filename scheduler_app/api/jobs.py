@@ -56,10 +56,10 @@ from .fastvalid import validated
 from .fields import (
     INT_MAX,
     SMALL_MAX,
+    DependencyKindField,
     KnownFieldsOnly,
     StrictBooleanField,
     StrictCharField,
-    StrictChoiceField,
     StrictIntegerField,
     StrictSlugField,
     seconds,
@@ -112,8 +112,8 @@ class DependencyIn(KnownFieldsOnly):
     index = StrictIntegerField(
         required=False, min_value=0, max_value=MAX_BATCH - 1,
         help_text="Batches only: the position (0 first) of another job of the same batch.")
-    when = StrictChoiceField(choices=list(DEPENDENCY_KINDS), default="ok",
-                             help_text=_WHEN_HELP)
+    when = DependencyKindField(choices=list(DEPENDENCY_KINDS), default="ok",
+                               help_text=_WHEN_HELP)
 
 
 class JobSpecIn(KnownFieldsOnly):

@@ -118,6 +118,11 @@ def test_an_unknown_when_is_refused(world):
     response = post(world, depends_on=[{"job": first, "when": "afterok"}])
     assert response.status_code == 400
     assert set(errors_of(response)) == {"depends_on[0].when"}
+    # the code and words docs/api.md gives ('invalid_choice', '"afterok" is not a valid
+    # choice.' until 2026-12-07: it named the mistake, not what is allowed)
+    [error] = response.json()["errors"]
+    assert error["code"] == "bad_dependency"
+    assert error["message"].startswith("Unknown kind 'afterok': one of ok, any, notok (")
     assert nothing_written(before)
 
 

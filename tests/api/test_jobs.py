@@ -384,6 +384,14 @@ def test_the_list_filters_by_state_size_class_owner_and_tenant(world):
                                                                            big["id"]]
     bad = client.get("/api/v1/jobs/?state=LOST")
     assert bad.status_code == 400 and "state" in errors_of(bad)
+    # the message says what is allowed ("Select a valid choice. LOST is not one of the
+    # available choices." until 2026-12-07), on every list's choice filters
+    assert errors_of(bad)["state"] == (
+        "LOST is not one of: SUBMITTED, QUEUED, PLACING, RUNNING, PREEMPT_REQUESTED, "
+        "CHECKPOINTING, PREEMPTED, COMPLETED, FAILED, CANCELLED.")
+    nodes = world.client("operator").get("/api/v1/nodes/?health=sick")
+    assert nodes.status_code == 400
+    assert errors_of(nodes)["health"].startswith("sick is not one of: healthy")
 
 
 def test_the_list_pages_by_cursor_without_repeats_or_gaps(world):

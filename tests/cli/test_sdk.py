@@ -110,6 +110,9 @@ def test_jobs_iterates_over_every_page(live: Live) -> None:
     assert made <= set(listed) and len(listed) == len(set(listed))
     assert listed == sorted(listed, reverse=True)  # newest first, as the API lists them
     assert all(j.owner == "vision-r2" for j in client.jobs(mine=True, state=["QUEUED"]))
+    # a state in any case, as gpuq queue --state takes it (a 400 until 2026-12-07)
+    assert {j.id for j in client.jobs(mine=True, state="queued")} == {
+        j.id for j in client.jobs(mine=True, state="QUEUED")} >= made
     for job_id in made:
         client.cancel(job_id, why="cleanup")
 
@@ -284,6 +287,14 @@ def test_submit_array_gets_and_cancels_an_array_and_its_tasks(live: Live) -> Non
     third = client.job(f"{sweep.id}_2")
     assert (third.id, third.array_index) == (sweep.jobs[2].id, 2)
     assert read.task(3).id == sweep.jobs[3].id
+    # a task of an array another may not see: bad input at its field, as its id is (a
+    # Forbidden with no field until 2026-12-07)
+    other = live.client("vision-r2")
+    for ref in (f"{sweep.id}_2", sweep.jobs[2].id):
+        with pytest.raises(gpuq.InvalidRequest, match="not yours to see") as hidden:
+            other.submit(name="after-theirs", gpus=1, depends_on=[ref])
+        assert (hidden.value.field, hidden.value.code) == ("depends_on[0].job",
+                                                           "bad_dependency"), ref
     assert client.cancel(f"{sweep.id}_1").state == "CANCELLED"
     cancelled = read.cancel(why="wrong grid")
     assert sorted(j.array_index for j in cancelled) == [0, 2, 3]

@@ -30,7 +30,7 @@ from datetime import datetime
 from typing import Any
 
 from . import config
-from .errors import ApiError, Conflict, InvalidRequest, NotFound
+from .errors import ApiError, Conflict, Forbidden, InvalidRequest, NotFound
 from .http import Transport
 
 #: States a job never leaves.
@@ -391,13 +391,17 @@ class Client:
         return out
 
     def _awaited_id(self, ref: int | str, k: int) -> int:
-        """``job_id`` for dependency ``k``: a task name that names no task is bad input
-        at its field (400, as the API answers a dependency on a job that does not
-        exist), not a missing page."""
+        """``job_id`` for dependency ``k``: a task name that names no task, or a task of
+        an array the caller may not see, is bad input at its field (400
+        ``bad_dependency``, as the API answers a dependency on a job that does not exist
+        or is not yours), not a missing page or a 403 with no field (``23_1`` of
+        another's array raised Forbidden where ``24``, the same task, was a 400 at
+        ``depends_on[0].job``: found 2026-12-07)."""
         try:
             return self.job_id(ref)
-        except NotFound as error:
-            raise InvalidRequest(400, [{**e, "field": f"depends_on[{k}].job"}
+        except (NotFound, Forbidden) as error:
+            raise InvalidRequest(400, [{**e, "field": f"depends_on[{k}].job",
+                                        "code": "bad_dependency"}
                                        for e in error.errors]) from error
 
     def submit_batch(self, jobs: Iterable[dict[str, Any]], *, tenant: str | None = None,
@@ -492,7 +496,7 @@ class Client:
 
     def jobs(self, **filters: Any) -> Iterator[Job]:
         """Every job you may see that matches, newest first, over every page. Filters:
-        ``tenant``, ``state`` (one or a list), ``owner``, ``size_class`` (one or a list),
+        ``tenant``, ``state`` (one or a list, any case), ``owner``, ``size_class`` (one or a list),
         ``array`` (an array's tasks), ``submitted_after``, ``submitted_before`` (datetime
         or ISO text), ``mine=True`` (your own), ``page_size`` (1 to 1,000)."""
         unknown = set(filters) - JOB_FILTERS
@@ -507,7 +511,10 @@ class Client:
                 continue
             values = value if isinstance(value, (list, tuple, set, frozenset)) else [value]
             for one in values:
-                params.append((name, one.isoformat() if isinstance(one, datetime) else str(one)))
+                text = one.isoformat() if isinstance(one, datetime) else str(one)
+                # states in any case, as gpuq queue --state takes them (the API's are
+                # upper case: state="queued" was a 400)
+                params.append((name, text.upper() if name == "state" else text))
         for data in self._http.pages("/jobs/", params):
             yield Job(self, data)
 
