@@ -115,11 +115,13 @@ class DependencyKindField(StrictChoiceField):
 
 
 class KnownFieldsOnly(serializers.Serializer):
-    """Refuses a key that is none of its fields, naming it and the field it was probably
-    meant to be: ``{"max_runtime": 60}`` (for ``max_runtime_s``) made a job with no time
-    limit at all, where DRF drops unknown keys silently. Reported with the other errors
-    of the same object (code ``unknown_field``); in a list serializer, as
-    ``jobs[3].max_runtime``."""
+    # Refuses a key that is none of its fields, naming it and the field it was probably
+    # meant to be: ``{"max_runtime": 60}`` (for ``max_runtime_s``) made a job with no time
+    # limit at all, where DRF drops unknown keys silently. Reported with the other errors
+    # of the same object (code ``unknown_field``); in a list serializer, as
+    # ``jobs[3].max_runtime``. (A comment, not a docstring: the schema describes a request
+    # body by the first docstring up its classes, and seven bodies were described by this
+    # one until 2026-12-07; it says ``additionalProperties: false`` instead, api.schema.)
 
     def to_internal_value(self, data: Any) -> Any:
         unknown = self.unknown_fields(data)

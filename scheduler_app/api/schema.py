@@ -40,6 +40,7 @@ WHY = {
     "404": "No such object.",
     "405": "Method not allowed.",
     "409": "The object's state does not allow this (e.g. cancelling a final job).",
+    "413": "The body is over 1 MiB (request_too_large): nothing was read.",
     "415": "Send application/json.",
     "429": "Throttled: wait Retry-After seconds.",
     "503": "The database is busy (database_busy: another write held it past its timeout): "
@@ -74,7 +75,7 @@ def add_error_responses(result: dict[str, Any], generator: Any, request: Any,
             if method in ("post", "put", "patch", "delete"):
                 codes.append("409")
             if "requestBody" in operation:
-                codes.append("415")
+                codes += ["413", "415"]
             responses = operation.setdefault("responses", {})
             for code in codes:
                 responses.setdefault(code, {
@@ -82,4 +83,26 @@ def add_error_responses(result: dict[str, Any], generator: Any, request: Any,
                     "content": {"application/json": {
                         "schema": {"$ref": "#/components/schemas/Errors"}}},
                 })
+    closed_request_bodies(result["components"]["schemas"])
     return result
+
+
+def closed_request_bodies(schemas: dict[str, Any]) -> None:
+    """A request body that refuses unknown keys (``KnownFieldsOnly``: 400
+    ``unknown_field``) says so, ``additionalProperties: false``: a client built from the
+    schema took extra keys for fine (2026-12-07). Its component is named as
+    drf-spectacular names it: the class name, less "Serializer", plus "Request"."""
+    from .fields import KnownFieldsOnly
+
+    todo, seen = list(KnownFieldsOnly.__subclasses__()), set()
+    while todo:
+        cls = todo.pop()
+        if cls in seen:
+            continue
+        seen.add(cls)
+        todo += cls.__subclasses__()
+        name = cls.__name__.removesuffix("Serializer")
+        for component in (f"{name}Request", f"Patched{name}Request"):
+            schema = schemas.get(component)
+            if schema is not None and schema.get("type") == "object":
+                schema["additionalProperties"] = False

@@ -47,6 +47,24 @@ def test_the_openapi_schema_validates():
     assert "database_busy" in submit["responses"]["503"]["description"]
 
 
+def test_the_schema_says_what_the_server_refuses():
+    """Found by a pipeline author reading the schema against the server (2026-12-07):
+    bodies that refuse unknown keys did not say so, 413 was in no operation, and seven
+    request bodies were described by an internal docstring."""
+    schema = SchemaGenerator().get_schema(request=None, public=True)
+    parts = schema["components"]["schemas"]
+    for name in ("SubmitInRequest", "JobSpecInRequest", "DependencyInRequest",
+                 "BatchInRequest", "ArraySubmitInRequest", "CancelInRequest",
+                 "PatchedQuotaPatchInRequest"):
+        assert parts[name]["additionalProperties"] is False, name
+    assert "DRF drops" not in str(parts)
+    for path, operations in schema["paths"].items():
+        for method, operation in operations.items():
+            if path.startswith("/api/v1/") and "requestBody" in operation:
+                assert "request_too_large" in operation["responses"]["413"]["description"], (
+                    method, path)
+
+
 def test_the_schema_has_dependencies_and_job_arrays():
     schema = SchemaGenerator().get_schema(request=None, public=True)
     paths, parts = schema["paths"], schema["components"]["schemas"]
