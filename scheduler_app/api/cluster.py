@@ -17,7 +17,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from scheduler_app.core.states import JobState
-from scheduler_app.models import Job, Reservation, Transition
+from scheduler_app.models import Job, Node, Reservation, Tenant, Transition
 from scheduler_app.selectors.leader import scheduler_status
 from scheduler_app.selectors.why import _plain as plain_instants
 
@@ -179,6 +179,11 @@ class FeedFilter(StrictFilterSet):
     job = IdFilter(field_name="job_id")
     node = django_filters.CharFilter(field_name="node__name")
     tenant = django_filters.CharFilter(field_name="tenant__name")
+
+    must_exist = {
+        "node": (Node, "name", "node named", "GET /api/v1/nodes/"),
+        "tenant": (Tenant, "name", "tenant named", "GET /api/v1/tenants/"),
+    }
 
     class Meta:
         model = Transition

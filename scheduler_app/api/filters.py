@@ -42,7 +42,18 @@ class StrictFilterSet(django_filters.FilterSet):
             if name in self.data and any(v == "" for v in self.data.getlist(name)):
                 self.form.add_error(name, "Must not be empty: leave the parameter out.")
                 valid = False
+        for name, (model, field, what, where) in self.must_exist.items():
+            value = self.data.get(name, "")
+            if value and not model.objects.filter(**{field: value}).exists():
+                # a typo must not read as "nothing matches": a log consumer tailed an empty
+                # feed for ?tenant=nope (2026-12-07), as the jobs list refuses one
+                self.form.add_error(name, f"No {what} {value!r}: see {where}.")
+                valid = False
         return valid
+
+    #: parameter -> (model, its field, what it names, where the names are listed): a value
+    #: that names nothing is a 400 naming the parameter
+    must_exist: dict[str, tuple[Any, str, str, str]] = {}
 
 
 class IdFilter(django_filters.NumberFilter):

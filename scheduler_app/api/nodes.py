@@ -15,7 +15,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from scheduler_app.core.types import NodeHealth
-from scheduler_app.models import Allocation, Node, Transition
+from scheduler_app.models import Allocation, Node, Pod, Transition
 from scheduler_app.services.cluster import node_drain, node_mark_down, node_mark_up, node_undrain
 
 from . import access
@@ -95,6 +95,11 @@ class NodeFilter(StrictFilterSet):
     pod = django_filters.CharFilter(field_name="pod__name")
     health = django_filters.MultipleChoiceFilter(choices=[(h.value, h.value) for h in NodeHealth])
     gpu_type = django_filters.CharFilter()
+
+    must_exist = {
+        "pod": (Pod, "name", "pod named", "GET /api/v1/nodes/"),
+        "gpu_type": (Node, "gpu_type", "node of GPU type", "GET /api/v1/nodes/"),
+    }
 
     class Meta:
         model = Node

@@ -7,7 +7,7 @@ from datetime import UTC, datetime
 import pytest
 
 from scheduler_app.core.states import PENDING_SENTENCES, JobState, PendingReason, Reason
-from scheduler_app.models import Job, Transition
+from scheduler_app.models import Job, Node, Transition
 from tests.foundation.factories import move
 
 from .conftest import job_body, submit
@@ -392,6 +392,28 @@ def test_the_list_filters_by_state_size_class_owner_and_tenant(world):
     nodes = world.client("operator").get("/api/v1/nodes/?health=sick")
     assert nodes.status_code == 400
     assert errors_of(nodes)["health"].startswith("sick is not one of: healthy")
+
+
+@pytest.mark.parametrize(("url", "param", "message"), [
+    ("/api/v1/cluster/transitions/?tenant=nope", "tenant",
+     "No tenant named 'nope': see GET /api/v1/tenants/."),
+    ("/api/v1/cluster/transitions/?node=nope", "node",
+     "No node named 'nope': see GET /api/v1/nodes/."),
+    ("/api/v1/nodes/?pod=nope", "pod", "No pod named 'nope': see GET /api/v1/nodes/."),
+    ("/api/v1/nodes/?gpu_type=bogus", "gpu_type",
+     "No node of GPU type 'bogus': see GET /api/v1/nodes/."),
+])
+def test_a_filter_naming_nothing_is_refused_not_an_empty_list(world, url, param, message):
+    """A typo read as "nothing matches": a log consumer tailed an empty feed for
+    ?tenant=nope (found 2026-12-07), where the jobs list refuses an unknown tenant."""
+    client = world.client("operator")
+    refused = client.get(url)
+    assert refused.status_code == 400 and errors_of(refused) == {param: message}
+    node = Node.objects.select_related("pod").first()
+    for ok in ("/api/v1/cluster/transitions/?tenant=vision",
+               f"/api/v1/cluster/transitions/?node={node.name}",
+               f"/api/v1/nodes/?pod={node.pod.name}", f"/api/v1/nodes/?gpu_type={node.gpu_type}"):
+        assert client.get(ok).status_code == 200, ok
 
 
 def test_the_list_pages_by_cursor_without_repeats_or_gaps(world):
