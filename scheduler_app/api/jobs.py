@@ -99,7 +99,8 @@ ID_MAX = JOB_ID_MAX
 _WHEN_HELP = ("When the dependency is met: ok (the job COMPLETED, Slurm's afterok), any "
               "(it ended in any way, afterany), notok (it FAILED or was CANCELLED, "
               "afternotok). Default ok. A dependency that can no longer be met (ok on a job "
-              "that failed, notok on one that completed) cancels this job "
+              "that failed, notok on one that completed) is refused at submit (400 "
+              "bad_dependency), and one that stops being met later cancels this job "
               "(DependencyNeverSatisfied).")
 
 

@@ -585,13 +585,14 @@ def awaited_errors(dependencies: dict[str, list[Dependency]], *,
            if kind == "job"}
     if not ids:
         return {}
-    found = {pk: (tenant_id, owner_id) for pk, tenant_id, owner_id in
-             Job.objects.filter(pk__in=ids).values_list("pk", "tenant_id", "owner_id")}
+    rows = Job.objects.filter(pk__in=ids).values_list("pk", "tenant_id", "owner_id", "state")
+    found = {pk: (tenant_id, owner_id) for pk, tenant_id, owner_id, _state in rows}
+    states = {pk: state for pk, _t, _o, state in rows}
     if sees is None and owner is not None:
         sees = job_visibility(owner)
     errors: dict[str, str] = {}
     for field, deps in dependencies.items():
-        for k, (kind, value, _when) in enumerate(deps):
+        for k, (kind, value, when) in enumerate(deps):
             if kind != "job":
                 continue
             if value not in found:
@@ -601,7 +602,19 @@ def awaited_errors(dependencies: dict[str, list[Dependency]], *,
                 errors[f"{field}[{k}].job"] = (
                     f"Job {value} is not yours to see, so no job of yours may wait for it: "
                     "researchers see their own jobs, leads every job of the teams they lead.")
+            elif states[value] in _NEVER_MET.get(when, ()):
+                # accepted, it was cancelled at the next tick (DependencyNeverSatisfied): a
+                # pipeline read a 201 for a job that could never start (2026-12-07)
+                errors[f"{field}[{k}].job"] = (
+                    f"Job {value} has ended {states[value]}, so a job waiting for it to "
+                    f"{_AWAITED_WORDS[when]} could never start.")
     return errors
+
+
+#: the final states in which a dependency of each kind can never be met any more
+_NEVER_MET = {"ok": (JobState.FAILED.value, JobState.CANCELLED.value),
+              "notok": (JobState.COMPLETED.value,)}
+_AWAITED_WORDS = {"ok": "complete (afterok)", "notok": "fail or be cancelled (afternotok)"}
 
 
 def cycle_errors(graph: dict[int, list[Dependency]]) -> dict[str, str]:

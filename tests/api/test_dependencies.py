@@ -112,6 +112,38 @@ def test_a_dependency_on_a_job_the_submitter_cannot_see_is_refused(world, whose)
     assert nothing_written(before)
 
 
+def test_a_dependency_that_can_never_be_met_is_refused_at_submit(world):
+    """afterok on a job already cancelled was a 201 QUEUED, cancelled at the next tick
+    (DependencyNeverSatisfied): a pipeline read success for a job that could never start
+    (found by a pipeline author's session, 2026-12-07)."""
+    gone = submit(world)["id"]
+    world.client("researcher").post(f"/api/v1/jobs/{gone}/cancel/", {}, format="json")
+    done = submit(world)["id"]
+    Job.objects.filter(pk=done).update(state="COMPLETED")  # (its run is not the point)
+    before = counts()
+    for dependency, message in [
+        ({"job": gone, "when": "ok"},
+         f"Job {gone} has ended CANCELLED, so a job waiting for it to complete (afterok) "
+         "could never start."),
+        ({"job": done, "when": "notok"},
+         f"Job {done} has ended COMPLETED, so a job waiting for it to fail or be cancelled "
+         "(afternotok) could never start."),
+    ]:
+        response = post(world, depends_on=[dependency])
+        assert response.status_code == 400
+        [error] = response.json()["errors"]
+        assert (error["field"], error["code"], error["message"]) == (
+            "depends_on[0].job", "bad_dependency", message)
+        refused = batch(world, [{"name": "b", "gpus": 1, "depends_on": [dependency]}])
+        assert refused.status_code == 400
+        assert set(errors_of(refused)) == {"jobs[0].depends_on[0].job"}
+    assert nothing_written(before)
+    # what can still be met is taken: afterany on an ended job (met at once), afterok on
+    # one that completed
+    assert post(world, depends_on=[{"job": gone, "when": "any"}]).status_code == 201
+    assert post(world, depends_on=[{"job": done, "when": "ok"}]).status_code == 201
+
+
 def test_an_unknown_when_is_refused(world):
     first = submit(world)["id"]
     before = counts()
