@@ -200,8 +200,9 @@ class Command(BaseCommand):
         created = 0
         evals, safety = tenants["evals"], tenants["safety"]
         sweep = Job.objects.filter(tenant=evals, idempotency_key="demo-2").first()
-        if sweep is not None and not Job.objects.filter(
-                tenant=evals, idempotency_key="demo-report").exists():
+        # (a sweep that failed or was cancelled since: a report after it would be refused)
+        if sweep is not None and sweep.state not in ("FAILED", "CANCELLED") and not \
+                Job.objects.filter(tenant=evals, idempotency_key="demo-report").exists():
             job_submit(tenant=evals, owner=sweep.owner, name="mmlu-report",
                        command="python report.py --run mmlu-sweep", gpus=1,
                        max_runtime_s=600, depends_on=[{"job": sweep.pk, "when": "ok"}],
