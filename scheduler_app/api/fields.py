@@ -11,7 +11,7 @@ from typing import Any, NoReturn
 from rest_framework import serializers
 from rest_framework.exceptions import ErrorDetail
 
-from scheduler_app.services.jobs import MAX_DURATION_S
+from scheduler_app.services.jobs import BAD_DEPENDENCY, MAX_DURATION_S, unknown_kind_words
 
 #: PostgreSQL integer / Django PositiveIntegerField.
 INT_MAX = 2**31 - 1
@@ -100,18 +100,15 @@ class StrictChoiceField(serializers.ChoiceField):
 
 class DependencyKindField(StrictChoiceField):
     """A dependency's ``when``, refused as the services refuse a bad dependency (code
-    ``bad_dependency``, the kinds in words), as docs/api.md says: DRF's choice check
-    answered first, 'invalid_choice', '"afterok" is not a valid choice.' (2026-12-07)."""
+    ``bad_dependency``, their words), as docs/api.md says: DRF's choice check answered
+    first, 'invalid_choice', '"afterok" is not a valid choice.' (2026-12-07)."""
 
-    default_error_messages = {"bad_dependency": (
-        "Unknown kind {input!r}: one of {allowed} (done with success, ended whatever the "
-        "outcome, failed or cancelled).")}
-
-    def to_internal_value(self, data: object) -> object:
-        if not isinstance(data, str) or data not in self.choice_strings_to_values:
-            self.fail("bad_dependency", input=data,
-                      allowed=", ".join(str(c) for c in self.choices))
-        return self.choice_strings_to_values[data]
+    def fail(self, key: str, **kwargs: Any) -> NoReturn:
+        if key == "invalid_choice":
+            raise serializers.ValidationError(unknown_kind_words(kwargs.get("input")),
+                                              code=BAD_DEPENDENCY)
+        super().fail(key, **kwargs)
+        raise AssertionError("unreachable")  # (Field.fail raises)
 
 
 class KnownFieldsOnly(serializers.Serializer):

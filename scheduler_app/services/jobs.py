@@ -524,7 +524,6 @@ def parse_dependencies(
     out: list[Dependency] = []
     errors: dict[str, str] = {}
     seen: dict[tuple[str, int], int] = {}
-    kinds = ", ".join(DEPENDENCY_KINDS)
     for k, item in enumerate(raw):
         at = f"{field}[{k}]"
         if not isinstance(item, Mapping):
@@ -536,9 +535,7 @@ def parse_dependencies(
             continue
         when = item.get("when", "ok")
         if when not in DEPENDENCY_KINDS:
-            errors[f"{at}.when"] = (f"Unknown kind {when!r}: one of {kinds} (done with "
-                                    "success, ended whatever the outcome, failed or "
-                                    "cancelled).")
+            errors[f"{at}.when"] = unknown_kind_words(when)
         has_job, has_index = item.get("job") is not None, item.get("index") is not None
         if has_job == has_index:
             errors[at] = ("Name the job it waits for: job (an existing job's id) or, in a "
@@ -575,6 +572,13 @@ def parse_dependencies(
     return out, errors
 
 
+def unknown_kind_words(when: object) -> str:
+    """The refusal of a dependency kind that is none of DEPENDENCY_KINDS (the API's
+    ``when`` field says the same: api.fields.DependencyKindField)."""
+    return (f"Unknown kind {when!r}: one of {', '.join(DEPENDENCY_KINDS)} (done with "
+            "success, ended whatever the outcome, failed or cancelled).")
+
+
 def awaited_errors(dependencies: dict[str, list[Dependency]], *,
                    owner: AbstractBaseUser | None, sees: Sees | None) -> dict[str, str]:
     """The problems of the existing jobs ``dependencies`` name ({field: its parsed
@@ -585,9 +589,8 @@ def awaited_errors(dependencies: dict[str, list[Dependency]], *,
            if kind == "job"}
     if not ids:
         return {}
-    rows = Job.objects.filter(pk__in=ids).values_list("pk", "tenant_id", "owner_id", "state")
-    found = {pk: (tenant_id, owner_id) for pk, tenant_id, owner_id, _state in rows}
-    states = {pk: state for pk, _t, _o, state in rows}
+    found = {pk: (tenant_id, owner_id, state) for pk, tenant_id, owner_id, state in
+             Job.objects.filter(pk__in=ids).values_list("pk", "tenant_id", "owner_id", "state")}
     if sees is None and owner is not None:
         sees = job_visibility(owner)
     errors: dict[str, str] = {}
@@ -598,15 +601,15 @@ def awaited_errors(dependencies: dict[str, list[Dependency]], *,
             if value not in found:
                 errors[f"{field}[{k}].job"] = f"No job {value}: a job may wait only for a job "\
                                               "that exists."
-            elif sees is not None and not sees(*found[value]):
+            elif sees is not None and not sees(*found[value][:2]):
                 errors[f"{field}[{k}].job"] = (
                     f"Job {value} is not yours to see, so no job of yours may wait for it: "
                     "researchers see their own jobs, leads every job of the teams they lead.")
-            elif states[value] in _NEVER_MET.get(when, ()):
+            elif (state := found[value][2]) in _NEVER_MET.get(when, ()):
                 # accepted, it was cancelled at the next tick (DependencyNeverSatisfied): a
                 # pipeline read a 201 for a job that could never start (2026-12-07)
                 errors[f"{field}[{k}].job"] = (
-                    f"Job {value} has ended {states[value]}, so a job waiting for it to "
+                    f"Job {value} has ended {state}, so a job waiting for it to "
                     f"{_AWAITED_WORDS[when]} could never start.")
     return errors
 

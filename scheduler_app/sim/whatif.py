@@ -422,8 +422,9 @@ def apply_changes(data: Mapping[str, Any], changes: Changes, *,
                               + ", ".join(sorted(pods)))
         # two counts for one pod: add up, or the last? (the same value twice counts once,
         # so pod-a=2 twice added 2 and pod-a=2 with pod-a=3 added 5 until 2026-12-07)
-        first = added_by.setdefault(pod, (value, count.lstrip("+0") or "0"))
-        if first[1] != (count.lstrip("+0") or "0"):
+        written = count.lstrip("+0") or "0"
+        first = added_by.setdefault(pod, (value, written))
+        if first[1] != written:
             raise WhatIfError(f"--add-nodes {value}: pod {pod} is already given "
                               f"--add-nodes {first[0]}; give a pod one count")
         if first[0] != value:
