@@ -365,9 +365,14 @@ def _rows(jobs: Any, viewer: sel.Viewer) -> list[sel.JobRow]:
 
 
 def _totals() -> dict[str, int]:
-    totals = Node.objects.aggregate(gpus=Sum("gpu_count"), free=Sum("free_gpus"))
-    gpus, free = totals["gpus"] or 0, totals["free"] or 0
-    return {"gpus": gpus, "free": free, "used": gpus - free}
+    """The cluster's GPUs as the API's ``GET /cluster/`` counts them: ``free`` only on
+    healthy nodes (a lead read "29 free" while a 16-GPU job waited, 16 of them on a
+    draining and a down node), ``unavailable`` the idle ones on the others."""
+    totals = Node.objects.aggregate(
+        gpus=Sum("gpu_count"), idle=Sum("free_gpus"),
+        free=Sum("free_gpus", filter=Q(health=NodeHealth.HEALTHY)))
+    gpus, idle, free = totals["gpus"] or 0, totals["idle"] or 0, totals["free"] or 0
+    return {"gpus": gpus, "free": free, "used": gpus - idle, "unavailable": idle - free}
 
 
 @signed_in
