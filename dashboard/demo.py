@@ -179,9 +179,14 @@ class SimulatedAgents:
 
     def _start(self, node: Node, item: dict[str, Any], now: datetime) -> None:
         job_id = item["job_id"]
-        if job_id in self.runs:  # a gang another node confirmed: it runs already
-            self._run(node, job_id, now)
-            return
+        if job_id in self.runs:
+            if Job.objects.filter(pk=job_id, state=S.RUNNING).exists():
+                self._run(node, job_id, now)  # a gang another node confirmed: it runs
+                return
+            # a run this agent knew, requeued and placed again between two rounds (a node
+            # of its gang went down): a new start, not the old run (the job sat in PLACING
+            # until the placing timeout; found by an operator's session, 2026-12-07)
+            del self.runs[job_id]
         seen = self.placing_seen.setdefault(job_id, now)
         if now - seen < timedelta(seconds=self.start_delay_s):
             return

@@ -191,3 +191,30 @@ def test_the_command_survives_a_locked_database_and_tries_again_at_its_next_roun
            "locked" in err.getvalue()
     assert len(rounds) >= 2  # the loop went on
     assert Node.objects.get(name="n0").last_heartbeat != before  # and heartbeat then
+
+
+def test_a_gang_placed_again_between_two_rounds_is_started_again(small):
+    # a node of a running gang went down, and the job was requeued and placed again on
+    # other nodes before the agents' next round: they took it for the run they knew and
+    # never confirmed the new start, so it sat in PLACING until the placing timeout
+    # (found by an operator's session, 2026-12-07)
+    from scheduler_app.services.cluster import node_mark_down
+
+    NodeFactory(name="n2", pod=small["nodes"][0].pod)
+    job = job_submit(tenant=small["vision"], name="gang", gpus=16, gpus_per_node=8,
+                     checkpointable=True, command="python x.py --demo-seconds 900", at=at(0))
+    loop, agents = small["loop"], SimulatedAgents(start_delay_s=3, heartbeat_s=0)
+    loop.step(now=at(1))
+    agents.step(at(1))
+    agents.step(at(4))
+    assert state(job) == S.RUNNING
+    first = sorted(a.node.name for a in job.allocations.filter(end__isnull=True))
+    node_mark_down(node=Node.objects.get(name=first[0]), actor_name="op", why="PSU")
+    loop.step(now=at(10))  # requeued and placed again in one step, no agent round between
+    assert state(job) == S.PLACING
+    again = sorted(a.node.name for a in job.allocations.filter(end__isnull=True))
+    assert first[0] not in again
+    agents.step(at(10))
+    agents.step(at(13))  # the start delay after the new placement
+    assert state(job) == S.RUNNING
+    assert Transition.objects.filter(job=job, reason=Reason.STARTED).count() == 2
