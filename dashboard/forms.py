@@ -71,6 +71,13 @@ class SecondsField(forms.CharField):
         if text in ("", None):
             return None
         raw = str(text).strip().lower()
+        if _LONG_NUMBER.search(raw):
+            # past any duration, and int() of more than 4,300 digits raised (a 500; found
+            # by a researcher's session, 2026-12-07): a negative one is any negative
+            # number to the service, which says why; any other is too long
+            if raw.startswith("-"):
+                return -1
+            raise ValidationError(self.error_messages["too_long"], code="too_long")
         if re.fullmatch(r"-[0-9]+", raw):  # a minus sign is not a unit: the service says
             return int(raw)
         if raw.isascii() and raw.isdigit() and not self.bare_seconds:
@@ -86,6 +93,10 @@ class SecondsField(forms.CharField):
         if seconds > MAX_DURATION_S:
             raise ValidationError(self.error_messages["too_long"], code="too_long")
         return seconds
+
+
+#: a run of digits longer than any duration's (366 days is 8 digits of seconds)
+_LONG_NUMBER = re.compile(r"[0-9]{16}")
 
 
 def _seconds(raw: str) -> int | None:

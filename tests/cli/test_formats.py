@@ -96,6 +96,15 @@ def test_a_bare_number_is_refused_as_a_time_limit_but_is_seconds_for_a_timeout()
             parse_duration(bad)
 
 
+@pytest.mark.parametrize("text", ["9" * 4301 + "h", "1:" + "9" * 4301, "9" * 4301])
+def test_a_number_of_thousands_of_digits_is_no_duration_in_words_of_ours(text: str) -> None:
+    # int() of more than 4,300 digits raised Python's "Exceeds the limit ... use
+    # sys.set_int_max_str_digits()", printed at the flag (a researcher's session)
+    for bare in (False, True):
+        with pytest.raises(ValueError, match="not a duration: a number of 4301 digits"):
+            parse_duration(text, bare_seconds=bare)
+
+
 @pytest.mark.parametrize(("text", "says"), [
     # Slurm's days-hours: the hours are 0-23 (1-25 was read as 176,400 s, 2026-12-07)
     ("1-25", "hours after the days go from 0 to 23"),

@@ -20,11 +20,18 @@ _SLURM = re.compile(r"^(?:([0-9]+)-)?([0-9]+)(?::([0-9]+))?(?::([0-9]+))?$")
 _STEPS = (("d", 86400), ("h", 3600), ("m", 60), ("s", 1))
 
 
+_DIGITS = re.compile(r"[0-9]+")
+
+
 def parse_duration(text: str, *, bare_seconds: bool = False) -> int:
     """Seconds in ``text``. ``bare_seconds``: a plain number is seconds (for options
     such as ``--timeout``); otherwise it is refused. Raises ValueError saying what is
     accepted."""
     raw = text.strip().lower()
+    if (longest := max((len(run) for run in _DIGITS.findall(raw)), default=0)) > 15:
+        # int() of more than 4,300 digits raised Python's own message
+        raise ValueError(f"not a duration: a number of {longest} digits (a duration is "
+                         "at most 366 days)")
     if raw.isascii() and raw.isdigit():
         if bare_seconds:
             return int(raw)
