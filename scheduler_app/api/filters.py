@@ -8,6 +8,7 @@ from typing import Any
 
 import django_filters
 from django import forms
+from django.contrib.auth import get_user_model
 from django.db.models import Q, QuerySet
 
 from scheduler_app.core.states import JobState
@@ -103,6 +104,13 @@ class JobFilter(StrictFilterSet):
                                "counts them by state).")
     submitted_after = UtcIsoDateTimeFilter(field_name="submitted_at", lookup_expr="gte")
     submitted_before = UtcIsoDateTimeFilter(field_name="submitted_at", lookup_expr="lt")
+
+    must_exist = {
+        # an unknown user was an empty 200: `gpuq queue --user pretrain-r3` printed an
+        # empty table and exited 0 (an operator's session, 2026-12-07)
+        "owner": (get_user_model(), "username", "user named", "the owner column of GET "
+                  "/api/v1/jobs/"),
+    }
 
     class Meta:
         model = Job

@@ -7,7 +7,6 @@ from typing import Any
 
 import django_filters
 from django.db.models import Prefetch, QuerySet
-from django.shortcuts import get_object_or_404
 from drf_spectacular.utils import extend_schema, extend_schema_field
 from rest_framework import generics, serializers
 from rest_framework.request import Request
@@ -19,6 +18,7 @@ from scheduler_app.models import Allocation, Node, Pod, Transition
 from scheduler_app.services.cluster import node_drain, node_mark_down, node_mark_up, node_undrain
 
 from . import access
+from .errors import named_or_404
 from .fields import KnownFieldsOnly, StrictCharField
 from .filters import StrictFilterSet
 from .pagination import IdCursorPagination
@@ -128,7 +128,7 @@ class NodeList(generics.ListAPIView):
 
 
 def _node(name: str) -> Node:
-    return get_object_or_404(nodes_with_allocations(), name=name)
+    return named_or_404(nodes_with_allocations(), name, "node", "GET /api/v1/nodes/")
 
 
 class NodeDetail(APIView):

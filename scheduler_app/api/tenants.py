@@ -3,7 +3,6 @@ operators change quotas, through the log like every other change."""
 
 from __future__ import annotations
 
-from django.shortcuts import get_object_or_404
 from django.utils import timezone
 from drf_spectacular.utils import extend_schema
 from rest_framework import serializers
@@ -16,6 +15,7 @@ from scheduler_app.models import Tenant
 from scheduler_app.services.cluster import LIMIT_MAXIMUMS, MAX_GPUS_QUOTA, tenant_set_quota
 
 from . import access
+from .errors import named_or_404
 from .fields import KnownFieldsOnly, StrictIntegerField
 from .jobs import TransitionOut
 from .reads import TenantFigures, tenant_figures
@@ -112,7 +112,7 @@ class TenantDetail(APIView):
     @extend_schema(operation_id="tenants_retrieve", summary="One tenant",
                    responses={200: TenantOut})
     def get(self, request: Request, name: str) -> Response:
-        tenant = get_object_or_404(Tenant, name=name)
+        tenant = named_or_404(Tenant, name, "tenant", "GET /api/v1/tenants/")
         row = next(r for r in _figures(request) if r.tenant.pk == tenant.pk)
         return Response(TenantOut(row, context={"user": request.user}).data)
 
@@ -170,7 +170,7 @@ class TenantQuota(APIView):
         return self._set(request, name, QuotaPatchIn(data=request.data))
 
     def _set(self, request: Request, name: str, data: serializers.Serializer) -> Response:
-        tenant = get_object_or_404(Tenant, name=name)
+        tenant = named_or_404(Tenant, name, "tenant", "GET /api/v1/tenants/")
         data.is_valid(raise_exception=True)
         row = tenant_set_quota(
             tenant=tenant,

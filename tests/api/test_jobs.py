@@ -402,6 +402,8 @@ def test_the_list_filters_by_state_size_class_owner_and_tenant(world):
     ("/api/v1/nodes/?pod=nope", "pod", "No pod named 'nope': see GET /api/v1/nodes/."),
     ("/api/v1/nodes/?gpu_type=bogus", "gpu_type",
      "No node of GPU type 'bogus': see GET /api/v1/nodes/."),
+    ("/api/v1/jobs/?owner=nope", "owner",
+     "No user named 'nope': see the owner column of GET /api/v1/jobs/."),
 ])
 def test_a_filter_naming_nothing_is_refused_not_an_empty_list(world, url, param, message):
     """A typo read as "nothing matches": a log consumer tailed an empty feed for
@@ -412,8 +414,29 @@ def test_a_filter_naming_nothing_is_refused_not_an_empty_list(world, url, param,
     node = Node.objects.select_related("pod").first()
     for ok in ("/api/v1/cluster/transitions/?tenant=vision",
                f"/api/v1/cluster/transitions/?node={node.name}",
-               f"/api/v1/nodes/?pod={node.pod.name}", f"/api/v1/nodes/?gpu_type={node.gpu_type}"):
+               f"/api/v1/nodes/?pod={node.pod.name}", f"/api/v1/nodes/?gpu_type={node.gpu_type}",
+               "/api/v1/jobs/?owner=op"):
         assert client.get(ok).status_code == 200, ok
+
+
+@pytest.mark.parametrize(("method", "url", "body", "message"), [
+    ("get", "/api/v1/nodes/nope/", None, "No node named 'nope': see GET /api/v1/nodes/."),
+    ("post", "/api/v1/nodes/nope/drain/", {"why": "fan"},
+     "No node named 'nope': see GET /api/v1/nodes/."),
+    ("get", "/api/v1/tenants/nope/", None,
+     "No tenant named 'nope': see GET /api/v1/tenants/."),
+    ("patch", "/api/v1/tenants/nope/quota/", {"guaranteed_gpus": 8},
+     "No tenant named 'nope': see GET /api/v1/tenants/."),
+])
+def test_a_misspelt_name_in_the_path_is_a_404_that_says_what_was_looked_for(
+        world, method, url, body, message):
+    # Django's "No Node matches the given query." said neither (an operator's session,
+    # 2026-12-07), where the filters name the parameter and the list
+    rows = Transition.objects.count()
+    answer = getattr(world.client("operator"), method)(url, body, format="json")
+    assert answer.status_code == 404
+    assert answer.json()["errors"] == [{"field": None, "code": "not_found", "message": message}]
+    assert Transition.objects.count() == rows
 
 
 def test_the_list_pages_by_cursor_without_repeats_or_gaps(world):

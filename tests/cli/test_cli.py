@@ -175,6 +175,16 @@ def test_a_url_that_is_not_the_schedulers_is_one_line_not_a_traceback_or_a_page(
     assert len(wrong.stderr.strip().splitlines()) == 1
 
 
+def test_a_list_filter_naming_nobody_is_refused_at_its_flag(live: Live) -> None:
+    # `gpuq queue --user pretrain-r3` (no such user) printed an empty table and exited 0
+    # (an operator's session, 2026-12-07)
+    nobody = live.gpuq("queue", "--user", "nope", who="vision-lead")
+    assert nobody.returncode == 2, nobody.stderr
+    assert "gpuq queue: error: --user: No user named 'nope'" in nobody.stderr
+    team = live.gpuq("queue", "--tenant", "nope")
+    assert team.returncode == 2 and "gpuq queue: error: --tenant: No tenant named" in team.stderr
+
+
 def test_submit_refusals_print_the_apis_message_at_the_flag_and_exit_2(live: Live) -> None:
     unknown = live.gpuq("submit", "--tenant", "nope", "--gpus", "1", "--name", "x")
     assert unknown.returncode == 2

@@ -135,6 +135,16 @@ def states(values: Sequence[str] | None) -> list[str]:
     return found
 
 
+#: the list filters' query parameters -> the flags that set them (job_filters)
+FILTER_FLAGS = {"owner": "--user", "tenant": "--tenant", "state": "--state", "array": "--array"}
+
+
+def filter_flag(api_field: str | None) -> str | None:
+    """The flag behind a refused query parameter (``owner`` -> ``--user``: "owner: No user
+    named ..." did not say which flag to fix); the parameter itself for any other."""
+    return FILTER_FLAGS.get(api_field or "", api_field)
+
+
 def job_filters(args: argparse.Namespace, *, default_states: Sequence[str] | None
                 ) -> dict[str, Any]:
     filters: dict[str, Any] = {}
@@ -1061,7 +1071,7 @@ def build_parser() -> argparse.ArgumentParser:
 # ============================================================================ main
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    label: Callable[[str | None], str | None] = getattr(args, "field_label", lambda f: f)
+    label: Callable[[str | None], str | None] = getattr(args, "field_label", filter_flag)
     prog = f"gpuq {args.gpuq_command}"
     try:
         return int(args.run(args))
