@@ -19,7 +19,7 @@ from django.utils.html import format_html
 from scheduler_app.core.types import MAX_ARRAY_TASKS, TENANT_LIMITS
 from scheduler_app.models import Job, Tenant
 from scheduler_app.scheduler_config import scheduler_config
-from scheduler_app.services.cluster import QUOTA_GPUS_WORDS, limit_words
+from scheduler_app.services.cluster import NODE_WHY_MAX, QUOTA_GPUS_WORDS, limit_words
 from scheduler_app.services.jobs import (
     awaited_errors,
     never_fits,
@@ -483,7 +483,7 @@ class DrainForm(forms.Form):
     """Why a node is drained: asked every time, kept in the log row beside the operator's
     name (a drained node with no reason is a question for whoever finds it)."""
 
-    why = forms.CharField(label="Reason", max_length=200, error_messages={
+    why = forms.CharField(label="Reason", max_length=NODE_WHY_MAX, error_messages={
         "required": "Say why the node is drained: the reason goes in the log."})
 
 

@@ -15,7 +15,13 @@ from rest_framework.views import APIView
 
 from scheduler_app.core.types import NodeHealth
 from scheduler_app.models import Allocation, Node, Pod, Transition
-from scheduler_app.services.cluster import node_drain, node_mark_down, node_mark_up, node_undrain
+from scheduler_app.services.cluster import (
+    NODE_WHY_MAX,
+    node_drain,
+    node_mark_down,
+    node_mark_up,
+    node_undrain,
+)
 
 from . import access
 from .errors import named_or_404
@@ -142,8 +148,10 @@ class NodeDetail(APIView):
 
 
 class WhyIn(KnownFieldsOnly):
-    why = StrictCharField(required=False, allow_blank=True, max_length=500, default="",
-                                help_text="Recorded in the log.")
+    why = StrictCharField(required=False, allow_blank=True, default="",
+                          help_text=f"Recorded in the log: at most {NODE_WHY_MAX} characters "
+                                    "of printable text (the services' rule, as the "
+                                    "dashboard's).")
 
 
 class _NodeAction(APIView):

@@ -33,6 +33,7 @@ from scheduler_app.core.types import TENANT_LIMITS, Actor, NodeHealth
 from scheduler_app.models import Node, Tenant, Transition
 
 from .errors import Conflict, Invalid, NotFound
+from .jobs import UNPRINTABLE_WORDS, unprintable
 from .transitions import append_cluster_row, append_lock, now_s
 
 H = NodeHealth
@@ -232,6 +233,7 @@ def node_move(
     does not allow it."""
     if action not in NODE_MOVES:
         raise Invalid(f"unknown node action {action!r}", field="action")
+    _check_node_why(why)
     at = at or now_s()
     # the log's append lock before the row lock, as the leader takes them (no deadlock)
     with transaction.atomic(durable=True), append_lock():
@@ -239,6 +241,20 @@ def node_move(
         row = _apply_move(locked, action, actor=actor, actor_name=actor_name, at=at, why=why)
     node.health, node.last_heartbeat = locked.health, locked.last_heartbeat
     return row
+
+
+#: the longest reason an operator may give for a node move (a cancel's too)
+NODE_WHY_MAX = 500
+
+
+def _check_node_why(why: str) -> None:
+    """One rule for the API, the dashboard and the commands: the API took a line break and
+    a right-to-left override, which reversed the operator's transition stream after it,
+    and 300 characters the dashboard refused (an operator's session, 2026-12-07)."""
+    if len(why or "") > NODE_WHY_MAX:
+        raise Invalid(f"A reason of at most {NODE_WHY_MAX} characters.", field="why")
+    if unprintable(why or ""):
+        raise Invalid(f"A node's reason is {UNPRINTABLE_WORDS}.", field="why")
 
 
 def _apply_move(

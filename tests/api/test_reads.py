@@ -112,6 +112,37 @@ def test_draining_and_undraining_a_node_keep_the_operators_reason(world):
     assert back["events"][0]["detail"]["why"] == "firmware 2.1 in"
 
 
+@pytest.mark.parametrize(("action", "why", "message"), [
+    ("drain", "line\nbreak", "A node's reason is printable text"),
+    ("down", "fan \u202eecalper", "A node's reason is printable text"),
+    ("drain", "x" * 501, "A reason of at most 500 characters."),
+])
+def test_a_node_moves_reason_follows_one_rule_everywhere(world, action, why, message):
+    # the API took a line break and a right-to-left override (which reversed the
+    # operator's transition stream after it) and 300 characters the dashboard refused
+    # (an operator's session, 2026-12-07): the services' rule now, at the field, nothing
+    # written
+    from scheduler_app.models import Node, Transition
+
+    rows = Transition.objects.count()
+    refused = world.client("operator").post(f"/api/v1/nodes/n2/{action}/", {"why": why},
+                                            format="json")
+    assert refused.status_code == 400
+    [error] = refused.json()["errors"]
+    assert error["field"] == "why" and error["message"].startswith(message)
+    assert Transition.objects.count() == rows and Node.objects.get(name="n2").health == "healthy"
+    # the dashboard's form refuses the same, in the same words
+    from django.test import Client
+
+    client = Client()
+    client.force_login(world.users["operator"])
+    page = client.post(f"/operator/nodes/{Node.objects.get(name='n2').pk}/drain/",
+                       {"why": why}, follow=True).content.decode()
+    assert Node.objects.get(name="n2").health == "healthy" and Transition.objects.count() == rows
+    assert ("at most 500 characters" in page) if len(why) > 500 else (
+        "A node&#x27;s reason is printable text" in page)
+
+
 # ---------------------------------------------------------------- cluster
 def test_the_summary_counts_gpus_free_used_borrowed_and_unavailable(world):
     running(world, world.vision, world.nodes[0], 8)
