@@ -29,7 +29,7 @@ from django.db import transaction
 from django.db.models import Q, Sum
 
 from scheduler_app.core.states import Reason
-from scheduler_app.core.types import TENANT_LIMITS, Actor, NodeHealth
+from scheduler_app.core.types import MAX_GPUS, TENANT_LIMITS, Actor, NodeHealth
 from scheduler_app.models import Node, Tenant, Transition
 
 from .errors import Conflict, Invalid, NotFound
@@ -47,7 +47,7 @@ NODE_MOVES: dict[str, tuple[frozenset[NodeHealth], NodeHealth]] = {
     "heartbeat_timeout": (frozenset({H.HEALTHY, H.DRAINING}), H.DOWN),
 }
 
-MAX_GPUS_QUOTA = 10_000_000
+MAX_GPUS_QUOTA = MAX_GPUS
 #: What a guarantee or a borrow limit may be, in the operator's words (the API, the form)
 QUOTA_GPUS_WORDS = f"Must be a whole number of GPUs, 0 or more (at most {MAX_GPUS_QUOTA:,})."
 

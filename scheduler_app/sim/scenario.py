@@ -21,6 +21,7 @@ import yaml
 from scheduler_app.core.types import (
     DEPENDENCY_KINDS,
     MAX_ARRAY_TASKS,
+    MAX_GPUS,
     SETTINGS,
     JobSpec,
     NodeSpec,
@@ -30,7 +31,6 @@ from scheduler_app.core.types import (
 
 #: Anything later than this (ten years) is a typo, not a scenario.
 MAX_TIME_S = 10 * 365 * 86400
-MAX_GPUS = 1_000_000
 MAX_NODES_PER_POD = 100_000
 MAX_PRIORITY = 1_000_000_000
 

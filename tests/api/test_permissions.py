@@ -315,6 +315,24 @@ def test_an_empty_quota_patch_is_refused_and_writes_no_row(world):
     assert Transition.objects.count() == rows
 
 
+def test_a_borrow_limit_past_what_a_what_if_can_read_is_refused(world):
+    # the API took 10,000,000 where the what-if and the scenario file refused past
+    # 1,000,000: a live quota the what-if could not snapshot (an operator's session,
+    # 2026-12-07). One bound now.
+    from scheduler_app.sim.scenario import MAX_GPUS
+
+    rows = Transition.objects.count()
+    client = world.client("operator")
+    past = client.patch("/api/v1/tenants/vision/quota/", {"borrow_limit_gpus": MAX_GPUS + 1},
+                        format="json")
+    assert past.status_code == 400
+    (error,) = past.json()["errors"]
+    assert error["field"] == "borrow_limit_gpus" and Transition.objects.count() == rows
+    at = client.patch("/api/v1/tenants/vision/quota/", {"borrow_limit_gpus": MAX_GPUS},
+                      format="json")
+    assert at.status_code == 200
+
+
 def test_a_tenant_quota_change_by_an_operator_goes_through_the_log(world):
     response = world.client("operator").put(
         "/api/v1/tenants/vision/quota/", {"guaranteed_gpus": 8, "borrow_limit_gpus": 24},

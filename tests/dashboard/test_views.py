@@ -360,15 +360,15 @@ def test_a_bad_quota_is_refused_at_its_field_and_writes_nothing(world: World):
         f"t{t.pk}-guaranteed_gpus": -1, f"t{t.pk}-borrow_limit_gpus": 4,
     }, HTTP_HX_REQUEST="true").content.decode()
     assert "Guaranteed GPUs: Must be a whole number of GPUs, 0 or more (at most " \
-        "10,000,000)." in page
+        "1,000,000)." in page
     # past what storage holds: the same words, not Django's bound (found 2026-12-07)
     page = client.post(f"/operator/teams/{t.pk}/quota/", {
         f"t{t.pk}-guaranteed_gpus": 10**30, f"t{t.pk}-borrow_limit_gpus": 4,
         f"t{t.pk}-max_gpus_per_user": 10**30,
     }, HTTP_HX_REQUEST="true").content.decode()
     assert "2147483647" not in page
-    assert "Must be a whole number of GPUs, 0 or more (at most 10,000,000)." in page
-    assert "Must be a whole number of GPUs from 1 to 10,000,000, or empty" in page
+    assert "Must be a whole number of GPUs, 0 or more (at most 1,000,000)." in page
+    assert "Must be a whole number of GPUs from 1 to 1,000,000, or empty" in page
     assert Transition.objects.count() == rows
 
 
