@@ -30,6 +30,7 @@ from scheduler_app.core.states import (
     PendingReason,
     Reason,
 )
+from scheduler_app.core.types import NodeHealth
 from scheduler_app.models import (
     Allocation,
     Job,
@@ -717,6 +718,10 @@ class NodeJob:
 class NodePanel:
     node: Node
     jobs: list[NodeJob]
+    #: the log row that took the node out of scheduling (drained or marked down), while
+    #: it is out: who, when and why (a lead whose job waited with NodeDown could not see
+    #: why the node was out; an operator's session, 2026-12-07)
+    out_since: Transition | None = None
 
     @property
     def used(self) -> int:
@@ -733,7 +738,11 @@ def node_panel(*, node: Node, viewer: Viewer) -> NodePanel:
         visible = viewer.sees_job(job.tenant_id, job.owner_id)
         jobs.append(NodeJob(job if visible else None, job.tenant.name,
                             sorted(alloc.gpu_indices)))
-    return NodePanel(node, jobs)
+    out_since = None
+    if node.health != NodeHealth.HEALTHY:
+        out_since = (Transition.objects.filter(node=node, to_state=node.health)
+                     .order_by("-id").first())
+    return NodePanel(node, jobs, out_since)
 
 
 # --------------------------------------------------------------------------- reservations

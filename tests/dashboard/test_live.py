@@ -124,3 +124,19 @@ def test_the_pages_count_free_gpus_as_the_api_does(demo_client: Client):
         assert (used, gpus, free, unavailable) == (
             api.gpus_used, api.gpus, api.gpus_free, api.gpus_unavailable), page
         assert used + free + unavailable == gpus
+
+
+def test_the_node_panel_says_who_took_the_node_out_when_and_why(demo_client: Client):
+    # a lead whose job waited with NodeDown could not see why the node was out: only the
+    # log stream had the reason (an operator's session, 2026-12-07)
+    from scheduler_app.services.cluster import node_mark_down, node_undrain
+
+    node = Node.objects.get(name="pod-b-n03")
+    assert "since" not in demo_client.get(f"/live/node/{node.pk}/").content.decode()
+    node_drain(node=node, actor_name="op", why="fan replacement")
+    panel = demo_client.get(f"/live/node/{node.pk}/").content.decode()
+    assert "Drained since" in panel and ", by op: fan replacement" in panel
+    node_undrain(node=node, actor_name="op")
+    node_mark_down(node=node, actor_name="op", why="PSU failure")
+    panel = demo_client.get(f"/live/node/{node.pk}/").content.decode()
+    assert "Down since" in panel and "PSU failure" in panel and "fan" not in panel
