@@ -84,7 +84,9 @@ BUDGET_EXHAUSTED = Counter(
 )
 QUEUE_DEPTH = Gauge(
     "scheduler_queue_depth",
-    "Queued jobs by tenant and size class (GPUs: 1, 2-8, 9-64, 65-512, 513+).",
+    "Queued jobs in the scheduler's queues by tenant and size class (GPUs: 1, 2-8, 9-64, "
+    "65-512, 513+); not those waiting off them on a dependency or their array's cap "
+    "(scheduler_pending_jobs counts those by reason).",
     ["tenant", "size_class"],
     multiprocess_mode="livemostrecent",
 )
