@@ -361,6 +361,13 @@ def test_a_bad_quota_is_refused_at_its_field_and_writes_nothing(world: World):
     }, HTTP_HX_REQUEST="true").content.decode()
     assert "Guaranteed GPUs: Must be a whole number of GPUs, 0 or more (at most " \
         "1,000,000)." in page
+    # the refused input says so and points at the message (an operator's session found
+    # no aria-invalid there, which dashboard.md promises for every error)
+    refused = re.search(rf'<input [^>]*name="t{t.pk}-guaranteed_gpus"[^>]*>', page).group(0)
+    assert 'aria-invalid="true"' in refused
+    assert f'aria-describedby="quota-note-{t.pk}"' in refused
+    fine = re.search(rf'<input [^>]*name="t{t.pk}-borrow_limit_gpus"[^>]*>', page).group(0)
+    assert "aria-invalid" not in fine
     # past what storage holds: the same words, not Django's bound (found 2026-12-07)
     page = client.post(f"/operator/teams/{t.pk}/quota/", {
         f"t{t.pk}-guaranteed_gpus": 10**30, f"t{t.pk}-borrow_limit_gpus": 4,
