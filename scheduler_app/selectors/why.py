@@ -72,6 +72,10 @@ def _gpus(n: int) -> str:
     return f"{n} GPU" if n == 1 else f"{n} GPUs"
 
 
+def _jobs(n: int) -> str:
+    return "job" if n == 1 else f"{n} jobs"
+
+
 def _nodes(n: int) -> str:
     return f"{n} node" if n == 1 else f"{n} nodes"
 
@@ -235,9 +239,18 @@ def why_pending(*, job: Job, others: OtherJobs | None = None,
         _say_first_end(tenant, evidence)
         # it must fit the free GPUs as well as the quota: "would fit now" was said of a
         # size no node set could hold (2026-12-07)
-        step = _smaller(job, min(room, _cluster(job.gpu_type).largest(job.gpus_per_node))) or (
-            f"It starts when the team's running jobs free {_gpus(tenant.held_gpus + need - limit)}"
-            "; an operator can also raise the team's borrow limit.")
+        # the team's jobs ahead of it in the team's queue take the quota first: the 3rd of
+        # four was told "free 1 GPU" while the two ahead needed 24 (an operator's session,
+        # 2026-12-07)
+        first, first_gpus = _team_ahead(job)
+        short = tenant.held_gpus + first_gpus + need - limit
+        # (a smaller size would wait for them too: no offer then)
+        step = (None if first else _smaller(
+            job, min(room, _cluster(job.gpu_type).largest(job.gpus_per_node)))) or (
+            f"It starts when the team's running jobs free {_gpus(short)}"
+            + (f": the {_jobs(first)} of the team ahead of it in its queue take "
+               f"{_gpus(first_gpus)} of the team's quota first" if first else "")
+            + "; an operator can also raise the team's borrow limit.")
         return WhyPending(reason.value, headline, evidence, step)
 
     if reason == P.USER_LIMIT:
@@ -529,6 +542,17 @@ def _ahead(job: Job) -> tuple[int, int, int]:
     gpus = dict(Job.objects.filter(pk__in=[pk for pk, _t in before]).values_list("pk", "gpus"))
     return (len(before), sum(gpus.values()),
             sum(1 for _pk, t in before if t == job.tenant_id))
+
+
+def _team_ahead(job: Job) -> tuple[int, int]:
+    """(the team's jobs ahead of ``job`` in line, their GPUs): those that take the team's
+    quota before it."""
+    order = queue_order()
+    ids = [pk for pk, _t in order]
+    if job.pk not in ids:
+        return 0, 0
+    mine = [pk for pk, t in order[:ids.index(job.pk)] if t == job.tenant_id]
+    return len(mine), sum(Job.objects.filter(pk__in=mine).values_list("gpus", flat=True))
 
 
 def _victims(job: Job, now: datetime) -> list[tuple[int, int]]:

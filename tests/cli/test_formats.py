@@ -341,3 +341,20 @@ def test_ctrl_c_before_a_watchs_first_frame_stops_it_with_status_0_too(monkeypat
     assert cli.main(["logs", "-f", "12"]) == cli.EXIT_OK
     assert cli.main(["queue"]) == cli.EXIT_INTERRUPTED
     assert cli.main(["logs", "12"]) == cli.EXIT_INTERRUPTED
+
+
+@pytest.mark.parametrize(("gpus", "min_gpus", "never"), [
+    (96, None, True),   # more than the team may hold at all: no end frees enough
+    (96, 8, False),     # elastic: it may start at 8
+    (16, None, False),  # within the limit: running jobs' ends make room
+])
+def test_a_quota_job_past_its_teams_limit_is_not_told_running_jobs_will_free_enough(
+        gpus, min_gpus, never) -> None:
+    """After a quota cut, gpuq why's Why said the job "cannot start while the team's limits
+    stay as they are" and its advice that "it starts when the team's running jobs free
+    enough" (an operator's session, 2026-12-07)."""
+    job = {"pending_reason": "QuotaLimit", "gpus": gpus, "min_gpus": min_gpus}
+    tenant = {"name": "multimodal", "current_gpus": 24, "quota_limit_gpus": 80}
+    first = explain.hints(job, tenant)[0]
+    assert ("no running job's end makes room" in first) is never
+    assert ("free enough" in first) is not never

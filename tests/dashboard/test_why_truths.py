@@ -67,6 +67,24 @@ def test_a_smaller_size_is_offered_only_if_the_free_gpus_hold_it(team):
         "Asking for 16 GPUs (8 per node) would fit now.")
 
 
+def test_the_teams_jobs_ahead_take_its_quota_first(team):
+    # the 3rd and 4th of a team's queue were told "free 1 GPU" while the two ahead of
+    # them needed 24 (an operator's session, 2026-12-07)
+    Tenant.objects.filter(pk=team.pk).update(held_gpus=90)
+    free(8)  # a smaller size would fit the first, but not past the jobs ahead
+    for gpus in (8, 16):
+        waiting(team, "QuotaLimit", gpus=gpus, priority=1, checkpointable=True)
+    job = waiting(team, "QuotaLimit", checkpointable=True)
+    job.tenant.refresh_from_db()
+    assert why_pending(job=job, now=NOW).next_step == (
+        "It starts when the team's running jobs free 26 GPUs: the 2 jobs of the team ahead "
+        "of it in its queue take 24 GPUs of the team's quota first; an operator can also "
+        "raise the team's borrow limit.")
+    first = Job.objects.select_related("tenant").get(tenant=team, gpus=8, priority=1)
+    assert why_pending(job=first, now=NOW).next_step == (
+        "Asking for 6 GPUs would fit now.")
+
+
 def test_priority_does_not_promise_what_the_teams_quota_holds_back(team):
     Tenant.objects.filter(pk=team.pk).update(held_gpus=96)
     job = waiting(team, "Priority")

@@ -75,7 +75,14 @@ def hints(job: dict[str, Any], tenant: dict[str, Any] | None = None,
         if gpus > 1:
             out.append(f"Fewer GPUs ({_flag('gpus')}) fit sooner.")
     elif reason == "QuotaLimit":
-        if tenant:
+        limit = (tenant or {}).get("quota_limit_gpus")
+        if tenant and limit is not None and (job.get("min_gpus") or gpus) > limit:
+            # more than the team may hold at all (a quota cut since): no end frees enough,
+            # as the server's why says (this said "when running jobs free enough")
+            out.append(f"Team {tenant.get('name')} may hold {limit} GPUs at most (guarantee "
+                       "plus borrow limit): no running job's end makes room; an operator "
+                       "can raise the team's limits.")
+        elif tenant:
             out.append(f"Team {tenant.get('name')} holds {tenant.get('current_gpus')} of "
                        f"the {tenant.get('quota_limit_gpus')} GPUs it may hold (guarantee "
                        "plus borrow limit): it starts when the team's running jobs free "
