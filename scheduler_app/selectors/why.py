@@ -58,14 +58,22 @@ class WhyPending:
         return asdict(self)
 
 
-def _clock(at: datetime) -> str:
-    return f"{at.astimezone(UTC):%H:%M} UTC"
+def _clock(at: datetime, now: datetime) -> str:
+    """``13:06 UTC``, with the day when it is not ``now``'s ("planned start expected 13:06
+    UTC" read as past at 13:12, for 13:06 the next day: a researcher's session,
+    2026-12-07)."""
+    at = at.astimezone(UTC)
+    when = f"{at:%H:%M} UTC"
+    days = (at.date() - now.astimezone(UTC).date()).days
+    if days == 0:
+        return when
+    return f"{when} tomorrow" if days == 1 else f"{when} on {at:%Y-%m-%d}"
 
 
-def _plain(text: str) -> str:
+def _plain(text: str, now: datetime) -> str:
     """A core sentence with its instants (``t=<epoch>``) as clock times."""
-    return _EPOCH.sub(lambda m: _clock(datetime.fromtimestamp(int(m.group(1)), tz=UTC)),
-                      text or "")
+    return _EPOCH.sub(
+        lambda m: _clock(datetime.fromtimestamp(int(m.group(1)), tz=UTC), now), text or "")
 
 
 def _gpus(n: int) -> str:
@@ -165,8 +173,8 @@ def why_pending(*, job: Job, others: OtherJobs | None = None,
     evidence: list[str] = []
     if job.estimate_start_at is not None:
         lead = _UPPER_BOUND.get(job.estimate_kind or "", "expected")
-        basis = _plain(others.text(job.estimate_basis or ""))
-        evidence.append(f"planned start {lead} {_clock(job.estimate_start_at)}"
+        basis = _plain(others.text(job.estimate_basis or ""), now)
+        evidence.append(f"planned start {lead} {_clock(job.estimate_start_at, now)}"
                         + (f": {basis}" if basis else ""))
     need = job.gpus
     if reason == P.USER_LIMIT and tenant.max_gpus_per_user is None:
@@ -222,7 +230,7 @@ def why_pending(*, job: Job, others: OtherJobs | None = None,
     if reason == P.QUOTA_LIMIT:
         barred = _may_not_borrow(job) if tenant.borrow_limit_gpus else ""
         if barred:
-            return _within_guarantee(job, tenant, need, evidence, barred)
+            return _within_guarantee(job, tenant, need, evidence, barred, now)
         limit = tenant.guaranteed_gpus + tenant.borrow_limit_gpus
         if (job.min_gpus or need) > limit:
             return _over_the_limit(job, evidence, (
@@ -236,7 +244,7 @@ def why_pending(*, job: Job, others: OtherJobs | None = None,
                     f"({tenant.guaranteed_gpus} guaranteed + {tenant.borrow_limit_gpus} "
                     f"borrow limit); this job's {need} would take it to "
                     f"{tenant.held_gpus + need}.")
-        _say_first_end(tenant, evidence)
+        _say_first_end(tenant, evidence, now)
         # it must fit the free GPUs as well as the quota: "would fit now" was said of a
         # size no node set could hold (2026-12-07)
         # the team's jobs ahead of it in the team's queue take the quota first: the 3rd of
@@ -308,10 +316,10 @@ def why_pending(*, job: Job, others: OtherJobs | None = None,
             bound = held.estimate_kind in _UPPER_BOUND
             # a borrower's plan is not a bound: its team may be preempted first
             headline = (f"GPUs are reserved for {name}, which starts at the latest "
-                        f"{_clock(held.estimate_start_at)} (a reservation is kept once "
+                        f"{_clock(held.estimate_start_at, now)} (a reservation is kept once "
                         "made); this job would delay it." if bound else
                         f"GPUs are reserved for {name}, planned to start "
-                        f"{_clock(held.estimate_start_at)} on borrowed quota (a plan, not a "
+                        f"{_clock(held.estimate_start_at, now)} on borrowed quota (a plan, not a "
                         "bound; the reservation is kept once made); this job would delay it.")
             free_for = int((held.estimate_start_at - now).total_seconds())
             step = (f"With a time limit under {max(1, free_for // 60)} min it could run in "
@@ -480,7 +488,7 @@ def _may_not_borrow(job: Job) -> str:
 
 
 def _within_guarantee(job: Job, tenant: Tenant, need: int, evidence: list[str],
-                      barred: str) -> WhyPending:
+                      barred: str, now: datetime) -> WhyPending:
     """QuotaLimit for a job that may not borrow: its team's guarantee is its limit."""
     limit = tenant.guaranteed_gpus
     most = scheduler_config().protected_borrow_max_s
@@ -494,19 +502,19 @@ def _within_guarantee(job: Job, tenant: Tenant, need: int, evidence: list[str],
     headline = (f"Team {tenant.name} holds {_gpus(tenant.held_gpus)} of its {limit} "
                 f"guaranteed; this job's {need} would take it to {tenant.held_gpus + need}, "
                 f"and {barred}.")
-    _say_first_end(tenant, evidence)
+    _say_first_end(tenant, evidence, now)
     step = _smaller(job, limit - tenant.held_gpus) or (
         f"{fix}; otherwise it starts when the team's running jobs free "
         f"{_gpus(tenant.held_gpus + need - limit)}.")
     return WhyPending(P.QUOTA_LIMIT.value, headline, evidence, step)
 
 
-def _say_first_end(tenant: Tenant, evidence: list[str]) -> None:
+def _say_first_end(tenant: Tenant, evidence: list[str], now: datetime) -> None:
     """Evidence: when the team's first running job reaches its time limit, if one does."""
     first_end = _first_end(tenant)
     if first_end is not None:
         evidence.append(f"the team's first running job to reach its time limit does so at "
-                        f"{_clock(first_end)}")
+                        f"{_clock(first_end, now)}")
 
 
 def _quota_room(tenant: Tenant) -> int:

@@ -131,3 +131,17 @@ def test_preempting_says_what_the_victims_free_of_what_the_job_needs(team, head_
         job_transition(job_id=victim.pk, to_state=to, reason=reason, actor=Actor.SCHEDULER,
                        at=NOW - timedelta(seconds=30), **extra)
     assert why_pending(job=job, now=NOW).headline == words
+
+
+def test_a_planned_start_on_another_day_says_which(team):
+    # "planned start expected 13:06 UTC" was read at 13:12 as already past: it was 13:06
+    # the next day (a researcher's session, 2026-12-07)
+    job = waiting(team, "Resources", max_runtime_s=600)
+    for later, words in ((timedelta(hours=7), "13:00 UTC"),
+                         (timedelta(hours=31), "13:00 UTC tomorrow"),
+                         (timedelta(days=3, hours=7), "13:00 UTC on 2026-12-10")):
+        Job.objects.filter(pk=job.pk).update(estimate_start_at=NOW + later,
+                                              estimate_kind="projected")
+        job.refresh_from_db()
+        evidence = why_pending(job=job, now=NOW).evidence
+        assert f"planned start expected {words}" in evidence, evidence
