@@ -70,8 +70,10 @@ def _clock(at: datetime, now: datetime) -> str:
     return f"{when} tomorrow" if days == 1 else f"{when} on {at:%Y-%m-%d}"
 
 
-def _plain(text: str, now: datetime) -> str:
-    """A core sentence with its instants (``t=<epoch>``) as clock times."""
+def _plain(text: str, now: datetime | None = None) -> str:
+    """A core sentence with its instants (``t=<epoch>``) as clock times (``now``: the
+    reader's instant, which says whether a day is named; default the clock's)."""
+    now = now or datetime.now(tz=UTC)
     return _EPOCH.sub(
         lambda m: _clock(datetime.fromtimestamp(int(m.group(1)), tz=UTC), now), text or "")
 
