@@ -9,7 +9,16 @@ The seed's rule, made exact (DESIGN.md, Kueue's fair-sharing strategy
 - A's share once the head runs is below V's share before the preemption, and
 - V's share once the job is gone is not below A's share once the head runs, so no team is
   pushed below another it was above (a preemption never turns one unfairness into the
-  opposite one).
+  opposite one). Kueue's ``LessThanOrEqualToFinalShare``, tried first.
+
+When no set of victims under all three makes room and A stays within its guarantee once
+the head runs, the search is made again without the third (Kueue's fallback to
+``LessThanInitialShare`` alone, :data:`RECLAIM_KEEP`): a team's guarantee is a promise,
+and a borrower whose borrowing is one large job would otherwise keep it for good, since
+losing that job always leaves its team below A (a researcher who wanted never to be
+preempted could submit one job of 192 GPUs instead of 24 of 8; found by a researcher's
+session, 2026-12-07). Among borrowers the third condition always holds, so two borrowing
+teams never take the same GPUs back and forth.
 
 So a team under its guarantee reclaims even for a job larger than the rest of its
 guarantee, and a team one GPU over its guarantee keeps its jobs while another is fifteen
@@ -46,6 +55,10 @@ SINGLES_TRIED = 32
 PAIR_POOL = 10
 #: walks pruned (the cheapest before pruning); pruning costs |set| checks each
 PRUNED_SETS = 3
+#: the share a victim's team must keep in the reclaim search (a head within its team's
+#: guarantee, when the search under the three conditions found nothing): any, the third
+#: condition waived
+RECLAIM_KEEP = 0.0
 
 
 def held_share(held_gpus: int, guaranteed_gpus: int) -> float:
@@ -193,13 +206,23 @@ def share_after(load: TenantLoad, gpus: int) -> float:
     return held_share(load.held_gpus + gpus, load.guaranteed_gpus)
 
 
-def may_give(held: int, guaranteed: int, gpus: int, head_share_after: float) -> bool:
+def may_give(held: int, guaranteed: int, gpus: int, head_share_after: float,
+             keep: float | None = None) -> bool:
     """May a team holding ``held`` GPUs lose a job of ``gpus`` GPUs to a head whose team's
     share, once it runs, is ``head_share_after``? (The three conditions of the module
-    docstring.)"""
+    docstring; ``keep``: the share the team must keep, ``head_share_after`` unless the
+    reclaim search waives it with :data:`RECLAIM_KEEP`.)"""
     return (held > guaranteed
             and held_share(held, guaranteed) > head_share_after
-            and held_share(held - gpus, guaranteed) >= head_share_after)
+            and held_share(held - gpus, guaranteed) >= (
+                head_share_after if keep is None else keep))
+
+
+def reclaim_keep(head_share_after: float) -> float | None:
+    """The ``keep`` of the reclaim search, for a head whose team's share once it runs is
+    ``head_share_after``: :data:`RECLAIM_KEEP` when that team stays within its guarantee,
+    else None (no reclaim search: the third condition holds)."""
+    return RECLAIM_KEEP if head_share_after <= 1.0 else None
 
 
 def may_preempt(head_team: TenantLoad, gpus: int, others: Iterable[TenantLoad]) -> bool:
@@ -268,12 +291,13 @@ def share_order(
     tenants: Mapping[str, TenantLoad],
     head_share_after: float,
     within: Callable[[Candidate], tuple[object, ...]],
+    keep: float | None = None,
 ) -> list[Candidate]:
     """The candidates in the order the rule takes them: the team with the highest share
     (recomputed after each pick) gives its next job in ``within`` order; among teams of
     equal share, the one whose next job comes first in ``within``. A job whose loss would
-    break the rule (:func:`may_give`) is skipped, and its team stops giving once it is
-    back at its guarantee or no longer above the head's share. O(n log teams)."""
+    break the rule (:func:`may_give`, with ``keep``) is skipped, and its team stops giving
+    once it is back at its guarantee or no longer above the head's share. O(n log teams)."""
     per_team: dict[str, list[Candidate]] = {}
     for c in sorted(candidates, key=within):
         per_team.setdefault(c.spec.tenant, []).append(c)
@@ -281,7 +305,7 @@ def share_order(
     nxt = dict.fromkeys(per_team, 0)
     heap: list[tuple[float, tuple[object, ...], str]] = []
     for team in sorted(per_team):
-        _offer(team, per_team, tenants, held, nxt, heap, head_share_after, within)
+        _offer(team, per_team, tenants, held, nxt, heap, head_share_after, within, keep)
     out: list[Candidate] = []
     while heap:
         _share, _key, team = heapq.heappop(heap)
@@ -289,20 +313,20 @@ def share_order(
         out.append(c)
         held[team] -= c.gpus
         nxt[team] += 1
-        _offer(team, per_team, tenants, held, nxt, heap, head_share_after, within)
+        _offer(team, per_team, tenants, held, nxt, heap, head_share_after, within, keep)
     return out
 
 
 def _offer(team: str, per_team: dict[str, list[Candidate]],
            tenants: Mapping[str, TenantLoad], held: dict[str, int], nxt: dict[str, int],
            heap: list[tuple[float, tuple[object, ...], str]], head_share_after: float,
-           within: Callable[[Candidate], tuple[object, ...]]) -> None:
+           within: Callable[[Candidate], tuple[object, ...]], keep: float | None) -> None:
     """share_order: push the team's next job that it may give, if any. (A function of
     its own, not a nested one: see _Search.)"""
     jobs, g = per_team[team], tenants[team].guaranteed_gpus
     i = nxt[team]
-    while i < len(jobs) and not may_give(held[team], g, jobs[i].gpus, head_share_after):
-        if not may_give(held[team], g, 0, head_share_after):
+    while i < len(jobs) and not may_give(held[team], g, jobs[i].gpus, head_share_after, keep):
+        if not may_give(held[team], g, 0, head_share_after, keep):
             i = len(jobs)  # the team itself may give nothing more
             break
         i += 1  # too large to lose: held only falls, so it never becomes allowed
@@ -355,13 +379,16 @@ def victim_pool(candidates: Iterable[Candidate], config: SchedulerConfig,
     return VictimPool(jobs)
 
 
-def most_given(load: TenantLoad, head_share_after: float) -> int:
+def most_given(load: TenantLoad, head_share_after: float, keep: float | None = None) -> int:
     """At most how many GPUs the rule lets a team give to a head whose team's share, once
     it runs, is ``head_share_after``: what it may lose and keep a share at least that
-    (:func:`may_give` for its last victim). An upper bound, rounded up."""
+    (:func:`may_give` for its last victim), or anything while it is over its guarantee
+    in the reclaim search (``keep`` :data:`RECLAIM_KEEP`). An upper bound, rounded up."""
     held, g = load.held_gpus, load.guaranteed_gpus
     if held <= g or held_share(held, g) <= head_share_after:
         return 0
+    if keep is not None and keep <= 0.0:
+        return held
     if g == 0:  # infinitely over while it holds a GPU; at 1.0 once it holds none
         return held if head_share_after <= 1.0 else held - 1
     return max(0, min(held, math.floor(held - head_share_after * g + 1e-9)))
@@ -382,11 +409,12 @@ def cannot_make_room(cap: Capacity, head: JobSpec, tenants: Mapping[str, TenantL
     after = share_after(mine, head.gpus)
     if after == math.inf:
         return True
+    keep = reclaim_keep(after)  # the bound covers the reclaim search too
     give: dict[str, int] = {}
     for t, gpus in pool.gpus.items():
         load = tenants.get(t)
         if t != head.tenant and load is not None:
-            most = min(gpus, most_given(load, after))
+            most = min(gpus, most_given(load, after, keep))
             if most > 0:
                 give[t] = most
     need = head.min_gpus if head.min_gpus is not None else head.gpus
@@ -432,9 +460,9 @@ class _Search:
 
     def __init__(self, cap: Capacity, head: JobSpec, exclude: Container[str],
                  costs: dict[str, VictimCost], tenants: Mapping[str, TenantLoad],
-                 after: float) -> None:
+                 after: float, keep: float | None) -> None:
         self.cap, self.head, self.exclude = cap, head, exclude
-        self.costs, self.tenants, self.after = costs, tenants, after
+        self.costs, self.tenants, self.after, self.keep = costs, tenants, after, keep
         self.rank_of: dict[str, int] = {}
 
     def place(self, only: list[str] | None = None, materialise: bool = True
@@ -462,7 +490,7 @@ class _Search:
 
     def walk(self, pool: Iterable[Candidate],
              within: Callable[[Candidate], tuple[object, ...]]) -> list[Candidate]:
-        return share_order(pool, self.tenants, self.after, within)
+        return share_order(pool, self.tenants, self.after, within, self.keep)
 
     def _give(self, seq: list[Candidate], lo: int, hi: int) -> None:
         cap = self.cap
@@ -601,6 +629,37 @@ def select_victims(
     if after == math.inf:
         return None  # a team with no guarantee never preempts
 
+    plan = _select(cap, head, candidates, tenants, now, config, policy, exclude, costs,
+                   after, None)
+    keep = reclaim_keep(after)
+    if plan is None and keep is not None and _kept_back(candidates, head, tenants, after):
+        plan = _select(cap, head, candidates, tenants, now, config, policy, exclude, costs,
+                       after, keep)
+    return plan
+
+
+def _kept_back(candidates: Iterable[Candidate], head: JobSpec,
+               tenants: Mapping[str, TenantLoad], after: float) -> bool:
+    """Did the third condition alone keep a candidate back (its team over its guarantee
+    and above the head's share, but below it without the job)? Else the reclaim search
+    would weigh the same candidates and find nothing either."""
+    for c in candidates:
+        load = tenants.get(c.spec.tenant)
+        if c.spec.tenant == head.tenant or load is None:
+            continue
+        held, g = load.held_gpus, load.guaranteed_gpus
+        if (held > g and held_share(held, g) > after
+                and held_share(held - c.gpus, g) < after):
+            return True
+    return False
+
+
+def _select(cap: Capacity, head: JobSpec, candidates: Sequence[Candidate],
+            tenants: Mapping[str, TenantLoad], now: int, config: SchedulerConfig,
+            policy: str, exclude: Container[str], costs: dict[str, VictimCost] | None,
+            after: float, keep: float | None) -> PreemptionPlan | None:
+    """One search of :func:`select_victims`: under the three conditions (``keep`` None),
+    or the reclaim search (``keep`` :data:`RECLAIM_KEEP`)."""
     eligible: list[Candidate] = []
     refused: dict[str, str] = {}
     team_why: dict[str, str | None] = {}  # what protects every job of a team, if anything
@@ -609,7 +668,7 @@ def select_victims(
         if team not in team_why:
             team_why[team] = _team_protected(team, head, tenants, after)
         why_not = team_why[team] or _protected(c, head, tenants, after, config, policy, cap,
-                                               exclude)
+                                               exclude, keep)
         if why_not is None:
             eligible.append(c)
         else:
@@ -618,7 +677,7 @@ def select_victims(
         return None
     if costs is None:
         costs = {}
-    search = _Search(cap, head, exclude, costs, tenants, after)
+    search = _Search(cap, head, exclude, costs, tenants, after, keep)
     fits, lost = search.fits, search.lost
     by_lost, by_cost_per_gpu, walk = search.by_lost, search.by_cost_per_gpu, search.walk
     shortest_prefix, prune = search.shortest_prefix, search.prune
@@ -653,7 +712,7 @@ def select_victims(
             return None
         chosen = prune(chosen, list(reversed(chosen)))
         return _plan(cap, head, chosen, fits(chosen), costs, eligible, refused, now,
-                     runner_up=None, policy=policy, tenants=tenants, after=after)
+                     runner_up=None, policy=policy, tenants=tenants, after=after, keep=keep)
 
     search.rank_of = {c.spec.id: i for i, c in enumerate(walk(eligible, by_lost))}
 
@@ -676,7 +735,7 @@ def select_victims(
         pair = [a, b]
         if best is not None and lost(pair) >= best:
             continue
-        if _allowed(pair, tenants, after) and (alloc := fits(pair)) is not None:
+        if _allowed(pair, tenants, after, keep) and (alloc := fits(pair)) is not None:
             found.append(pair)
             best = lost(pair)
             if _pods(cap, alloc) == 1:
@@ -738,8 +797,14 @@ def select_victims(
             if all(c is not v for v in chosen) and fits([c]) is not None:
                 runner_up = [c]
                 break
+    won_by = None
+    if runner_up is not None:
+        mine, theirs = search.rank(chosen), search.rank(runner_up)
+        won_by = next((i for i, (a, b) in enumerate(zip(mine, theirs, strict=True))
+                       if a != b), None)
     return _plan(cap, head, chosen, fits(chosen), costs, eligible, refused, now,
-                 runner_up=runner_up, policy=policy, tenants=tenants, after=after)
+                 runner_up=runner_up, policy=policy, tenants=tenants, after=after, keep=keep,
+                 won_by=won_by)
 
 
 def _weigh(eligible: Sequence[Candidate], costs: Mapping[str, VictimCost], ids: set[str],
@@ -814,6 +879,7 @@ def _protected(
     policy: str,
     cap: Capacity,
     exclude: Container[str],
+    keep: float | None = None,
 ) -> str | None:
     """Why ``c`` may not be a victim (a sentence), or None if it may, its team not being
     protected as a whole (:func:`_team_protected` returned None for it)."""
@@ -821,7 +887,7 @@ def _protected(
     held = 0 if load is None else load.held_gpus
     guaranteed = 0 if load is None else load.guaranteed_gpus
     team = f"team {c.spec.tenant}"
-    if held_share(held - c.gpus, guaranteed) < after:
+    if held_share(held - c.gpus, guaranteed) < (after if keep is None else keep):
         return (f"protected: without it {team}'s share "
                 f"({share_words(held_share(held - c.gpus, guaranteed))}) would fall below "
                 f"team {head.tenant}'s once the job starts ({share_words(after)})")
@@ -847,7 +913,7 @@ def _protected(
 
 
 def _allowed(victims: Sequence[Candidate], tenants: Mapping[str, TenantLoad],
-             after: float) -> bool:
+             after: float, keep: float | None) -> bool:
     """The rule holds for each victim, taken in its team in largest-last order (the order
     most favourable to the team's earlier victims: if any order works, this one does)."""
     per_team: dict[str, list[int]] = {}
@@ -857,7 +923,7 @@ def _allowed(victims: Sequence[Candidate], tenants: Mapping[str, TenantLoad],
         load = tenants[team]
         held = load.held_gpus
         for gpus in sorted(sizes):
-            if not may_give(held, load.guaranteed_gpus, gpus, after):
+            if not may_give(held, load.guaranteed_gpus, gpus, after, keep):
                 return False
             held -= gpus
     return True
@@ -880,10 +946,20 @@ def _plan(
     policy: str,
     tenants: Mapping[str, TenantLoad],
     after: float,
+    keep: float | None = None,
+    won_by: int | None = None,
 ) -> PreemptionPlan:
+    """``won_by``: the first element of ``_Search.rank`` on which ``chosen`` beat
+    ``runner_up`` (the sentence names it when the next best loses less: "the fewest"
+    beside a cheaper next best read as a contradiction; an operator's session,
+    2026-12-07)."""
     assert placement is not None
     ids = {c.spec.id for c in chosen}
     n_elig = len(eligible)
+    total = sum(costs[c.spec.id].est_gpu_s_lost for c in chosen)
+    other = (None if runner_up is None
+             else sum(costs[c.spec.id].est_gpu_s_lost for c in runner_up))
+    cheaper_next = other is not None and other < total
     victims = []
     for c in chosen:
         vc = costs[c.spec.id]
@@ -895,6 +971,8 @@ def _plan(
             tail = (
                 f"cheapest of {n_elig} {_plural(n_elig, 'candidate')}"
                 if cheaper == 0
+                else f"not the cheapest that makes room, of {n_elig} candidates"
+                if cheaper_next
                 else f"the cheapest that makes room, of {n_elig} candidates"
             )
         else:
@@ -903,7 +981,6 @@ def _plan(
 
     weigh = partial(_weigh, eligible, costs, ids, refused)
 
-    total = sum(costs[c.spec.id].est_gpu_s_lost for c in chosen)
     names = _join([c.spec.id for c in chosen])
     where = _where(cap, placement)
     if policy == "priority-kill":
@@ -914,12 +991,13 @@ def _plan(
     else:
         why = (
             f"to start {head.id} ({head.gpus} GPUs) on {where}: evicted {names}, "
-            f"{_hours(total)} lost, the fewest of the victim sets that make room from "
-            f"the teams furthest over their share"
+            f"{_hours(total)} lost, "
+            + (_WON_BY.get(won_by if won_by is not None else -1, _FEWEST) if cheaper_next
+               else _FEWEST)
         )
         if runner_up is not None:
-            other = sum(costs[c.spec.id].est_gpu_s_lost for c in runner_up)
-            why += f"; next best: {_join([c.spec.id for c in runner_up])} ({_hours(other)})"
+            why += (f"; next best: {_join([c.spec.id for c in runner_up])}"
+                    f" ({_hours(other or 0)})")
         if refused:
             why += f"; {len(refused)} running {_plural(len(refused), 'job')} protected"
     teams = sorted({c.spec.tenant for c in chosen},
@@ -929,10 +1007,25 @@ def _plan(
         f" guaranteed GPUs ({share_words(tenants[t].share)})" for t in teams)
     why += (f"; {shares}, above team {head.tenant}'s share once it runs"
             f" ({share_words(after)})")
+    if keep is not None:
+        givers = _join([f"team {t}" for t in teams])
+        why += (f"; team {head.tenant} stays within its guarantee once it runs and no set "
+                f"of victims that leaves their teams at or above its share makes room, so "
+                f"{givers} {'gives' if len(teams) == 1 else 'give'} back below it (a "
+                f"guarantee is taken back from borrowers whatever the size of their jobs)")
     grace = max(c.grace_s for c in chosen)
     if policy != "priority-kill" and grace:
         why += f"; the victims stop within {_dur(grace)} (their grace window)"
     return PreemptionPlan(head.id, tuple(victims), placement, weigh, why)
+
+
+#: the victim set the search keeps, in words: the fewest GPU-hours lost, unless the next
+#: best loses fewer (then what ranked it first, by ``_Search.rank``'s element)
+_FEWEST = "the fewest of the victim sets that make room from the teams furthest over their share"
+_WON_BY = {
+    0: "not the fewest: its victims' teams are further over their share than the next best's",
+    1: "not the fewest: with it the job spans fewer pods than with the next best",
+}
 
 
 def _where(cap: Capacity, alloc: Allocation) -> str:

@@ -332,6 +332,28 @@ def test_a_job_that_cannot_be_preempted_borrows_only_with_a_short_limit(
         assert sim.sched.jobs["b2"].pending_reason == P.QUOTA_LIMIT
 
 
+@pytest.mark.parametrize("split", [False, True])
+def test_a_guarantee_comes_back_within_the_grace_window_from_one_large_borrower(
+        split: bool) -> None:
+    """A researcher's session (2026-12-07): team-b (guaranteed 8) held all 32 GPUs in one
+    checkpointable job, and team-a, holding nothing of its 24, waited for it to end (a day)
+    with no preemption: losing the job left team-b below team-a's share, which the third
+    condition forbids, while the same 32 GPUs as four 8-GPU jobs gave back at once. Now
+    the reclaim search takes the one job, within the victim's grace window, and says so."""
+    jobs = ([work(f"b-{i}", 8, 86_400, tenant="team-b", gpus_per_node=8, **CKPT)
+             for i in range(4)] if split else
+            [work("b-all", 32, 86_400, tenant="team-b", gpus_per_node=8, **CKPT)])
+    sim = Sim(
+        nodes({"pod-a": 4}),
+        [tenant("team-a", 24), tenant("team-b", 8, 24)],
+        jobs + [work("a-1", 8, 600, at=1000, gpus_per_node=8, max_runtime_s=900)],
+    ).run(5000)
+    asked = sim.of(S.PREEMPT_REQUESTED)
+    assert len(asked) == 1 and asked[0].at_s == 1000
+    assert sim.started_at("a-1") <= 1000 + 30 + 5  # the grace window, and a tick
+    assert ("back below it" in asked[0].detail["why"]) is not split
+
+
 def test_a_team_gets_its_guarantee_back_from_borrowers_nothing_may_preempt() -> None:
     """The user session's scenario: team-b's four 8-GPU jobs with the default flags; team-a
     (16 guaranteed) submits 16 GPUs at t=1000. Before, none of b's jobs could be preempted

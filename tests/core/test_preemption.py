@@ -15,14 +15,17 @@ from hypothesis import strategies as st
 from scheduler_app.core.capacity import Capacity
 from scheduler_app.core.placement import find_placement
 from scheduler_app.core.preemption import (
+    RECLAIM_KEEP,
     Candidate,
     TenantLoad,
     VictimCost,
     _allowed,
+    _select,
     cannot_make_room,
     held_share,
     may_give,
     may_preempt,
+    reclaim_keep,
     select_victims,
     share_after,
     share_order,
@@ -244,9 +247,23 @@ CASES = [
          [dict(id=f"b{i}", alloc={nd(i): 8}, ckpt_ago_s=60 * (i + 1)) for i in range(4)],
          [("team-a", 16), ("team-b", 0)], dict(gpus=24, gpus_per_node=8),
          ["b0", "b1", "b2"]),
-    Case("never below the head's share: one 16-GPU job of a team 8 over stays", 2,
+    # A team within its guarantee takes it back even when the only borrower's borrowing is
+    # one large job (it used to stay: losing it leaves its team below the head's share,
+    # so one 192-GPU job could never be preempted where 24 of 8 could; a researcher's
+    # session, 2026-12-07). The reclaim search (Kueue's fallback to LessThanInitialShare)
+    Case("a guarantee is taken back from a borrower whose borrowing is one job", 2,
          [dict(id="big-b", alloc={nd(0): 8, nd(1): 8}, ckpt_ago_s=10)],
-         [("team-a", 8), ("team-b", 8)], dict(gpus=8), None),
+         [("team-a", 8), ("team-b", 8)], dict(gpus=8), ["big-b"],
+         want_why="so team team-b gives back below it"),
+    Case("the reclaim search runs only when the three conditions find no set", 4,
+         [dict(id="big-b", alloc={nd(0): 8, nd(1): 8}, ckpt_ago_s=10),
+          dict(id="c1", tenant="team-c", alloc={nd(2): 8}, ckpt_ago_s=3000),
+          dict(id="c2", tenant="team-c", alloc={nd(3): 8}, ckpt_ago_s=3000)],
+         [("team-a", 16), ("team-b", 8), ("team-c", 8)], dict(gpus=8), ["c1"]),
+    Case("never below the head's share among borrowers: a head past its guarantee", 3,
+         [dict(id="big-b", alloc={nd(0): 8, nd(1): 8}, ckpt_ago_s=10)],
+         [("team-a", 8), ("team-b", 4)], dict(gpus=8), None, held={"team-a": 8},
+         busy={nd(2): 8}),
     Case("a head that would borrow preempts only a team further over", 4,
          [dict(id="c1", tenant="team-c", alloc={nd(1): 4}, ckpt_ago_s=10),
           dict(id="b1", alloc={nd(2): 8}, ckpt_ago_s=3000),
@@ -484,10 +501,12 @@ def _fits(cap: Capacity, head, victims) -> bool:
     return _pods_after(cap, head, victims) is not None
 
 
-def _eligible(c: Candidate, loads, after: float, policy: str) -> bool:
+def _eligible(c: Candidate, loads, after: float, policy: str,
+              keep: float | None = None) -> bool:
     """Statically allowed: the rule for the job alone, and the per-job protections."""
     load_v = loads[c.spec.tenant]
-    if not may_give(load_v.held_gpus, load_v.guaranteed_gpus, c.gpus, after) or c.in_slice:
+    if (not may_give(load_v.held_gpus, load_v.guaranteed_gpus, c.gpus, after, keep)
+            or c.in_slice):
         return False
     if policy == "priority-kill":
         return True
@@ -497,10 +516,12 @@ def _eligible(c: Candidate, loads, after: float, policy: str) -> bool:
 @settings(max_examples=300, deadline=None)
 @given(contested())
 def test_a_preemption_never_leaves_a_victims_team_below_the_beneficiarys(scene):
-    """The issue's property: whatever the cluster, every victim's team ends with a share at
-    least the beneficiary team's once the head starts, was above its guarantee and above
-    that share before; victims free a real placement, each one needed; the search is
-    deterministic and never changes the cluster."""
+    """The issue's property: whatever the cluster, every victim's team was above its
+    guarantee and above the beneficiary team's share once the head starts before, and ends
+    with a share at least that one, unless the beneficiary stays within its guarantee and
+    no set under that condition makes room (the reclaim search, which says so); victims
+    free a real placement, each one needed; the search is deterministic and never changes
+    the cluster."""
     cap, cands, loads, head, policy = scene
     before = {n: s.free_mask for n, s in cap.nodes.items()}
     plan = select_victims(cap, head, cands, loads, NOW, config=CFG, policy=policy)
@@ -510,20 +531,28 @@ def test_a_preemption_never_leaves_a_victims_team_below_the_beneficiarys(scene):
     after = share_after(loads["team-a"], head.gpus)
     if plan is None:
         if after < math.inf and not _fits(cap, head, []):
-            # no single allowed victim would have made room
-            eligible = [c for c in cands if _eligible(c, loads, after, policy)]
+            # no single allowed victim would have made room, in the reclaim search either
+            keep = reclaim_keep(after)
+            eligible = [c for c in cands if _eligible(c, loads, after, policy, keep)]
             assert not any(_fits(cap, head, [c]) for c in eligible)
         return
     assert after < math.inf  # a team with no guarantee never preempts
     victims = [by_id[v.job_id] for v in plan.victims]
-    assert victims and all(_eligible(v, loads, after, policy) for v in victims)
-    assert _allowed(victims, loads, after)
+    reclaim = "back below it" in plan.why
+    keep = RECLAIM_KEEP if reclaim else None
+    if reclaim:  # only for a head within its guarantee, when the three conditions fail
+        assert after <= 1.0
+        assert _select(cap, head, cands, loads, NOW, CFG, policy, frozenset(), None,
+                       after, None) is None
+    assert victims and all(_eligible(v, loads, after, policy, keep) for v in victims)
+    assert _allowed(victims, loads, after, keep)
     for team in {v.spec.tenant for v in victims}:
         load_v = loads[team]
         lost = sum(v.gpus for v in victims if v.spec.tenant == team)
         assert load_v.held_gpus > load_v.guaranteed_gpus
         assert load_v.share > after  # LessThanInitialShare
-        assert held_share(load_v.held_gpus - lost, load_v.guaranteed_gpus) >= after
+        if not reclaim:  # LessThanOrEqualToFinalShare
+            assert held_share(load_v.held_gpus - lost, load_v.guaranteed_gpus) >= after
     with cap.trial():
         for v in victims:
             cap.give_back(v.alloc)
@@ -537,9 +566,9 @@ def test_a_preemption_never_leaves_a_victims_team_below_the_beneficiarys(scene):
         # Among the teams furthest over (the first the rule takes from), no single job
         # would have freed as compact a placement for less.
         top = max(loads[c.spec.tenant].share for c in cands
-                  if _eligible(c, loads, after, policy))
+                  if _eligible(c, loads, after, policy, keep))
         for c in cands:
-            if (_eligible(c, loads, after, policy) and loads[c.spec.tenant].share == top
+            if (_eligible(c, loads, after, policy, keep) and loads[c.spec.tenant].share == top
                     and _pods_after(cap, head, [c]) is not None
                     and _pods_after(cap, head, [c]) <= pods):  # type: ignore[operator]
                 assert plan.est_gpu_s_lost <= victim_cost(c, NOW).est_gpu_s_lost
@@ -563,10 +592,12 @@ def test_the_bound_that_skips_a_search_never_skips_one_that_finds_victims(scene)
     after = share_after(loads["team-a"], head.gpus)
     if after == math.inf:
         return
-    eligible = [c for c in cands if _eligible(c, loads, after, policy)][:10]
+    keep = reclaim_keep(after)  # the bound covers the reclaim search too
+    eligible = [c for c in cands if _eligible(c, loads, after, policy, keep)][:10]
     for k in range(1, len(eligible) + 1):
         for victims in itertools.combinations(eligible, k):
-            assert not (_allowed(list(victims), loads, after) and _fits(cap, head, victims))
+            assert not (_allowed(list(victims), loads, after, keep)
+                        and _fits(cap, head, victims))
 
 
 @pytest.mark.parametrize(("name", "head_kw", "head_guarantee", "b_guarantee", "b_ckpt",
@@ -621,11 +652,12 @@ def test_cannot_make_room_counts_whole_nodes_for_a_gang_of_whole_nodes():
 
 def test_a_search_no_set_can_help_ends_after_one_trial_with_every_eligible_job_gone(
         monkeypatch):
-    # Three nodes of 8. n0 and n1 are full of team-b's jobs (guarantee 8, holding 16:
-    # share 2): x (2 GPUs) on n0, y (4) on n1, z (10) across both; n2 holds team-c's job
-    # that cannot checkpoint, 2 GPUs free. The head (team-a, 8 GPUs in whole nodes)
-    # brings its team's share to 1, so team-b may give 8 GPUs, but not z: without it the
-    # team would hold 6 (share 0.75). Free and eligible GPUs make 8, and team-b's jobs
+    # Three nodes of 8. n0 and n1 are full of team-b's jobs (guarantee 6, holding 16:
+    # share 2.67): x (2 GPUs) on n0, y (4) on n1, z (10) across both; n2 holds team-c's
+    # job that cannot checkpoint, 2 GPUs free. The head (team-a, guarantee 7, 8 GPUs in
+    # whole nodes) brings its team's share to 8/7, past its guarantee (so no reclaim
+    # search), and team-b may give 9 GPUs, but not z: without it the team would hold 6
+    # (share 1.0). Free and eligible GPUs make 8, and team-b's jobs
     # could empty either node (cannot_make_room cannot tell), but x and y alone empty no
     # node: the search ends after one trial with both gone, before singles, pairs, walks.
     cap = cluster({"pod-a": 3})
@@ -634,7 +666,7 @@ def test_a_search_no_set_can_help_ends_after_one_trial_with_every_eligible_job_g
              candidate(cap, "y", {n1: [0, 1, 2, 3]}, checkpointable=True),
              candidate(cap, "z", {n0: range(2, 8), n1: range(4, 8)}, checkpointable=True),
              candidate(cap, "c", {n2: 6}, tenant="team-c", checkpointable=False)]
-    loads = {"team-a": load("team-a", 8, 0), "team-b": load("team-b", 8, 16),
+    loads = {"team-a": load("team-a", 7, 0), "team-b": load("team-b", 6, 16),
              "team-c": load("team-c", 0, 6)}
     head = job("head", 8, tenant="team-a", gpus_per_node=8)
     assert not cannot_make_room(cap, head, loads, victim_pool(cands, CFG, "full"))
@@ -652,7 +684,7 @@ def test_a_search_no_set_can_help_ends_after_one_trial_with_every_eligible_job_g
     assert len(calls) == 2  # does it fit as it is? with x and y gone?
     # the same cluster with team-b able to give z: the search runs and takes z
     calls.clear()
-    loads["team-b"] = load("team-b", 4, 16)
+    loads["team-b"] = load("team-b", 2, 16)
     plan = select_victims(cap, head, cands, loads, NOW, config=CFG)
     assert plan is not None and "z" in {v.job_id for v in plan.victims}
     assert len(calls) > 2
@@ -674,7 +706,10 @@ def test_the_team_furthest_over_gives_even_where_another_teams_victim_is_cheaper
     plan = select_victims(cap, head, cands, loads, NOW, config=CFG)
     assert plan is not None
     assert [v.job_id for v in plan.victims] in (["x-1"], ["x-2"])
-    assert "from the teams furthest over their share" in plan.why
+    # and the sentence says why the cheaper next best lost (it read "the fewest")
+    assert ("not the fewest: its victims' teams are further over their share than the "
+            "next best's; next best: y-") in plan.why
+    assert "not the cheapest that makes room" in plan.victims[0].text
     # within the team furthest over, the cheapest still goes first
     cheap = [replace(c, last_checkpoint_s=NOW - 10) if c.spec.id == "x-2" else c
              for c in cands]

@@ -231,17 +231,20 @@ def test_a_preemption_never_leaves_the_victims_team_below_the_beneficiarys(
     """Share = GPUs held (not counting jobs already being preempted; the head's team
     counting what is being reclaimed for its other heads) over the guarantee. Every victim
     team of a search was above its guarantee, above the head's team's share once the head
-    runs, and keeps at least that share once its victims are gone."""
+    runs, and keeps at least that share once its victims are gone, unless the head's team
+    stays within its guarantee (the reclaim search, which says so)."""
     from scheduler_app.core.preemption import held_share
 
     sim = _run(sc)
     guarantee = {t.name: t.guaranteed_gpus for t in sc["tenants"]}
     groups: dict[tuple[int, str], dict[str, int]] = {}  # (at, head) -> team -> GPUs lost
+    said: dict[tuple[int, str], str] = {}  # (at, head) -> the preemption's why, if any
     for d in sim.log:
         if d.to_state == S.PREEMPT_REQUESTED and d.from_state == S.RUNNING:
             team = sim.by_id[d.job_id].spec.tenant
             lost = groups.setdefault((d.at_s, d.detail["for"]), {})
             lost[team] = lost.get(team, 0) + sim.gpus_at(d.job_id, d.at_s)
+            said[(d.at_s, d.detail["for"])] = d.detail.get("why", "")
     for (at, head), lost in groups.items():
         before = sim.held_at_search[(at, head)]
         spec = sim.by_id[head].spec
@@ -251,7 +254,9 @@ def test_a_preemption_never_leaves_the_victims_team_below_the_beneficiarys(
             held = before.held(team)
             assert held > guarantee[team], (at, head, team)
             assert held_share(held, guarantee[team]) > head_after, (at, head, team)
-            assert held_share(held - gpus, guarantee[team]) >= head_after, (at, head, team)
+            if held_share(held - gpus, guarantee[team]) < head_after:  # the reclaim search
+                assert head_after <= 1.0, (at, head, team)
+                assert not said[(at, head)] or "back below it" in said[(at, head)]
 
 
 @PROPS

@@ -6,7 +6,9 @@
 - alpha (guarantee 8, no borrowing) runs 8 GPUs on b2 and has three 8-GPU jobs queued:
   they wait for its own quota;
 - beta (24 + 24) runs 16 GPUs on a1, a2 and has two 8-GPU jobs queued: they wait for GPUs;
-- gamma (8 + 40) runs 24 GPUs on a3, a4, b1: it borrows 16, checkpointable.
+- gamma (8 + 40) runs 24 GPUs on a3, a4, b1: it borrows 16, in one job nothing may
+  preempt (it cannot checkpoint; its 2 h limit lets it borrow): beta, within its
+  guarantee, would take a checkpointable one back at once (the reclaim search).
 """
 
 from __future__ import annotations
@@ -48,8 +50,7 @@ def seed() -> dict[str, int]:
     ids["beta-run"] = _running(beta, "beta-run", ["a1", "a2"], ago_s=HOUR, limit_s=4 * HOUR,
                                now=now).pk
     ids["gamma-run"] = _running(gamma, "gamma-run", ["a3", "a4", "b1"], ago_s=HOUR // 2,
-                                limit_s=2 * HOUR, now=now, checkpointable=True,
-                                checkpoint_interval_s=600, checkpoint_time_s=60).pk
+                                limit_s=2 * HOUR, now=now).pk
     for i in range(3):
         ids[f"alpha-q{i}"] = job_submit(tenant=alpha, name=f"alpha-q{i}", gpus=8,
                                         max_runtime_s=HOUR,
