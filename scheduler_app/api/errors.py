@@ -124,12 +124,11 @@ def busy_errors() -> list[dict[str, Any]]:
 
 
 def named_or_404(rows: Any, name: str, what: str, where: str) -> Any:
-    """The row of ``rows`` (a model or a queryset) whose ``name`` is ``name``; else a 404
+    """The row of ``rows`` (a manager or a queryset) whose ``name`` is ``name``; else a 404
     that says what was looked for and where the names are listed, as the filters' 400 does
     (a misspelt node in ``/nodes/pod-a-n1/drain/`` got Django's "No Node matches the given
     query."; an operator's session, 2026-12-07)."""
-    qs = rows.objects.all() if hasattr(rows, "objects") else rows
-    found = qs.filter(name=name).first()
+    found = rows.filter(name=name).first()
     if found is None:
         raise exceptions.NotFound(f"No {what} named {name!r}: see {where}.")
     return found

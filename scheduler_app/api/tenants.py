@@ -112,7 +112,7 @@ class TenantDetail(APIView):
     @extend_schema(operation_id="tenants_retrieve", summary="One tenant",
                    responses={200: TenantOut})
     def get(self, request: Request, name: str) -> Response:
-        tenant = named_or_404(Tenant, name, "tenant", "GET /api/v1/tenants/")
+        tenant = named_or_404(Tenant.objects, name, "tenant", "GET /api/v1/tenants/")
         row = next(r for r in _figures(request) if r.tenant.pk == tenant.pk)
         return Response(TenantOut(row, context={"user": request.user}).data)
 
@@ -170,7 +170,7 @@ class TenantQuota(APIView):
         return self._set(request, name, QuotaPatchIn(data=request.data))
 
     def _set(self, request: Request, name: str, data: serializers.Serializer) -> Response:
-        tenant = named_or_404(Tenant, name, "tenant", "GET /api/v1/tenants/")
+        tenant = named_or_404(Tenant.objects, name, "tenant", "GET /api/v1/tenants/")
         data.is_valid(raise_exception=True)
         row = tenant_set_quota(
             tenant=tenant,

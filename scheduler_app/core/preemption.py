@@ -629,6 +629,8 @@ def select_victims(
     if after == math.inf:
         return None  # a team with no guarantee never preempts
 
+    if costs is None:
+        costs = {}  # one cache for both searches: the same candidates at the same instant
     plan = _select(cap, head, candidates, tenants, now, config, policy, exclude, costs,
                    after, None)
     keep = reclaim_keep(after)
@@ -640,23 +642,23 @@ def select_victims(
 
 def _kept_back(candidates: Iterable[Candidate], head: JobSpec,
                tenants: Mapping[str, TenantLoad], after: float) -> bool:
-    """Did the third condition alone keep a candidate back (its team over its guarantee
-    and above the head's share, but below it without the job)? Else the reclaim search
-    would weigh the same candidates and find nothing either."""
+    """Did the third condition alone keep a candidate back (:func:`may_give` allows it in
+    the reclaim search, not in the first)? Else the reclaim search would weigh the same
+    candidates and find nothing either."""
     for c in candidates:
         load = tenants.get(c.spec.tenant)
         if c.spec.tenant == head.tenant or load is None:
             continue
         held, g = load.held_gpus, load.guaranteed_gpus
-        if (held > g and held_share(held, g) > after
-                and held_share(held - c.gpus, g) < after):
+        if (may_give(held, g, c.gpus, after, RECLAIM_KEEP)
+                and not may_give(held, g, c.gpus, after)):
             return True
     return False
 
 
 def _select(cap: Capacity, head: JobSpec, candidates: Sequence[Candidate],
             tenants: Mapping[str, TenantLoad], now: int, config: SchedulerConfig,
-            policy: str, exclude: Container[str], costs: dict[str, VictimCost] | None,
+            policy: str, exclude: Container[str], costs: dict[str, VictimCost],
             after: float, keep: float | None) -> PreemptionPlan | None:
     """One search of :func:`select_victims`: under the three conditions (``keep`` None),
     or the reclaim search (``keep`` :data:`RECLAIM_KEEP`)."""
@@ -675,8 +677,6 @@ def _select(cap: Capacity, head: JobSpec, candidates: Sequence[Candidate],
             refused[c.spec.id] = why_not
     if not eligible:
         return None
-    if costs is None:
-        costs = {}
     search = _Search(cap, head, exclude, costs, tenants, after, keep)
     fits, lost = search.fits, search.lost
     by_lost, by_cost_per_gpu, walk = search.by_lost, search.by_cost_per_gpu, search.walk

@@ -156,12 +156,12 @@ class TenantSpec:
     max_runtime_s: int | None = None
 
 
-#: The TenantSpec fields beyond the quota that an operator may change (Scheduler.set_quota's
-#: ``limits``; the services log them with the quota).
 #: the most GPUs any count may name (a quota, a limit, a job, a scenario): one bound for
 #: the live cluster and its what-if (the API took 10,000,000 where the what-if and the
 #: scenario file refused past 1,000,000: an operator's session, 2026-12-07)
 MAX_GPUS = 1_000_000
+#: The TenantSpec fields beyond the quota that an operator may change (Scheduler.set_quota's
+#: ``limits``; the services log them with the quota).
 TENANT_LIMITS: tuple[str, ...] = ("max_gpus_per_user", "default_runtime_s", "max_runtime_s")
 
 

@@ -542,13 +542,17 @@ def _first_end(tenant: Tenant) -> datetime | None:
     return min(ends) if ends else None
 
 
-def _ahead(job: Job) -> tuple[int, int, int]:
-    """(jobs ahead in the cluster's order, their GPUs, how many are the job's team's)."""
+def _before(job: Job) -> list[tuple[int, int]]:
+    """(job id, tenant id) of the jobs ahead of ``job`` in the cluster's order (none when
+    it is not in line)."""
     order = queue_order()
     ids = [pk for pk, _t in order]
-    if job.pk not in ids:
-        return 0, 0, 0
-    before = order[:ids.index(job.pk)]
+    return order[:ids.index(job.pk)] if job.pk in ids else []
+
+
+def _ahead(job: Job) -> tuple[int, int, int]:
+    """(jobs ahead in the cluster's order, their GPUs, how many are the job's team's)."""
+    before = _before(job)
     gpus = dict(Job.objects.filter(pk__in=[pk for pk, _t in before]).values_list("pk", "gpus"))
     return (len(before), sum(gpus.values()),
             sum(1 for _pk, t in before if t == job.tenant_id))
@@ -557,11 +561,7 @@ def _ahead(job: Job) -> tuple[int, int, int]:
 def _team_ahead(job: Job) -> tuple[int, int]:
     """(the team's jobs ahead of ``job`` in line, their GPUs): those that take the team's
     quota before it."""
-    order = queue_order()
-    ids = [pk for pk, _t in order]
-    if job.pk not in ids:
-        return 0, 0
-    mine = [pk for pk, t in order[:ids.index(job.pk)] if t == job.tenant_id]
+    mine = [pk for pk, t in _before(job) if t == job.tenant_id]
     return len(mine), sum(Job.objects.filter(pk__in=mine).values_list("gpus", flat=True))
 
 
