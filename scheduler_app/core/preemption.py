@@ -339,20 +339,30 @@ def _offer(team: str, per_team: dict[str, list[Candidate]],
 
 
 class VictimPool:
-    """Per team, the running jobs that could ever be a victim, whatever the head: not in the
-    interactive slice and, under policy ``full``, checkpointable (or preemptible) and below
-    the daily cap. What :func:`select_victims` may take for any head is a subset of the
-    giving teams' part of it, so the pool bounds every search (:func:`cannot_make_room`).
+    """Per team, the running jobs that could ever be a victim of a borrowing head: not in
+    the interactive slice and, under policy ``full``, checkpointable (or preemptible) and
+    below the daily cap; :meth:`for_reclaim`, the pool of a head whose team takes its
+    guarantee back, which the cap does not stop (:func:`_protected`). What :func:`select_victims`
+    may take for a head is a subset of the giving teams' part of its pool, so the pool
+    bounds every search (:func:`cannot_make_room`).
 
     A team's node masks are built when the bound first reads them: most heads are ruled
     in or out by the GPU totals alone, and a tick's pool holds thousands of jobs."""
 
-    __slots__ = ("gpus", "_jobs", "_masks")
+    __slots__ = ("gpus", "_jobs", "_masks", "_reclaim")
 
-    def __init__(self, jobs: dict[str, list[Candidate]]) -> None:
+    def __init__(self, jobs: dict[str, list[Candidate]],
+                 reclaim: VictimPool | None = None) -> None:
         self._jobs = jobs  # team -> its jobs in the pool
         self.gpus = {t: sum(c.gpus for c in cs) for t, cs in jobs.items()}  # team -> GPUs
         self._masks: dict[str, dict[str, int]] = {}
+        # None: the same pool (no job past the cap). Never ``self``: a reference cycle
+        # only the cyclic collector frees (tests/sim/test_compiled_core.py)
+        self._reclaim = reclaim
+
+    def for_reclaim(self) -> VictimPool:
+        """The pool of a head whose team takes its guarantee back: jobs past the cap too."""
+        return self if self._reclaim is None else self._reclaim
 
     def masks(self, team: str) -> dict[str, int]:
         """node -> bitmask of the GPUs the team's pool jobs hold there."""
@@ -368,15 +378,19 @@ class VictimPool:
 def victim_pool(candidates: Iterable[Candidate], config: SchedulerConfig,
                 policy: str = "full") -> VictimPool:
     jobs: dict[str, list[Candidate]] = {}
+    capped = False
     cap_n = config.max_preemptions_per_job_per_day
     for c in candidates:
         if c.in_slice:
             continue
-        if policy == "full" and (not (c.spec.checkpointable or c.spec.preemptible)
-                                 or c.preemptions_last_day >= cap_n):
+        if policy == "full" and not (c.spec.checkpointable or c.spec.preemptible):
             continue
         jobs.setdefault(c.spec.tenant, []).append(c)
-    return VictimPool(jobs)
+        capped = capped or (policy == "full" and c.preemptions_last_day >= cap_n)
+    if not capped:
+        return VictimPool(jobs)
+    return VictimPool({t: [c for c in cs if c.preemptions_last_day < cap_n]
+                       for t, cs in jobs.items()}, VictimPool(jobs))
 
 
 def most_given(load: TenantLoad, head_share_after: float, keep: float | None = None) -> int:
@@ -410,6 +424,8 @@ def cannot_make_room(cap: Capacity, head: JobSpec, tenants: Mapping[str, TenantL
     if after == math.inf:
         return True
     keep = reclaim_keep(after)  # the bound covers the reclaim search too
+    if keep is not None:
+        pool = pool.for_reclaim()  # past the daily cap too: they give a guarantee back
     give: dict[str, int] = {}
     for t, gpus in pool.gpus.items():
         load = tenants.get(t)
@@ -588,8 +604,10 @@ def select_victims(
     Allowed (policy ``full``): the team may give the job (:func:`may_give`, re-evaluated
     as victims are picked); the job is checkpointable or opted into preemptible pricing;
     not an interactive job in the interactive slice; preempted fewer than
-    ``config.max_preemptions_per_job_per_day`` times in the last day; not the head's team;
-    on a node the head could use.
+    ``config.max_preemptions_per_job_per_day`` times in the last day, unless the head's team
+    takes its guarantee back (it stays within it once the head runs: the cap protects a
+    job from other borrowers, never from the team whose guarantee it holds); not the
+    head's team; on a node the head could use.
 
     Search (bounded; every check is a trial plus one find_placement):
       1. the cheapest candidates of the highest-share team(s) alone (``SINGLES_TRIED``),
@@ -897,11 +915,11 @@ def _protected(
         if not (c.spec.checkpointable or c.spec.preemptible):
             return "protected: cannot checkpoint and did not opt into preemptible pricing"
         cap_n = config.max_preemptions_per_job_per_day
-        if c.preemptions_last_day >= cap_n:
+        if c.preemptions_last_day >= cap_n and reclaim_keep(after) is None:
             return (
                 f"protected: preempted {c.preemptions_last_day} "
                 f"{_plural(c.preemptions_last_day, 'time')} within a day (cap {cap_n}), "
-                "so it runs until it completes"
+                "so only a team taking its guarantee back may preempt it again"
             )
     if head.gpu_type is not None and all(
         cap.nodes[n].gpu_type != head.gpu_type for n in c.alloc

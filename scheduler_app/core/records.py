@@ -100,7 +100,8 @@ class JobRecord:
     def preemptions_against_cap(self, now: int, cap: int) -> int:
         """What the cap compares: the preemptions of the last day, except that once any
         rolling day held ``cap`` of them the job stays at the cap for good (the seed: "a
-        job past the cap is protected until it completes")."""
+        job past the cap is protected until it completes"; from borrowing heads, not from
+        a team taking its guarantee back: ``preemption._protected``)."""
         times = self.preemption_times  # appended in time order
         if not times:
             return 0

@@ -1230,8 +1230,8 @@ class Tick:
         (``Scheduler.cluster_version``): jobs arriving behind a vain head do not make it
         search again. Fewer nodes to use never helps, so a search that avoided no more
         nodes than this one (``avoid``: other jobs' reservations) answers for it. Time
-        alone changes no candidate's eligibility (a job at its daily cap stays protected
-        until it completes), only the victims' costs and so the order the bounded walks
+        alone changes no candidate's eligibility (a job stays at its daily cap for good
+        once it reaches it), only the victims' costs and so the order the bounded walks
         take them in; that is ignored until the next change of the cluster. (A memo, not
         a decision: a leader rebuilt from the log, which has no memo, searches again.)"""
         s = self.s

@@ -299,7 +299,8 @@ SETTINGS: tuple[Setting, ...] = (
             "no grace window is longer, whatever a job declares (the kill timer, the plans "
             "and the head's estimate use the capped window)"),
     Setting("max_preemptions_per_job_per_day", 0,
-            "preemptions a job may suffer in a rolling day; past it, it runs until it ends"),
+            "preemptions a job may suffer in a rolling day; past it, only a team taking "
+            "its guarantee back may preempt it"),
     Setting("protected_borrow_max_s", 0,
             "a job that cannot be preempted (not checkpointable, not preemptible) borrows "
             "past its team's guarantee only with a time limit of at most this many "

@@ -281,11 +281,22 @@ CASES = [
           dict(id="half-1", alloc={nd(1): 4}, ckpt_ago_s=20 * MIN),
           dict(id="half-2", alloc={nd(1): 4}, ckpt_ago_s=20 * MIN)],
          [("team-a", 64), ("team-b", 0)], dict(gpus=8, gpus_per_node=8), ["one"]),
-    Case("the cap protects a job after two preemptions", 2,
+    # The daily cap protects a job from borrowing heads (team-a past its guarantee once
+    # the head runs), never from a team taking its guarantee back: a protected borrower
+    # kept it until it completed (a researcher's session, 2026-12-07)
+    Case("the cap protects a job after two preemptions from a borrowing head", 3,
          [dict(id="capped", alloc={nd(0): 8}, ckpt_ago_s=10, preemptions=2),
           dict(id="fresh", alloc={nd(1): 8}, ckpt_ago_s=3000, preemptions=1)],
-         [("team-a", 64), ("team-b", 0)], dict(gpus=8), ["fresh"],
-         want_why="1 running job protected"),
+         [("team-a", 8), ("team-b", 0)], dict(gpus=8), ["fresh"],
+         want_why="1 running job protected", held={"team-a": 8}, busy={nd(2): 8}),
+    Case("... not from a team taking its guarantee back", 2,
+         [dict(id="capped", alloc={nd(0): 8}, ckpt_ago_s=10, preemptions=2),
+          dict(id="fresh", alloc={nd(1): 8}, ckpt_ago_s=3000, preemptions=1)],
+         [("team-a", 64), ("team-b", 0)], dict(gpus=8), ["capped"]),
+    Case("... even when every borrowing job is past the cap", 2,
+         [dict(id="capped", alloc={nd(0): 8}, ckpt_ago_s=3000, preemptions=2),
+          dict(id="capped-2", alloc={nd(1): 8}, ckpt_ago_s=10, preemptions=5)],
+         [("team-a", 8), ("team-b", 0)], dict(gpus=8), ["capped-2"]),
     Case("non-checkpointable jobs are protected", 2,
          [dict(id="plain", alloc={nd(0): 8}, checkpointable=False, ran_s=10),
           dict(id="ckpt", alloc={nd(1): 8}, ckpt_ago_s=3000)],
@@ -405,19 +416,20 @@ def test_explanation_reads_like_the_issue():
 
 
 def test_protected_jobs_say_why_in_the_weighed_list():
-    cap = cluster({"pod-a": 3})
+    cap = cluster({"pod-a": 4})
+    used(cap, {nd(3): 8})  # team-a's 8: the head would borrow
     cands = [
         candidate(cap, "plain", {nd(0): 8}, checkpointable=False),
         candidate(cap, "capped", {nd(1): 8}, ckpt_ago_s=5, preemptions=2),
         candidate(cap, "ok", {nd(2): 8}, ckpt_ago_s=5),
     ]
-    loads = {"team-a": load("team-a", 64, 0), "team-b": load("team-b", 0, 24)}
+    loads = {"team-a": load("team-a", 8, 8), "team-b": load("team-b", 0, 24)}
     plan = select_victims(cap, job("h", 8, tenant="team-a"), cands, loads, NOW, config=CFG)
     assert plan is not None
     words = {w.job_id: w.words for w in plan.weighed}
     assert "did not opt into preemptible pricing" in words["plain"]
-    assert "preempted 2 times within a day (cap 2), so it runs until it completes" in (
-        words["capped"])
+    assert ("preempted 2 times within a day (cap 2), so only a team taking its guarantee "
+            "back may preempt it again") in words["capped"]
 
 
 def test_a_team_that_may_not_give_says_why_for_each_of_its_jobs():
@@ -510,7 +522,9 @@ def _eligible(c: Candidate, loads, after: float, policy: str,
         return False
     if policy == "priority-kill":
         return True
-    return (c.spec.checkpointable or c.spec.preemptible) and c.preemptions_last_day < 2
+    # the cap protects from borrowing heads only
+    return ((c.spec.checkpointable or c.spec.preemptible)
+            and (c.preemptions_last_day < 2 or after <= 1.0))
 
 
 @settings(max_examples=300, deadline=None)
@@ -627,6 +641,27 @@ def test_cannot_make_room_table(name, head_kw, head_guarantee, b_guarantee, b_ck
     if want:
         plan = select_victims(cap, head, cands, loads, NOW, config=CFG)
         assert plan is None or not plan.victims
+
+
+@pytest.mark.parametrize(("head_held", "want"), [
+    (0, False),  # team-a takes its guarantee back: the cap does not stop it
+    (8, True),  # team-a would borrow: the job past the cap is protected from it
+])
+def test_cannot_make_room_lets_only_a_guarantee_take_a_job_past_the_cap(head_held, want):
+    # Two nodes of 8: n0 full (a job nobody may take), n1 team-b's job preempted twice
+    # today; team-b holds 16 in all (so it may give to a borrowing head by the rule).
+    cap = cluster({"pod-a": 2})
+    n0, n1 = sorted(cap.nodes)
+    used(cap, {n0: 8})
+    cands = [candidate(cap, "capped", {n1: 8}, tenant="team-b", preemptions=2)]
+    loads = {"team-a": load("team-a", 8, head_held), "team-b": load("team-b", 0, 16)}
+    head = job("head", 8, tenant="team-a", gpus_per_node=8)
+    pool = victim_pool(cands, CFG, "full")
+    assert cannot_make_room(cap, head, loads, pool) is want
+    plan = select_victims(cap, head, cands, loads, NOW, config=CFG)
+    assert (plan is None) is want
+    if not want:
+        assert [v.job_id for v in plan.victims] == ["capped"]
 
 
 def test_cannot_make_room_counts_whole_nodes_for_a_gang_of_whole_nodes():

@@ -125,7 +125,10 @@ def test_gpus_are_not_handed_over_before_the_victim_exits() -> None:
     assert [d.job_id for d in sim.log if d.to_state == S.PLACING and 1000 <= d.at_s < 1060] == []
 
 
-def test_the_cap_protects_a_job_after_two_preemptions() -> None:
+def test_the_cap_never_keeps_a_guarantee_from_its_team() -> None:
+    """Past the daily cap, a borrower still gives a team its guarantee back within the
+    grace window: protected, it kept team-a's 8 GPUs for its whole 100,000 s (a
+    researcher's session, 2026-12-07)."""
     sim = Sim(
         nodes({"pod-a": 1}),
         [tenant("team-a", 8), tenant("team-b", 0, 8)],
@@ -137,10 +140,35 @@ def test_the_cap_protects_a_job_after_two_preemptions() -> None:
             work("a3", 8, 100, at=3000),
         ],
     ).run(5000)
-    assert [d.at_s for d in sim.of(S.PREEMPT_REQUESTED)] == [1000, 2000]
+    assert [d.at_s for d in sim.of(S.PREEMPT_REQUESTED)] == [1000, 2000, 3000]
+    assert sim.sched.job("victim").preemptions_last_day == 3
+    assert sim.started_at("a3") == 3010  # the victim's 10 s checkpoint, then a3 runs
+    assert sim.state["victim"] == S.RUNNING  # back on the node once a3 is done
+
+
+def test_the_cap_protects_a_job_after_two_preemptions_from_borrowers() -> None:
+    """team-c's head would borrow (it is guaranteed 4 and asks 8): it may take team-b's
+    GPUs, since team-b is further over, but not from the job past its daily cap; it takes
+    the dearer job that is not."""
+    sim = Sim(
+        nodes({"pod-a": 2}),
+        [tenant("team-a", 8), tenant("team-b", 0, 16), tenant("team-c", 4, 12)],
+        [
+            work("victim", 8, 100_000, tenant="team-b", checkpointable=True,
+                 checkpoint_interval_s=60, checkpoint_time_s=10),
+            work("dear", 8, 100_000, tenant="team-b", checkpointable=True,
+                 checkpoint_interval_s=3000, checkpoint_time_s=10, restart_s=600),
+            work("a1", 8, 100, at=1000),
+            work("a2", 8, 100, at=2000),
+            work("c1", 8, 100, at=3000, tenant="team-c", checkpointable=True),
+        ],
+    ).run(5000)
+    assert [(d.job_id, d.at_s) for d in sim.of(S.PREEMPT_REQUESTED)] == [
+        ("victim", 1000), ("victim", 2000), ("dear", 3000)]
+    (asked,) = [d for d in sim.of(S.PREEMPT_REQUESTED) if d.job_id == "dear"]
+    assert any("only a team taking its guarantee back may preempt it again" in w
+               for w in asked.detail["weighed"])
     assert sim.sched.job("victim").preemptions_last_day == 2
-    assert sim.state["a3"] == S.QUEUED  # the sweep is protected now: a3 waits
-    assert sim.sched.job("a3").pending_reason == P.RESOURCES
 
 
 def test_non_checkpointable_jobs_are_protected_unless_preemptible() -> None:
