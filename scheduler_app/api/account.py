@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from django.shortcuts import get_object_or_404
 from drf_spectacular.utils import extend_schema
 from rest_framework import serializers, status
 from rest_framework.exceptions import PermissionDenied
@@ -13,6 +12,7 @@ from rest_framework.views import APIView
 from scheduler_app.models import Membership
 
 from . import access
+from .errors import id_or_404
 from .fields import KnownFieldsOnly, StrictCharField
 from .models import ApiToken
 from .tokens import token_issue, token_revoke
@@ -86,7 +86,7 @@ class TokenRevoke(APIView):
                    "(operators: anyone's, agents' too)", request=None,
                    responses={200: TokenOut})
     def delete(self, request: Request, pk: int) -> Response:
-        token = get_object_or_404(ApiToken, pk=pk)
+        token = id_or_404(ApiToken.objects, pk, "token", "GET /api/v1/tokens/")
         if token.user_id != request.user.pk and not access.is_operator(request.user):
             raise PermissionDenied("This token is not yours.")
         return Response(TokenOut(token_revoke(token=token)).data)

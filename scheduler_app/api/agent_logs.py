@@ -18,7 +18,6 @@ from typing import Any
 
 from django.core.cache import cache
 from django.db.models import Max, Q
-from django.shortcuts import get_object_or_404
 from django.utils import timezone
 from drf_spectacular.utils import extend_schema
 from rest_framework import serializers
@@ -30,6 +29,7 @@ from scheduler_app.models import Allocation, Job, Node
 from scheduler_app.services.errors import Forbidden
 
 from . import access
+from .errors import id_or_404
 from .fields import StrictCharField
 from .jobs import job_for
 
@@ -95,7 +95,7 @@ class AgentLogPush(APIView):
                    summary="The tail of a job's stdout and stderr on this node",
                    request=LogIn, responses={200: LogOut})
     def post(self, request: Request, pk: int) -> Response:
-        job = get_object_or_404(Job, pk=pk)
+        job = id_or_404(Job.objects, pk, "job")
         data = LogIn(data=request.data)
         data.is_valid(raise_exception=True)
         tail = job_log_store(job=job, node=request.user.node, **data.validated_data)

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from django.shortcuts import get_object_or_404
 from drf_spectacular.utils import extend_schema
 from rest_framework import serializers, status
 from rest_framework.exceptions import PermissionDenied
@@ -29,6 +28,7 @@ from scheduler_app.services.agents import (
 )
 
 from . import access
+from .errors import id_or_404
 from .fields import (
     SMALL_MAX,
     StrictBooleanField,
@@ -166,7 +166,7 @@ class AgentAssignments(APIView):
 
 
 def _job(pk: int) -> Job:
-    return get_object_or_404(Job, pk=pk)
+    return id_or_404(Job.objects, pk, "job")
 
 
 class AgentJobOut(serializers.Serializer):

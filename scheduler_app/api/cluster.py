@@ -175,6 +175,7 @@ class FeedRowOut(serializers.ModelSerializer):
 
 
 class FeedFilter(StrictFilterSet):
+    paging = ("after", "limit")
     kind = django_filters.MultipleChoiceFilter(choices=Transition.Kind.choices)
     job = IdFilter(field_name="job_id")
     node = django_filters.CharFilter(field_name="node__name")

@@ -134,6 +134,16 @@ def named_or_404(rows: Any, name: str, what: str, where: str) -> Any:
     return found
 
 
+def id_or_404(rows: Any, pk: int, what: str, where: str = "") -> Any:
+    """The row of ``rows`` (a model's manager or a queryset) with id ``pk``; else a 404 in
+    the product's words ("No token 12: see GET /api/v1/tokens/."), not Django's "No
+    ApiToken matches the given query." (a pipeline author's session, 2026-12-07)."""
+    found = rows.filter(pk=pk).first()
+    if found is None:
+        raise exceptions.NotFound(f"No {what} {pk}" + (f": see {where}." if where else "."))
+    return found
+
+
 def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | None:
     if database_busy(exc):
         return error_response(503, busy_errors(),

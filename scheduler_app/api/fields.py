@@ -140,9 +140,10 @@ class KnownFieldsOnly(serializers.Serializer):
                 for key in data if key not in known}
 
 
-def unknown_field_message(key: str, known: list[str]) -> str:
-    """"Unknown field 'max_runtime': did you mean max_runtime_s?" (or the fields there are)."""
+def unknown_field_message(key: str, known: list[str], what: str = "field") -> str:
+    """"Unknown field 'max_runtime': did you mean max_runtime_s?" (or the fields there are);
+    ``what``: "parameter" for a query string's."""
     close = difflib.get_close_matches(key, known, n=1, cutoff=0.6)
     if close:
-        return f"Unknown field {key!r}: did you mean {close[0]}?"
-    return f"Unknown field {key!r}: the fields are {', '.join(sorted(known))}."
+        return f"Unknown {what} {key!r}: did you mean {close[0]}?"
+    return f"Unknown {what} {key!r}: the {what}s are {', '.join(sorted(known))}."

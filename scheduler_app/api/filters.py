@@ -11,6 +11,7 @@ from django import forms
 from django.contrib.auth import get_user_model
 from django.db.models import Q, QuerySet
 
+from scheduler_app.api.fields import unknown_field_message
 from scheduler_app.core.states import JobState
 from scheduler_app.core.types import SIZE_CLASS_BOUNDS, SIZE_CLASS_LABELS
 from scheduler_app.models import Job
@@ -39,9 +40,23 @@ class StrictFilterSet(django_filters.FilterSet):
                 field.error_messages = {**field.error_messages,
                                         "invalid_choice": f"%(value)s is not one of: {allowed}."}
         valid = super().is_valid()
-        for name in self.filters:
+        for name, flt in self.filters.items():
             if name in self.data and any(v == "" for v in self.data.getlist(name)):
                 self.form.add_error(name, "Must not be empty: leave the parameter out.")
+                valid = False
+            elif (not isinstance(flt, django_filters.MultipleChoiceFilter)
+                  and len(self.data.getlist(name)) > 1):
+                # the last one won: ?tenant=a&tenant=b listed b's jobs alone (2026-12-07)
+                self.form.add_error(name, f"Given {len(self.data.getlist(name))} times: "
+                                          "give it once.")
+                valid = False
+        known = [*self.filters, *self.paging, "format"]
+        for key in self.data:
+            if key not in known:
+                # a typo must not read as "no filter": ?stat=QUEUED listed every job, and a
+                # pipeline that cancels what it lists would cancel them all (2026-12-07)
+                self.form.errors[key] = self.form.error_class([
+                    unknown_field_message(key, known, "parameter")])
                 valid = False
         for name, (model, field, what, where) in self.must_exist.items():
             value = self.data.get(name, "")
@@ -55,6 +70,8 @@ class StrictFilterSet(django_filters.FilterSet):
     #: parameter -> (model, its field, what it names, where the names are listed): a value
     #: that names nothing is a 400 naming the parameter
     must_exist: dict[str, tuple[Any, str, str, str]] = {}
+    #: the view's paging parameters: any other parameter that is not a filter is refused
+    paging: tuple[str, ...] = ("cursor", "page_size")
 
 
 class IdFilter(django_filters.NumberFilter):

@@ -87,6 +87,11 @@ class OtherJobs:
 
         def rewrite_list(m: re.Match[str]) -> str:
             word, ids = m.group(1), m.group(2)
+            names = [str(self._say(n)) for n in JOB_ID.findall(ids)]
+            if len(set(names)) < len(names):
+                # "a job of team infra and a job of team infra" read as a slip: "2 jobs
+                # of team infra" (a pipeline author's session, 2026-12-07)
+                return f"{word} {_join(_counted(names))}"
             said = JOB_ID.sub(lambda n: str(self._say(n.group(0))), ids)
             if word == "job" and said != ids and JOB_ID.fullmatch(ids):
                 return said  # "job 17" -> "a job of team X", not "job a job of ..."
@@ -121,6 +126,20 @@ class OtherJobs:
         pk = _as_id(value)
         hidden = self._hidden(pk)
         return value if hidden is None else hidden
+
+
+def _counted(names: list[str]) -> list[str]:
+    """The names in first-seen order, each hidden one once with its count ("2 jobs of team
+    X"); a visible id appears once in a list anyway."""
+    counts: dict[str, int] = {}
+    for name in names:
+        counts[name] = counts.get(name, 0) + 1
+    return [name if n == 1 else f"{n} jobs{name[len('a job'):]}" if name.startswith("a job")
+            else name for name, n in counts.items()]
+
+
+def _join(items: list[str]) -> str:
+    return items[0] if len(items) == 1 else ", ".join(items[:-1]) + " and " + items[-1]
 
 
 def _as_id(value: Any) -> int | None:

@@ -419,6 +419,38 @@ def test_a_filter_naming_nothing_is_refused_not_an_empty_list(world, url, param,
         assert client.get(ok).status_code == 200, ok
 
 
+@pytest.mark.parametrize(("user", "url", "param", "message"), [
+    ("operator", "/api/v1/jobs/?stat=QUEUED", "stat",
+     "Unknown parameter 'stat': did you mean state?"),
+    ("operator", "/api/v1/jobs/?tenant=vision&tenant=nlp", "tenant",
+     "Given 2 times: give it once."),
+    ("lead", "/api/v1/jobs/?tenant=vision&tenant=nlp", "tenant",
+     "Given 2 times: give it once."),  # not a 403 for one of them, not the list of the other
+    ("operator", "/api/v1/nodes/?heatlh=healthy", "heatlh",
+     "Unknown parameter 'heatlh': did you mean health?"),
+    ("operator", "/api/v1/nodes/?after=3", "after",
+     "Unknown parameter 'after': the parameters are cursor, format, gpu_type, health, "
+     "page_size, pod."),
+    ("operator", "/api/v1/cluster/transitions/?cursor=abc", "cursor",
+     "Unknown parameter 'cursor': the parameters are after, format, job, kind, limit, node, "
+     "tenant."),
+])
+def test_an_unknown_or_repeated_query_parameter_is_refused(world, user, url, param, message):
+    """?stat=QUEUED (a typo) listed every job, and ?tenant=a&tenant=b the last one's: a
+    pipeline that cancels what it lists would cancel everything (a pipeline author's
+    session, 2026-12-07). Request bodies refuse unknown fields; query strings now too."""
+    refused = world.client(user).get(url)
+    assert refused.status_code == 400 and errors_of(refused) == {param: message}
+
+
+def test_repeating_a_filter_that_takes_many_values_still_works(world):
+    client = world.client("operator")
+    assert client.get("/api/v1/jobs/?state=QUEUED&state=RUNNING").status_code == 200
+    assert client.get("/api/v1/jobs/?state=QUEUED&page_size=5&format=json").status_code == 200
+    assert client.get("/api/v1/nodes/?health=healthy&health=down").status_code == 200
+    assert client.get("/api/v1/cluster/transitions/?after=0&limit=5&kind=job").status_code == 200
+
+
 @pytest.mark.parametrize(("method", "url", "body", "message"), [
     ("get", "/api/v1/nodes/nope/", None, "No node named 'nope': see GET /api/v1/nodes/."),
     ("post", "/api/v1/nodes/nope/drain/", {"why": "fan"},
@@ -511,6 +543,27 @@ def test_an_unknown_job_is_a_404(world):
     cancel = world.client("operator").post("/api/v1/jobs/999999/cancel/", {}, format="json")
     assert cancel.status_code == 404 and cancel.json()["errors"][0]["message"] == \
         "No job 999999."
+
+
+def test_a_method_a_job_does_not_take_says_what_to_do_instead(world):
+    job = submit(world, gpus=2)
+    client = world.client("researcher")
+    gone = client.delete(f"/api/v1/jobs/{job['id']}/")
+    assert gone.status_code == 405
+    assert gone.json()["errors"][0]["message"] == (
+        f'Method "DELETE" not allowed: cancel a job with POST /api/v1/jobs/{job["id"]}/cancel/.')
+    changed = client.patch(f"/api/v1/jobs/{job['id']}/", {"priority": 9}, format="json")
+    assert changed.status_code == 405
+    assert changed.json()["errors"][0]["message"] == (
+        'Method "PATCH" not allowed: a submitted job cannot be changed: cancel it and submit '
+        "it again.")
+    assert client.get(f"/api/v1/jobs/{job['id']}/").json()["state"] == "QUEUED"
+
+
+def test_an_unknown_token_is_a_404_in_the_apis_words(world):
+    gone = world.client("researcher").delete("/api/v1/tokens/999999/")
+    assert gone.status_code == 404
+    assert gone.json()["errors"][0]["message"] == "No token 999999: see GET /api/v1/tokens/."
 
 
 # ---------------------------------------------------------------- cancel

@@ -198,3 +198,20 @@ def test_a_basis_gives_its_instants_as_clock_times_not_epoch_seconds(world):
     for basis in (plan["basis"], summary["basis"], estimate):
         assert "t=" not in basis and re.search(r"\b\d\d:\d\d UTC\b", basis), basis
     assert any(estimate in line for line in detail["why_pending"]["evidence"]), estimate
+
+
+def test_two_hidden_jobs_of_one_team_in_a_list_are_counted_not_repeated(world):
+    # "when a job of team infra and a job of team infra reach their declared limits" read
+    # as a slip (a pipeline author's session, 2026-12-07)
+    from scheduler_app.selectors.redaction import OtherJobs
+
+    a, b, c = (submit(world, gpus=1)["id"] for _ in range(3))
+    mine = submit(world, gpus=1, who="other_team", tenant="nlp")["id"]
+    nlp = Job.objects.get(pk=mine).tenant_id
+    other = OtherJobs(lambda tenant_id, owner_id: tenant_id == nlp)
+    text = f"reserved 1 node from t=5, when {a}, {mine}, {b} and {c} reach their declared limits"
+    assert other.learn(texts=[text]).text(text) == (
+        f"reserved 1 node from t=5, when 3 jobs of team vision and {mine} reach their "
+        "declared limits")
+    two = f"when {a} and {mine} reach"  # nothing repeated: as it was
+    assert other.learn(texts=[two]).text(two) == f"when a job of team vision and {mine} reach"

@@ -50,6 +50,21 @@ def test_yaml_writes_plain_what_is_plainly_text() -> None:
 
 
 # ---------------------------------------------------------------------------- table
+@pytest.mark.parametrize("columns", ["QUEUE_COLUMNS", "CANCEL_COLUMNS"])
+def test_a_state_is_never_cut_at_80_columns(columns: str) -> None:
+    # "CANCELL…" in gpuq queue --all at 80 columns (a pipeline author's session, 2026-12-07)
+    import gpuq.cli as cli
+
+    rows = [{"id": 10_000 + i, "name": "n" * 40, "tenant": "team-" + "t" * 20,
+             "owner": "owner-" + "o" * 20, "gpus": 512, "state": state,
+             "pending_reason": "QuotaReserved", "started_at": "2026-12-07T16:02:10Z"}
+            for i, state in enumerate(["CANCELLED", "PREEMPT_REQUESTED", "CHECKPOINTING"])]
+    lines = output.table(rows, getattr(cli, columns), width=80)
+    for row, line in zip(rows, lines[1:], strict=True):
+        assert f" {row['state']} " in f"{line} ", line
+        assert output.cell_width(line) <= 80
+
+
 COLUMNS = (output.field("ID", "id", right=True), output.field("NAME", "name", min_width=8),
            output.field("STATE", "state", min_width=7))
 

@@ -345,6 +345,10 @@ def _job_name(r: dict[str, Any]) -> str:
     return str(r.get("array_task") or r.get("id"))
 
 
+#: The states' longest name (PREEMPT_REQUESTED): a state is not cut ("PREEMPT_R…"; the
+#: queue and cancel tables cut CANCELLED to "CANCELL…" at 80 columns until 2026-12-07)
+STATE_WIDTH = 17
+
 QUEUE_COLUMNS = (
     # a task shows its name (squeue's JOBID 412_7); csv keeps the id (json has array_task)
     field("ID", "id", right=True, text=_job_name),
@@ -352,7 +356,7 @@ QUEUE_COLUMNS = (
     field("TEAM", "tenant", min_width=6),
     field("OWNER", "owner", min_width=6),
     field("GPUS", "gpus", right=True),
-    field("STATE", "state", min_width=7),
+    field("STATE", "state", min_width=STATE_WIDTH),
     Column("POSITION", "position", lambda r: _position(r, "cluster"), right=True),
     Column("REASON", "reason", lambda r: r.get("pending_reason")
            if r.get("state") == "QUEUED" else None, min_width=10),
@@ -514,8 +518,6 @@ def show_value(key: str, value: Any) -> str:
     return str(value)
 
 
-#: The states' longest name (PREEMPT_REQUESTED): a state is not cut ("PREEMPT_R…").
-STATE_WIDTH = 17
 HISTORY_COLUMNS = (
     field("SEQ", "seq", right=True),
     # month, day and time (UTC): the year is rarely news in a job's history. The time and
@@ -746,7 +748,7 @@ def cmd_why(args: argparse.Namespace) -> int:
 CANCEL_COLUMNS = (field("ID", "id", right=True, text=_job_name),
                   field("NAME", "name", min_width=8),
                   field("TEAM", "tenant", min_width=6), field("OWNER", "owner", min_width=6),
-                  field("STATE", "state", min_width=7))
+                  field("STATE", "state", min_width=STATE_WIDTH))
 
 
 def cancel_target(text: str) -> str:
