@@ -605,9 +605,10 @@ def select_victims(
     as victims are picked); the job is checkpointable or opted into preemptible pricing;
     not an interactive job in the interactive slice; preempted fewer than
     ``config.max_preemptions_per_job_per_day`` times in the last day, unless the head's team
-    takes its guarantee back (it stays within it once the head runs: the cap protects a
-    job from other borrowers, never from the team whose guarantee it holds); not the
-    head's team; on a node the head could use.
+    takes its guarantee back (it stays within it once the head runs) and no set without
+    such a job makes room (a third search, :func:`_past_cap`: the cap protects a job from
+    other borrowers, never from the team whose guarantee it holds); not the head's team;
+    on a node the head could use.
 
     Search (bounded; every check is a trial plus one find_placement):
       1. the cheapest candidates of the highest-share team(s) alone (``SINGLES_TRIED``),
@@ -655,7 +656,23 @@ def select_victims(
     if plan is None and keep is not None and _kept_back(candidates, head, tenants, after):
         plan = _select(cap, head, candidates, tenants, now, config, policy, exclude, costs,
                        after, keep)
+    if (plan is None and keep is not None and policy == "full"
+            and _past_cap(candidates, head, config)):
+        # the last resort of a team taking its guarantee back: jobs past the daily cap
+        plan = _select(cap, head, candidates, tenants, now, config, policy, exclude, costs,
+                       after, keep, past_cap=True)
     return plan
+
+
+def _past_cap(candidates: Iterable[Candidate], head: JobSpec,
+              config: SchedulerConfig) -> bool:
+    """Did the daily cap alone keep back a job of another team that could checkpoint or
+    stop (and is not in the interactive slice)? Else the last search would weigh the
+    same candidates as the reclaim search and find nothing either."""
+    cap_n = config.max_preemptions_per_job_per_day
+    return any(c.preemptions_last_day >= cap_n and c.spec.tenant != head.tenant
+               and not c.in_slice and (c.spec.checkpointable or c.spec.preemptible)
+               for c in candidates)
 
 
 def _kept_back(candidates: Iterable[Candidate], head: JobSpec,
@@ -677,9 +694,11 @@ def _kept_back(candidates: Iterable[Candidate], head: JobSpec,
 def _select(cap: Capacity, head: JobSpec, candidates: Sequence[Candidate],
             tenants: Mapping[str, TenantLoad], now: int, config: SchedulerConfig,
             policy: str, exclude: Container[str], costs: dict[str, VictimCost],
-            after: float, keep: float | None) -> PreemptionPlan | None:
+            after: float, keep: float | None, past_cap: bool = False
+            ) -> PreemptionPlan | None:
     """One search of :func:`select_victims`: under the three conditions (``keep`` None),
-    or the reclaim search (``keep`` :data:`RECLAIM_KEEP`)."""
+    or the reclaim search (``keep`` :data:`RECLAIM_KEEP`); ``past_cap``: jobs past the
+    daily cap may be taken too (the last resort of a team taking its guarantee back)."""
     eligible: list[Candidate] = []
     refused: dict[str, str] = {}
     team_why: dict[str, str | None] = {}  # what protects every job of a team, if anything
@@ -688,7 +707,7 @@ def _select(cap: Capacity, head: JobSpec, candidates: Sequence[Candidate],
         if team not in team_why:
             team_why[team] = _team_protected(team, head, tenants, after)
         why_not = team_why[team] or _protected(c, head, tenants, after, config, policy, cap,
-                                               exclude, keep)
+                                               exclude, keep, past_cap)
         if why_not is None:
             eligible.append(c)
         else:
@@ -820,9 +839,12 @@ def _select(cap: Capacity, head: JobSpec, candidates: Sequence[Candidate],
         mine, theirs = search.rank(chosen), search.rank(runner_up)
         won_by = next((i for i, (a, b) in enumerate(zip(mine, theirs, strict=True))
                        if a != b), None)
+    cap_n = config.max_preemptions_per_job_per_day
+    capped = ([c.spec.id for c in chosen if c.preemptions_last_day >= cap_n] if past_cap
+              else [])
     return _plan(cap, head, chosen, fits(chosen), costs, eligible, refused, now,
                  runner_up=runner_up, policy=policy, tenants=tenants, after=after, keep=keep,
-                 won_by=won_by)
+                 won_by=won_by, past_cap=capped, cap_n=cap_n)
 
 
 def _weigh(eligible: Sequence[Candidate], costs: Mapping[str, VictimCost], ids: set[str],
@@ -898,6 +920,7 @@ def _protected(
     cap: Capacity,
     exclude: Container[str],
     keep: float | None = None,
+    past_cap: bool = False,
 ) -> str | None:
     """Why ``c`` may not be a victim (a sentence), or None if it may, its team not being
     protected as a whole (:func:`_team_protected` returned None for it)."""
@@ -915,11 +938,12 @@ def _protected(
         if not (c.spec.checkpointable or c.spec.preemptible):
             return "protected: cannot checkpoint and did not opt into preemptible pricing"
         cap_n = config.max_preemptions_per_job_per_day
-        if c.preemptions_last_day >= cap_n and reclaim_keep(after) is None:
+        if c.preemptions_last_day >= cap_n and not past_cap:
             return (
                 f"protected: preempted {c.preemptions_last_day} "
                 f"{_plural(c.preemptions_last_day, 'time')} within a day (cap {cap_n}), "
-                "so only a team taking its guarantee back may preempt it again"
+                "so only a team taking its guarantee back may preempt it again, when no "
+                "other set of victims makes room"
             )
     if head.gpu_type is not None and all(
         cap.nodes[n].gpu_type != head.gpu_type for n in c.alloc
@@ -966,11 +990,14 @@ def _plan(
     after: float,
     keep: float | None = None,
     won_by: int | None = None,
+    past_cap: Sequence[str] = (),
+    cap_n: int = 0,
 ) -> PreemptionPlan:
     """``won_by``: the first element of ``_Search.rank`` on which ``chosen`` beat
     ``runner_up`` (the sentence names it when the next best loses less: "the fewest"
     beside a cheaper next best read as a contradiction; an operator's session,
-    2026-12-07)."""
+    2026-12-07). ``past_cap``: the victims past the daily cap (``cap_n``), which only
+    the last search of a team taking its guarantee back may take."""
     assert placement is not None
     ids = {c.spec.id for c in chosen}
     n_elig = len(eligible)
@@ -1025,12 +1052,21 @@ def _plan(
         f" guaranteed GPUs ({share_words(tenants[t].share)})" for t in teams)
     why += (f"; {shares}, above team {head.tenant}'s share once it runs"
             f" ({share_words(after)})")
-    if keep is not None:
-        givers = _join([f"team {t}" for t in teams])
+    lost_by = {t: sum(c.gpus for c in chosen if c.spec.tenant == t) for t in teams}
+    below = [t for t in teams if held_share(tenants[t].held_gpus - lost_by[t],
+                                            tenants[t].guaranteed_gpus) < after]
+    if keep is not None and below:  # (the last search's set may keep them above it)
+        givers = _join([f"team {t}" for t in below])
         why += (f"; team {head.tenant} stays within its guarantee once it runs and no set "
                 f"of victims that leaves their teams at or above its share makes room, so "
-                f"{givers} {'gives' if len(teams) == 1 else 'give'} back below it (a "
+                f"{givers} {'gives' if len(below) == 1 else 'give'} back below it (a "
                 f"guarantee is taken back from borrowers whatever the size of their jobs)")
+    if past_cap:
+        were = "was" if len(past_cap) == 1 else "were"
+        why += (f"; {_join(list(past_cap))} {were} past the daily preemption cap ({cap_n} "
+                f"within a day), and no set of victims without "
+                f"{'it' if len(past_cap) == 1 else 'them'} gives team {head.tenant} its "
+                "guarantee back")
     grace = max(c.grace_s for c in chosen)
     if policy != "priority-kill" and grace:
         why += f"; the victims stop within {_dur(grace)} (their grace window)"

@@ -23,8 +23,9 @@ Decisions the contract leaves to this module (docs/core.md):
   replaced. Interactive jobs try the slice first, then the rest of the cluster.
 - **Preemption cap**: a job may be preempted for a borrowing head while fewer than
   ``max_preemptions_per_job_per_day`` preemptions happened in the last 86,400 s; a head
-  whose team takes its guarantee back may preempt it past the cap (else a protected
-  borrower would keep that guarantee until it completed). A preemption is counted when
+  whose team takes its guarantee back may preempt it past the cap when no set of other
+  victims makes room (else a protected borrower would keep that guarantee until it
+  completed). A preemption is counted when
   the job actually stops (PREEMPTED), graceful or killed.
 - **Dependencies and arrays** (gates.py): a queued job whose dependencies are unmet, or an
   array task past its array's ``max_running``, waits off the heaps (pending reason

@@ -300,7 +300,7 @@ SETTINGS: tuple[Setting, ...] = (
             "and the head's estimate use the capped window)"),
     Setting("max_preemptions_per_job_per_day", 0,
             "preemptions a job may suffer in a rolling day; past it, only a team taking "
-            "its guarantee back may preempt it"),
+            "its guarantee back may preempt it, when no other job would do"),
     Setting("protected_borrow_max_s", 0,
             "a job that cannot be preempted (not checkpointable, not preemptible) borrows "
             "past its team's guarantee only with a time limit of at most this many "

@@ -289,14 +289,21 @@ CASES = [
           dict(id="fresh", alloc={nd(1): 8}, ckpt_ago_s=3000, preemptions=1)],
          [("team-a", 8), ("team-b", 0)], dict(gpus=8), ["fresh"],
          want_why="1 running job protected", held={"team-a": 8}, busy={nd(2): 8}),
-    Case("... not from a team taking its guarantee back", 2,
+    Case("... a team taking its guarantee back takes the others first", 2,
          [dict(id="capped", alloc={nd(0): 8}, ckpt_ago_s=10, preemptions=2),
           dict(id="fresh", alloc={nd(1): 8}, ckpt_ago_s=3000, preemptions=1)],
-         [("team-a", 64), ("team-b", 0)], dict(gpus=8), ["capped"]),
-    Case("... even when every borrowing job is past the cap", 2,
+         [("team-a", 64), ("team-b", 0)], dict(gpus=8), ["fresh"]),
+    Case("... and a job past the cap when no other set makes room", 2,
          [dict(id="capped", alloc={nd(0): 8}, ckpt_ago_s=3000, preemptions=2),
           dict(id="capped-2", alloc={nd(1): 8}, ckpt_ago_s=10, preemptions=5)],
-         [("team-a", 8), ("team-b", 0)], dict(gpus=8), ["capped-2"]),
+         [("team-a", 8), ("team-b", 0)], dict(gpus=8), ["capped-2"],
+         want_why="capped-2 was past the daily preemption cap (2 within a day), and no set "
+                  "of victims without it gives team team-a its guarantee back"),
+    Case("... a set of the others, though dearer, before it", 2,
+         [dict(id="capped", alloc={nd(0): 8}, ckpt_ago_s=10, preemptions=2),
+          dict(id="half-1", alloc={nd(1): 4}, ckpt_ago_s=3000),
+          dict(id="half-2", alloc={nd(1): 4}, ckpt_ago_s=3000)],
+         [("team-a", 8), ("team-b", 0)], dict(gpus=8), ["half-1", "half-2"]),
     Case("non-checkpointable jobs are protected", 2,
          [dict(id="plain", alloc={nd(0): 8}, checkpointable=False, ran_s=10),
           dict(id="ckpt", alloc={nd(1): 8}, ckpt_ago_s=3000)],
@@ -514,17 +521,19 @@ def _fits(cap: Capacity, head, victims) -> bool:
 
 
 def _eligible(c: Candidate, loads, after: float, policy: str,
-              keep: float | None = None) -> bool:
-    """Statically allowed: the rule for the job alone, and the per-job protections."""
+              keep: float | None = None, past_cap: bool = True) -> bool:
+    """Statically allowed: the rule for the job alone, and the per-job protections.
+    ``past_cap``: in the last search of a head within its guarantee (jobs past the daily
+    cap too); by default, in any search."""
     load_v = loads[c.spec.tenant]
     if (not may_give(load_v.held_gpus, load_v.guaranteed_gpus, c.gpus, after, keep)
             or c.in_slice):
         return False
     if policy == "priority-kill":
         return True
-    # the cap protects from borrowing heads only
+    # the cap protects from borrowing heads, and from the others but as a last resort
     return ((c.spec.checkpointable or c.spec.preemptible)
-            and (c.preemptions_last_day < 2 or after <= 1.0))
+            and (c.preemptions_last_day < 2 or (past_cap and after <= 1.0)))
 
 
 @settings(max_examples=300, deadline=None)
@@ -556,9 +565,15 @@ def test_a_preemption_never_leaves_a_victims_team_below_the_beneficiarys(scene):
     keep = RECLAIM_KEEP if reclaim else None
     if reclaim:  # only for a head within its guarantee, when the three conditions fail
         assert after <= 1.0
-        assert _select(cap, head, cands, loads, NOW, CFG, policy, frozenset(), None,
+        assert _select(cap, head, cands, loads, NOW, CFG, policy, frozenset(), {},
                        after, None) is None
-    assert victims and all(_eligible(v, loads, after, policy, keep) for v in victims)
+    last = "past the daily preemption cap" in plan.why
+    if last or any(policy == "full" and v.preemptions_last_day >= 2 for v in victims):
+        # the last resort of a head within its guarantee, and it says so
+        assert after <= 1.0 and last
+        assert _select(cap, head, cands, loads, NOW, CFG, policy, frozenset(), {},
+                       after, RECLAIM_KEEP) is None
+    assert victims and all(_eligible(v, loads, after, policy, keep, last) for v in victims)
     assert _allowed(victims, loads, after, keep)
     for team in {v.spec.tenant for v in victims}:
         load_v = loads[team]
@@ -580,9 +595,10 @@ def test_a_preemption_never_leaves_a_victims_team_below_the_beneficiarys(scene):
         # Among the teams furthest over (the first the rule takes from), no single job
         # would have freed as compact a placement for less.
         top = max(loads[c.spec.tenant].share for c in cands
-                  if _eligible(c, loads, after, policy, keep))
+                  if _eligible(c, loads, after, policy, keep, last))
         for c in cands:
-            if (_eligible(c, loads, after, policy, keep) and loads[c.spec.tenant].share == top
+            if (_eligible(c, loads, after, policy, keep, last)
+                    and loads[c.spec.tenant].share == top
                     and _pods_after(cap, head, [c]) is not None
                     and _pods_after(cap, head, [c]) <= pods):  # type: ignore[operator]
                 assert plan.est_gpu_s_lost <= victim_cost(c, NOW).est_gpu_s_lost

@@ -140,7 +140,10 @@ def test_the_cap_never_keeps_a_guarantee_from_its_team() -> None:
             work("a3", 8, 100, at=3000),
         ],
     ).run(5000)
-    assert [d.at_s for d in sim.of(S.PREEMPT_REQUESTED)] == [1000, 2000, 3000]
+    asked = sim.of(S.PREEMPT_REQUESTED)
+    assert [d.at_s for d in asked] == [1000, 2000, 3000]
+    assert "victim was past the daily preemption cap (2 within a day), and no set of " \
+        "victims without it gives team team-a its guarantee back" in asked[2].detail["why"]
     assert sim.sched.job("victim").preemptions_last_day == 3
     assert sim.started_at("a3") == 3010  # the victim's 10 s checkpoint, then a3 runs
     assert sim.state["victim"] == S.RUNNING  # back on the node once a3 is done
