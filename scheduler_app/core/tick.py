@@ -1670,7 +1670,7 @@ class Tick:
         round's) and its mask cache; a round's releases may lie in the past by now: such a
         start is shown as now."""
         s = self.s
-        spec = rec.spec
+        spec = self._planned_size(rec.spec)
         res = plan_reservation(s.cap if cap is None else cap, spec, releases, self.now,
                                exclude=self._excluded(spec.id),
                                mask_cache=self.s.releases.masks if masks is None else masks,
@@ -1690,6 +1690,21 @@ class Tick:
                           basis=f"{res.basis}; team {spec.tenant}'s own declared limits "
                                 f"leave room for it at t={quota_at}")
         return res
+
+    def _planned_size(self, spec: JobSpec) -> JobSpec:
+        """An elastic job planned at no more than it may ever hold: its team's limit (its
+        guarantee alone if it may not borrow) and its owner's cap. Planned at its full
+        size, a job that could hold 8 was told it "would fit on 2 nodes (16 GPUs)", and
+        the jobs behind it planned around GPUs it would never take."""
+        if not spec.elastic:
+            return spec
+        most = self.s.limit_for(spec)
+        owner_cap = self.s.tenants[spec.tenant].max_gpus_per_user
+        if owner_cap is not None and spec.owner is not None:
+            most = min(most, owner_cap)
+        if spec.min_gpus is None or not spec.min_gpus <= most < spec.gpus:
+            return spec  # never fits under its limit (the planner says so) or not capped
+        return replace(spec, gpus=most)
 
     # -- preemption
     def _may_search(self, rec: JobRecord, held: int,

@@ -11,7 +11,7 @@ from __future__ import annotations
 import heapq
 import itertools
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import pytest
@@ -501,6 +501,32 @@ def test_elastic_jobs_start_smaller_but_never_below_their_minimum() -> None:
     ds = sched.tick(0).decisions
     assert [(d.job_id, sum(len(ix) for ix in d.alloc.values())) for d in ds] == [("el", 6)]
     assert sched.job("too").state == S.QUEUED
+
+
+@pytest.mark.parametrize(("checkpointable", "owner_cap", "planned"), [
+    (False, None, "1 node (8 GPUs) in pod-a"),  # may not borrow: its team's guarantee
+    (True, None, "2 nodes (16 GPUs) in pod-a"),  # may borrow: the team's 8 + 8
+    (True, 12, "(12 GPUs) in pod-a"),  # its owner may hold 12
+])
+def test_an_elastic_jobs_estimate_plans_no_more_than_it_may_hold(
+        checkpointable: bool, owner_cap: int | None, planned: str) -> None:
+    # team a (8 guaranteed, 8 to borrow) holds 8; team b holds the other node; both end
+    # at t=1000. An elastic job of 4 to 16 GPUs waits for its team's quota: its plan said
+    # "2 nodes (16 GPUs)" for a job that may hold 8 (an operator's session).
+    team_a = replace(tenant("a", 8, 8), max_gpus_per_user=owner_cap)
+    sched = Scheduler(nodes({"pod-a": 2}), [team_a, tenant("b", 8)], cfg())
+    for i, team in enumerate("ab"):
+        sched.submit(JobSpec(id=f"hold-{team}", seq=i + 1, tenant=team, gpus=8, submit_s=0,
+                             max_runtime_s=1000), 0)
+    sched.tick(0)
+    sched.submit(JobSpec(id="el", seq=3, tenant="a", gpus=16, min_gpus=4, submit_s=0,
+                         owner="ann", checkpointable=checkpointable), 0)
+    for t in range(1, 60):
+        sched.tick(t)
+    view = sched.job("el")
+    assert view.start_estimate_s == 1000
+    where = view.estimate_basis.split(" from t=")[0]  # "reserved ..." or "would fit on ..."
+    assert where.endswith(planned), view.estimate_basis
 
 
 # --------------------------------------------------------------------------- timers
