@@ -362,6 +362,9 @@ class Scheduler:
         #: pending reasons set outside a tick (a job parked by a gate, or let through
         #: one): the next tick publishes them with its own
         self.pending_news: dict[str, PendingReason] = {}
+        #: start estimates withdrawn outside a tick (a quota cut left the job too large to
+        #: start): the next tick publishes them with its own
+        self.estimate_news: dict[str, StartEstimate | None] = {}
         #: QUEUED jobs restored but not yet put through the gates: an array's active tasks
         #: are known only once every job is restored (the next event or tick does it)
         self._unsettled: list[JobRecord] = []
@@ -591,7 +594,29 @@ class Scheduler:
                 raise ValueError(f"tenant {tenant}: unknown limit {key!r}")
             setattr(t, key, value)
         self._limits_loosened(t, old_limit, old_cap)
+        self._out_of_reach(t)
         return []
+
+    def _out_of_reach(self, t: TenantSpec) -> None:
+        """The team's queued jobs that need more than it (or their owner) may now hold lose
+        their start estimate at once and wait for the quota: the look-ahead replans them
+        only when its round reaches them, and until then a job that cannot start while
+        the limit stays showed a start half an hour away for up to 2.5 minutes after a
+        cut (a pipeline author's session, 2026-12-07). Only views read estimates."""
+        if not self.look_ahead:
+            return
+        cap = t.max_gpus_per_user
+        for _ek, job_id in self.queues.iter_tenant(t.name):
+            rec = self.jobs[job_id]
+            spec = rec.spec
+            need = spec.min_gpus if spec.elastic and spec.min_gpus else spec.gpus
+            if rec.state == S.QUEUED and rec.estimate is not None and (
+                    need > self.limit_for(spec)
+                    or (cap is not None and spec.owner is not None and need > cap)):
+                rec.estimate = self.estimate_news[job_id] = None
+                rec.pending_reason = self.pending_news[job_id] = (
+                    PendingReason.QUOTA_LIMIT if need > self.limit_for(spec)
+                    else PendingReason.USER_LIMIT)
 
     def _limits_loosened(self, t: TenantSpec, old_limit: int, old_cap: int | None) -> None:
         """The team's queued jobs told to wait for a limit that was just raised or lifted
@@ -638,13 +663,14 @@ class Scheduler:
         self.tick_count += 1
         if self.version != self._seen_version:
             self._seen_version, self._changed_at = self.version, now
-        if not self.pending_news and self.quiet_until(now, now) is not None:
+        if (not self.pending_news and not self.estimate_news
+                and self.quiet_until(now, now) is not None):
             self.share_keys = {} if self.config.policy == "fifo" else self.share_keys_at(now)
             return TickResult([], {"quiet": True, "examined": 0, "placed": 0, "backfilled": 0,
                                    "preemption_searches": 0, "preempt_requests": 0,
                                    "search_denied": False, "budget_exhausted": False,
                                    "tick_ms": 0.0}, {}, {})
-        looks = not self.pending_news and self.looks_alone_due(now)
+        looks = not self.pending_news and not self.estimate_news and self.looks_alone_due(now)
         result = Tick(self, now, clock, looks_alone=looks).run()
         self._note_quiet(result, now)
         return result

@@ -208,6 +208,8 @@ class EstimateRound:
     #: per team, (start, declared end, GPUs) of its jobs planned so far in the round: the
     #: team's quota as the later jobs of the team see it
     team_plans: dict[str, list[tuple[int, int | None, int]]] = field(default_factory=dict)
+    #: the jobs planned so far in the round that got a plan (their quota is in team_plans)
+    planned_ok: set[str] = field(default_factory=set)
     #: plan_reservation's release masks for ``plan`` (valid while its nodes' health holds)
     masks: dict[int, Any] = field(default_factory=dict)
 
@@ -486,7 +488,8 @@ class Tick:
         #: job -> the job whose reservation keeps it waiting (reason Reservation)
         self.blockers: dict[str, str] = {}
         sched.pending_news.clear()
-        self.estimates: dict[str, Any] = {}
+        self.estimates: dict[str, Any] = dict(sched.estimate_news)
+        sched.estimate_news.clear()
         self.order: list[tuple[tuple[bool, Any, EntryKey], str, QueueKey, Iterator]] = []
         #: this tick's reservations, in rank order, and the picture they are planned on
         self.reserved: list[Booked] = []
@@ -2122,11 +2125,16 @@ class Tick:
                 self._estimate(rec, self._owner_free_at(rec.spec))
                 continue
             team_plans = rnd.team_plans.setdefault(rec.spec.tenant, [])
+            planned = self._behind_hold(rec, team_plans, rnd)
+            if planned is None:
+                self._estimate(rec, None)  # it waits for a holder whose start is unknown
+                continue
             res = self.plan(rec, line.releases, cap=line.cap, masks=rnd.masks,
-                            planned=team_plans)
+                            planned=planned)
             if res is None:
                 self._estimate(rec, None)
                 continue
+            rnd.planned_ok.add(job_id)
             # a look-ahead's plan reserves nothing: its sentence says where it would fit
             # (it read "reserved 1 node ... (not reserved: ...)": 2026-12-07)
             basis = unreserved(res.basis)
@@ -2143,6 +2151,27 @@ class Tick:
             line.hold(job_id, dict(res.alloc), end)  # the jobs behind it plan around it
             team_plans.append((res.start_s, end, res.gpus))
         self.stats["estimate_plans"] = plans
+
+    def _behind_hold(self, rec: JobRecord, team_plans: list[tuple[int, int | None, int]],
+                     rnd: EstimateRound) -> list[tuple[int, int | None, int]] | None:
+        """The team's quota as a job's plan reads it. A job held back by its team's quota
+        holder (QuotaReserved) plans after the holder's use of the quota: its plan when
+        the round gave it one (in ``team_plans``), else its hold from the holder's quota
+        start, for its declared limit; None if that start is unknown (the job then waits
+        for it, and nothing can be promised). It was planned as if the holder were not
+        there: "now", a time already past by the next minute, while it waited (a pipeline
+        author's session, 2026-12-07)."""
+        if rec.pending_reason != P.QUOTA_RESERVED:
+            return team_plans
+        hold = self.s.quota_holds.get(rec.spec.tenant)
+        if hold is None or hold.job_id == rec.spec.id or hold.job_id in rnd.planned_ok:
+            return team_plans
+        if hold.start_s is None:
+            return None
+        holder = self.s.jobs.get(hold.job_id)
+        limit = None if holder is None else holder.spec.max_runtime_s
+        end = None if limit is None else max(hold.start_s, self.now) + limit
+        return [*team_plans, (hold.start_s, end, hold.need)]
 
     def _owner_free_at(self, spec: JobSpec) -> StartEstimate | None:
         """A job over its owner's cap: when the owner's running jobs, ending by their

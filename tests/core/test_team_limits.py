@@ -249,7 +249,8 @@ def test_a_reason_that_a_raised_limit_ended_is_not_left_standing(
 
 
 def test_a_lowered_limit_leaves_the_reasons_to_the_walk() -> None:
-    # tightening tells nobody anything new by itself: the walk says UserLimit where it
+    # tightening tells nobody anything new by itself but the jobs it leaves too large to
+    # start (they lose their estimate: the next test): the walk says UserLimit where it
     # applies; jobs told Resources or Priority keep that until it reaches them
     sched = Scheduler(nodes({"pod-a": 1}), [capped("team-a", 8, 8, max_gpus_per_user=8)],
                       cfg(), now=0)
@@ -258,7 +259,65 @@ def test_a_lowered_limit_leaves_the_reasons_to_the_walk() -> None:
     sched.tick(0)
     before = sched.jobs["a1"].pending_reason
     sched.set_quota("team-a", 8, 8, 5, limits={"max_gpus_per_user": 4})
-    assert sched.jobs["a1"].pending_reason == before and not sched.pending_news
+    assert sched.jobs["a1"].pending_reason == before
+    # a0 (8 GPUs, waiting for alice's cap of 8) can never start under a cap of 4
+    assert sched.pending_news == {"a0": P.USER_LIMIT} and sched.estimate_news == {"a0": None}
+
+
+@pytest.mark.parametrize(("guaranteed", "borrow", "limits", "reason"), [
+    (8, 8, {}, P.QUOTA_LIMIT),  # the team may hold 16 now
+    (16, 48, {"max_gpus_per_user": 16}, P.USER_LIMIT),  # its owner may hold 16
+])
+def test_a_job_a_cut_leaves_too_large_loses_its_estimate_at_once(
+        guaranteed: int, borrow: int, limits: dict[str, Any], reason: PendingReason) -> None:
+    # A 24-GPU job behind the team's running jobs has a planned start. A cut leaves it too
+    # large to start while the limit stays: it showed a start 27 minutes away for up to
+    # 2.5 minutes, until the look-ahead's round reached it (a pipeline author's session,
+    # 2026-12-07), while its answer said it cannot start.
+    sched = Scheduler(nodes({"pod-a": 4}), [tenant("team-a", 16, 16)], cfg(), now=0)
+    sched.submit(job("run", 32, owner="alice", gpus_per_node=8, max_runtime_s=1000), 0)
+    sched.tick(0)
+    sched.submit(job("big", 24, owner="alice", gpus_per_node=8, max_runtime_s=600), 1)
+    sched.submit(job("small", 8, owner="alice", gpus_per_node=8, max_runtime_s=600), 1)
+    for t in range(1, 30):
+        sched.tick(t)
+    assert sched.job("big").start_estimate_s is not None
+    kept = sched.job("small").start_estimate_s
+    assert kept is not None
+    sched.set_quota("team-a", guaranteed, borrow, 30, limits=limits)
+    result = sched.tick(31)
+    assert "big" in result.start_estimates and result.start_estimates["big"] is None
+    assert result.pending_reasons["big"] == reason
+    view = sched.job("big")
+    assert (view.start_estimate_s, view.pending_reason) == (None, reason)
+    assert sched.job("small").start_estimate_s is not None  # 8 still fits: kept
+    sched.check_invariants()
+
+
+@pytest.mark.parametrize(("holder_limit", "expected"), [(5000, 6000), (None, None)])
+def test_a_job_held_back_by_its_teams_quota_holder_is_planned_after_it(
+        holder_limit: int | None, expected: int | None) -> None:
+    # team-a (24 guaranteed) runs r (8 GPUs, to t=1000). Its holder h (24 GPUs) waits for
+    # the quota, which leaves room at t=1000, but no plan can place it (team-b's jobs on
+    # two nodes declare no limit). u (8 GPUs, to its limit) would not end by h's start:
+    # QuotaReserved. Its estimate said "now" (a time past by the next minute) as if h were
+    # not there (a pipeline author's session, 2026-12-07): it comes after h's use of the
+    # quota, or, with h's end unknown, it is not promised.
+    sched = Scheduler(nodes({"pod-a": 4}), [tenant("team-a", 24), tenant("team-b", 8, 8)],
+                      cfg(), now=0)
+    sched.submit(job("r", 8, gpus_per_node=8, max_runtime_s=1000), 0)
+    for i in range(2):
+        sched.submit(job(f"b{i}", 8, tenant="team-b", gpus_per_node=8, checkpointable=True), 0)
+    sched.tick(0)
+    sched.submit(job("h", 24, gpus_per_node=8, priority=10, max_runtime_s=holder_limit), 1)
+    sched.submit(job("u", 8, gpus_per_node=8, max_runtime_s=3000), 1)
+    for t in range(1, 40):
+        sched.tick(t)
+    assert sched.job("h").pending_reason == P.QUOTA_LIMIT
+    assert sched.job("h").start_estimate_s is None  # no plan places it
+    u = sched.job("u")
+    assert u.pending_reason == P.QUOTA_RESERVED
+    assert u.start_estimate_s == expected, u.estimate_basis
 
 
 # ------------------------------------------------------------------ team default limit
