@@ -118,12 +118,14 @@ def same_spec(job: Job, spec: dict[str, Any]) -> bool:
 
 
 def same_dependencies(job: Job, depends_on: list[dict[str, Any]] | None) -> bool:
-    """Does ``job`` wait for exactly ``depends_on`` (``[{"job", "when"}]``)? None: not
+    """Does ``job`` wait for exactly ``depends_on`` (``[{"job", "when"}]``), in any order
+    (every dependency must be met: a pipeline that builds the list from a set retried
+    with another order and got a 409; a pipeline author's session, 2026-12-07)? None: not
     known, taken as the same."""
     if depends_on is None:
         return True  # (not known here: the first request was checked the same way)
-    asked = [[d.get("job"), d.get("when", "ok")] for d in depends_on]
-    return [list(d) for d in job.depends_on or ()] == asked
+    asked = sorted((str(d.get("job")), str(d.get("when", "ok"))) for d in depends_on)
+    return sorted((str(j), str(w)) for j, w in job.depends_on or ()) == asked
 
 
 def same_array(tasks: list[Job], spec: dict[str, Any], count: int,

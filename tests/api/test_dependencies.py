@@ -65,6 +65,20 @@ def test_a_job_names_what_it_waits_for_and_shows_it(world):
     assert Job.objects.get(pk=made["id"]).depends_on == [[first, "ok"], [other, "notok"]]
 
 
+def test_a_retry_may_list_the_dependencies_in_another_order(world):
+    # all of them must be met, so their order means nothing: a pipeline that builds the
+    # list from a set got a 409 on its retry (a pipeline author's session, 2026-12-07)
+    first = submit(world, name="prep")["id"]
+    other = submit(world, name="eval")["id"]
+    deps = [{"job": first}, {"job": other, "when": "any"}]
+    made = submit(world, name="train", idempotency_key="k-order", depends_on=deps)
+    retry = post(world, name="train", idempotency_key="k-order", depends_on=deps[::-1])
+    assert retry.status_code == 200 and retry.json()["id"] == made["id"]
+    changed = post(world, name="train", idempotency_key="k-order",
+                   depends_on=[{"job": first}, {"job": other}])  # "any" -> "ok": another job
+    assert changed.status_code == 409
+
+
 def test_a_lead_may_make_a_job_wait_for_a_members_job(world):
     theirs = submit(world, who="teammate")["id"]
     made = submit(world, who="lead", depends_on=[{"job": theirs, "when": "any"}])

@@ -11,6 +11,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+import re
 import stat
 import tomllib
 import urllib.request
@@ -404,6 +405,11 @@ def test_cancel_by_filter_asks_first_unless_yes(live: Live) -> None:
     assert quiet.returncode == 0 and f"Cancelled job {c}" in quiet.stdout
     none = live.gpuq("cancel", "--mine", "--yes", who="vision-r2")
     assert none.returncode == 0 and "nothing to cancel" in none.stdout
+    ended = live.gpuq("cancel", "--mine", "--state", "cancelled", "--yes", who="vision-r2")
+    # (how many: the live server's other tests' jobs of vision-r2 count too)
+    assert ended.returncode == 0 and re.fullmatch(
+        r"Nothing to cancel: the \d+ matching jobs have ended \(COMPLETED, FAILED or "
+        r"CANCELLED\)\.", ended.stdout.strip()), ended.stdout
     assert live.gpuq("cancel").returncode == 2
 
 

@@ -11,7 +11,7 @@ import pytest
 import yaml
 from gpuq import explain, jobfile, output
 from gpuq.cli import _name_from, build_parser, new_text
-from gpuq.fields import BY_API, FIELDS, flag_for, spec_from_file
+from gpuq.fields import BY_API, FIELDS, duration, flag_for, spec_from_file
 from gpuq.timefmt import format_duration, parse_duration
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -118,6 +118,20 @@ def test_a_number_of_thousands_of_digits_is_no_duration_in_words_of_ours(text: s
     for bare in (False, True):
         with pytest.raises(ValueError, match="not a duration: a number of 4301 digits"):
             parse_duration(text, bare_seconds=bare)
+
+
+@pytest.mark.parametrize(("text", "says"), [
+    ("400d", "at most 366 days, not 400d"),
+    ("9000h", "at most 366 days, not 9000h (375.0 days)"),
+])
+def test_a_job_duration_past_366_days_is_refused_in_the_units_it_was_written_in(
+        text: str, says: str) -> None:
+    # the API's "At most 31622400 seconds (366 days): durations are in seconds." answered
+    # --time 400d (a pipeline author's session, 2026-12-07)
+    with pytest.raises(ValueError) as refused:
+        duration(text)
+    assert str(refused.value) == says
+    assert duration("366d") == 366 * 86400
 
 
 @pytest.mark.parametrize(("text", "says"), [

@@ -789,9 +789,14 @@ def cmd_cancel(args: argparse.Namespace) -> int:
     if by_filter:
         targets = [job.to_dict() for job in
                    client.jobs(**job_filters(args, default_states=LIVE_STATES))]
+        ended = sum(1 for t in targets if t.get("state") in FINAL_STATES)
         targets = [t for t in targets if t.get("state") not in FINAL_STATES]
         if not targets:
-            out("No job matches: nothing to cancel.")
+            # "No job matches" beside a queue that listed three COMPLETED ones read as a
+            # bug (a pipeline author's session, 2026-12-07)
+            have = "job has" if ended == 1 else "jobs have"
+            out(f"Nothing to cancel: the {ended} matching {have} ended (COMPLETED, FAILED "
+                "or CANCELLED)." if ended else "No job matches: nothing to cancel.")
             return EXIT_OK
         if not args.yes:
             sys.stderr.write("\n".join(output.table(targets, CANCEL_COLUMNS)) + "\n")

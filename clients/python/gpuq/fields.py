@@ -45,11 +45,22 @@ def text(value: Any) -> str:
     return "" if value is None else str(value)
 
 
+#: the API's longest duration (366 days)
+MAX_DURATION_S = 366 * 86400
+
+
 def duration(value: Any) -> int:
-    """A duration for a flag or a file's flag-named key (``time: 2h``): a unit needed."""
+    """A duration for a flag or a file's flag-named key (``time: 2h``): a unit needed, at
+    most 366 days, said in the units it was written in (the API's "durations are in
+    seconds" answered --time 400d; a pipeline author's session, 2026-12-07)."""
     if isinstance(value, int) and not isinstance(value, bool):
         raise ValueError(f"{value} has no unit: write {value}m, {value}s or HH:MM:SS")
-    return parse_duration(str(value))
+    got = parse_duration(str(value))
+    if got > MAX_DURATION_S:
+        given = str(value).strip()
+        days = "" if given.lower().endswith("d") else f" ({got / 86400:,.1f} days)"
+        raise ValueError(f"at most 366 days, not {given}{days}")
+    return got
 
 
 def seconds(value: Any) -> int:
