@@ -166,8 +166,8 @@ def live_snapshot(now: datetime | None = None, *, about: Iterable[str] = ()) -> 
         jobs=tuple(jobs),
         settings=settings_of(config),
         read_s=time.perf_counter() - started,
-        reservations=tuple(_reservations(plans, now_s)),
-        claims=tuple(_claims(asked, now_s)),
+        reservations=tuple(_reservations(plans, now_s, jobs)),
+        claims=tuple(_claims(asked, now_s, jobs)),
         ended=ended,
     )
 
@@ -197,19 +197,29 @@ def _ended(about: Iterable[str], live: set[int]) -> dict[str, tuple[str, str]]:
     return out
 
 
-def _reservations(rows: list[tuple], now_s: int) -> list[ReservationSnap]:
+def _reservations(rows: list[tuple], now_s: int,
+                  jobs: list[JobSnap]) -> list[ReservationSnap]:
     """The published reservations (as ``services.leader.published_plans`` reads them for
     a rebuild), their instants relative to the snapshot. Its digest of the plan's inputs
-    (``looked_sig``) is of the live clock's instants: not carried, the run looks again."""
+    (``looked_sig``) is of the live clock's instants: not carried, the run looks again.
+
+    Only those of jobs queued in the snapshot; the job whose release a reservation waits
+    for (``after_job``, a view) is dropped once it has ended. The scheduler keeps a
+    reservation that still holds, with the words it was planned with, after that job ends
+    early: every what-if failed for minutes with "reservations[1].after_job: unknown job
+    6" while one such reservation was published (an operator's session, 2026-12-07)."""
+    queued = {j.id for j in jobs if not j.running}
+    live = {j.id for j in jobs}
     out = []
     for job_id, start_at, _nodes, basis, plan in rows:
-        if not plan or start_at is None or "alloc" not in plan:
+        if not plan or start_at is None or "alloc" not in plan or str(job_id) not in queued:
             continue
         after = plan.get("after_job")
         out.append(ReservationSnap(
             job=str(job_id), start_s=int(start_at.timestamp()) - now_s,
             alloc=tuple(sorted((n, tuple(sorted(ix))) for n, ix in plan["alloc"].items())),
-            basis=basis or "", after_job=None if after is None else str(after),
+            basis=basis or "", after_job=(str(after) if after is not None
+                                          and str(after) in live else None),
             planned_at_s=_rel_s(plan.get("planned_at_s"), now_s),
             checked_at_s=_rel_s(plan.get("checked_at_s"), now_s)))
     return out
@@ -219,19 +229,24 @@ def _rel_s(at: int | None, now_s: int) -> int | None:
     return None if at is None else min(0, int(at) - now_s)
 
 
-def _claims(asked: dict[int, Any], now_s: int) -> list[ClaimSnap]:
+def _claims(asked: dict[int, Any], now_s: int, jobs: list[JobSnap]) -> list[ClaimSnap]:
     """The reclaim claims under way, from their victims' request rows (the first row of a
-    head gives its claim, as ``services.leader.restore_claims`` restores them)."""
+    head gives its claim, as ``services.leader.restore_claims`` restores them): those of
+    heads queued in the snapshot, with the victims still being preempted in it."""
+    queued = {j.id for j in jobs if not j.running}
+    leaving = {j.id for j in jobs if j.preempt_requested_s is not None}
     out: dict[str, ClaimSnap] = {}
     for row in asked.values():
         head, saved = row.detail.get("for"), row.detail.get("claim")
-        if not saved or head is None or str(head) in out:
+        if not saved or head is None or str(head) in out or str(head) not in queued:
             continue
         try:
+            victims = tuple(str(v) for v in saved["victims"] if str(v) in leaving)
+            if not victims:
+                continue
             out[str(head)] = ClaimSnap(
                 job=str(head), gpus=int(saved["gpus"]), nodes=tuple(sorted(saved["nodes"])),
-                victims=tuple(str(v) for v in saved["victims"]),
-                at_s=min(0, int(saved["at_s"]) - now_s))
+                victims=victims, at_s=min(0, int(saved["at_s"]) - now_s))
         except (KeyError, TypeError, ValueError):  # unreadable: the head searches again
             continue
     return list(out.values())

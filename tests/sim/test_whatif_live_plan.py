@@ -8,6 +8,8 @@ baseline."""
 from __future__ import annotations
 
 import json
+import shutil
+import sqlite3
 from datetime import datetime
 from typing import Any
 
@@ -101,3 +103,25 @@ def test_draining_a_whole_pod_warns_that_capacity_is_below_the_guarantees(live):
                "not drained or down), fewer than the 32 the teams are guaranteed")
     assert json.loads(out.read_text())["warnings"] == [warning]
     assert f"! {warning}" in done.stdout
+
+
+def test_a_reservation_that_waits_for_a_job_that_ended_does_not_fail_the_snapshot(live):
+    # The scheduler keeps a reservation that still holds, with the words it was planned
+    # with, after the job it waited for ends early: every what-if failed for minutes with
+    # "reservations[1].after_job: unknown job 6" (an operator's session, 2026-12-07). On a
+    # copy of the live database, H's reservation waits for a job that has completed.
+    copy = live["tmp"] / "ended-after.sqlite3"
+    shutil.copy(live["url"].removeprefix("sqlite:///"), copy)
+    with sqlite3.connect(copy) as db:
+        ((plan,),) = db.execute("SELECT plan FROM scheduler_app_reservation WHERE job_id = ?",
+                                (live["seed"]["ids"]["H"],)).fetchall()
+        plan = {**json.loads(plan), "after_job": live["seed"]["ids"]["done"]}
+        db.execute("UPDATE scheduler_app_reservation SET plan = ? WHERE job_id = ?",
+                   (json.dumps(plan), live["seed"]["ids"]["H"]))
+    exported = live["tmp"] / "ended-after.yaml"
+    done = manage("whatif", "--quiet", "--workers", "1", "--hours", "1",
+                  "--export-scenario", str(exported), database_url=f"sqlite:///{copy}",
+                  tmpdir=live["tmp"])
+    assert done.returncode == 0, done.stderr
+    (reservation,) = load_scenario(exported).reservations
+    assert reservation.job == str(live["seed"]["ids"]["H"]) and reservation.after_job is None
