@@ -26,6 +26,7 @@ made are kept.
 from __future__ import annotations
 
 import copy
+import difflib
 import functools
 import json
 import math
@@ -61,7 +62,7 @@ ASSUMPTIONS = (
     "placement, as the scheduler counts it) and complete there, so jobs waiting for them "
     "to complete (afterok) start then; a job that declares none runs past the horizon. "
     "(Live, a job still running at its limit fails (TimeLimit), and what waits for it to "
-    "complete is cancelled.)",
+    "complete is cancelled)",
     "a queued job runs for its declared limit once it starts (none: past the horizon)",
     "a job works for exactly its declared limit, so one the plan preempts, whose restart "
     "spends restart_s reloading, reaches its limit before its work is done and fails "
@@ -454,8 +455,9 @@ def apply_changes(data: Mapping[str, Any], changes: Changes, *,
                                ("up", "node_up", "down")):
         for value in getattr(changes, flag):
             if value not in nodes:
+                close = difflib.get_close_matches(value, list(nodes), n=1, cutoff=0.6)
                 hint = (f" ({value} is a pod: --{flag} takes a node's name, once per node)"
-                        if value in pods else "")
+                        if value in pods else f" (did you mean {close[0]}?)" if close else "")
                 raise WhatIfError(f"--{flag} {value}: unknown node{hint}")
             now = health[value]
             if wants is None and now != "healthy":  # --drain: does nothing
@@ -997,11 +999,36 @@ def moved_words(job: Mapping[str, Any]) -> str:
     return f"{'>' if moved > 0 else '<'}{moved:+.2f}"
 
 
+#: more tasks of one array than this are said as a count ("3,000 tasks of array 64")
+CANCELLED_TASKS_LISTED = 3
+
+
 def cancelled_words(cancelled: Iterable[Mapping[str, Any]]) -> list[str]:
     """``WhatIf.cancelled`` as the table and the page show it: "7 (running)", a task by its
-    name, "8_3 (queued)"."""
-    return [f"{c.get('name', c['id'])} ({'running' if c['running'] else 'queued'})"
-            for c in cancelled]
+    name, "8_3 (queued)"; more than :data:`CANCELLED_TASKS_LISTED` tasks of one array as
+    "3,000 tasks of array 64 (64 running, 2,936 queued)" where the first task was (``--cancel
+    64_*`` printed all 3,000 on one line, about 40 KB; an operator's session, 2026-12-07)."""
+    items = list(cancelled)
+    arrays: dict[str, list[Mapping[str, Any]]] = {}
+    for c in items:
+        name = str(c.get("name", c["id"]))
+        if "_" in name:
+            arrays.setdefault(name.split("_", 1)[0], []).append(c)
+    out: list[str] = []
+    said: set[str] = set()
+    for c in items:
+        name = str(c.get("name", c["id"]))
+        array = name.split("_", 1)[0] if "_" in name else None
+        tasks = arrays.get(array or "", [])
+        if array is None or len(tasks) <= CANCELLED_TASKS_LISTED:
+            out.append(f"{name} ({'running' if c['running'] else 'queued'})")
+        elif array not in said:
+            said.add(array)
+            running = sum(1 for t in tasks if t["running"])
+            parts = [f"{n:,} {what}" for n, what in ((running, "running"),
+                                                      (len(tasks) - running, "queued")) if n]
+            out.append(f"{len(tasks):,} tasks of array {array} ({', '.join(parts)})")
+    return out
 
 
 def ended_unstarted(jobs: Iterable[Mapping[str, Any]]) -> list[Mapping[str, Any]]:

@@ -21,6 +21,7 @@ from scheduler_app.sim.whatif import (
     TenantSnap,
     WhatIfError,
     apply_changes,
+    cancelled_words,
     parse_changes,
     render_table,
     run_whatif,
@@ -108,6 +109,8 @@ def test_a_cancelled_running_job_is_listed_with_the_queued_ones():
     (Changes(set_quota=("alpha=8:-2",)),
      "--set-quota alpha=8:-2: the borrow limit must be from 0 to"),
     (Changes(drain=("pod-a",)), "--drain pod-a: unknown node (pod-a is a pod"),
+    # the nearest name, as the team, pod and setting errors give (an operator's session)
+    (Changes(drain=("a01",)), "--drain a01: unknown node (did you mean a1?)"),
 ])
 def test_a_bad_change_is_refused_naming_its_flag(changes, named):
     data = snapshot_scenario(snapshot())
@@ -324,3 +327,15 @@ def test_cancelling_an_arrays_first_task_cancels_that_task_only():
         assert set(rest) == {"8_1", "8_2"}
         assert all(j["whatif_ended"] is None and j["whatif_start_in_s"] is not None
                    for j in rest.values()), rest
+
+
+def test_many_cancelled_tasks_of_one_array_are_said_as_a_count():
+    # --cancel 64_* printed all 3,000 tasks on one line (an operator's session, 2026-12-07)
+    tasks = [{"id": str(100 + i), "name": f"64_{i}", "tenant": "evals", "running": i < 64}
+             for i in range(3000)]
+    few = [{"id": "9", "name": "8_3", "tenant": "beta", "running": False},
+           {"id": "7", "tenant": "alpha", "running": True}]
+    assert cancelled_words([few[0], *tasks, few[1]]) == [
+        "8_3 (queued)", "3,000 tasks of array 64 (64 running, 2,936 queued)", "7 (running)"]
+    assert cancelled_words(tasks[64:67]) == ["64_64 (queued)", "64_65 (queued)",
+                                            "64_66 (queued)"]  # a few: by name
