@@ -656,8 +656,9 @@ class JobListCreate(generics.GenericAPIView):
     def get(self, request: Request) -> Response:
         # the parameters first (a typo, one given twice), then whose jobs they name: the
         # 403 below reads one value, and ?tenant=mine&tenant=theirs was a 403 where
-        # ?tenant=theirs&tenant=mine listed the last one's jobs
-        params = self.filterset_class(request.query_params, queryset=Job.objects.none(),
+        # ?tenant=theirs&tenant=mine listed the last one's jobs. The filter set checked here
+        # filters the list below (filter_queryset would build and check it again)
+        params = self.filterset_class(request.query_params, queryset=self.get_queryset(),
                                       request=request)
         if not params.is_valid():
             raise translate_validation(params.errors)
@@ -686,8 +687,7 @@ class JobListCreate(generics.GenericAPIView):
                 and not access.leads_any(request.user):
             raise PermissionDenied("Researchers see only their own jobs: leave owner out or "
                                    "use your own username.")
-        queryset = self.filter_queryset(self.get_queryset())
-        page = self.paginate_queryset(queryset)
+        page = self.paginate_queryset(params.qs)
         return self.get_paginated_response([job_summary(job) for job in page])
 
     @extend_schema(

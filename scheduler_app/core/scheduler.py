@@ -609,14 +609,14 @@ class Scheduler:
         for _ek, job_id in self.queues.iter_tenant(t.name):
             rec = self.jobs[job_id]
             spec = rec.spec
+            if rec.state != S.QUEUED or rec.estimate is None:
+                continue
             need = spec.min_gpus if spec.elastic and spec.min_gpus else spec.gpus
-            if rec.state == S.QUEUED and rec.estimate is not None and (
-                    need > self.limit_for(spec)
-                    or (cap is not None and spec.owner is not None and need > cap)):
+            over_team = need > self.limit_for(spec)
+            if over_team or (cap is not None and spec.owner is not None and need > cap):
                 rec.estimate = self.estimate_news[job_id] = None
                 rec.pending_reason = self.pending_news[job_id] = (
-                    PendingReason.QUOTA_LIMIT if need > self.limit_for(spec)
-                    else PendingReason.USER_LIMIT)
+                    PendingReason.QUOTA_LIMIT if over_team else PendingReason.USER_LIMIT)
 
     def _limits_loosened(self, t: TenantSpec, old_limit: int, old_cap: int | None) -> None:
         """The team's queued jobs told to wait for a limit that was just raised or lifted
