@@ -433,7 +433,7 @@ def cannot_make_room(cap: Capacity, head: JobSpec, tenants: Mapping[str, TenantL
             most = min(gpus, most_given(load, after, keep))
             if most > 0:
                 give[t] = most
-    need = head.min_gpus if head.min_gpus is not None else head.gpus
+    need = head.least_gpus
     given = sum(give.values())
     if cap.free_gpus(head.gpu_type) + given < need:
         return True
@@ -724,7 +724,7 @@ def _select(cap: Capacity, head: JobSpec, candidates: Sequence[Candidate],
     # No set can make room if every GPU free now plus every eligible victim's falls short
     # of the head (a third of the vain searches on a loaded window end here, before a
     # single trial placement).
-    need = head.min_gpus if head.min_gpus is not None else head.gpus
+    need = head.least_gpus
     if cap.free_gpus(head.gpu_type) + sum(c.gpus for c in eligible) < need:
         return None
 
@@ -782,7 +782,7 @@ def _select(cap: Capacity, head: JobSpec, candidates: Sequence[Candidate],
     # promising pod first, skipping pods whose least possible loss cannot beat the best
     # one-pod set so far), else across the cluster.
     walked: list[list[Candidate]] = []
-    need = head.min_gpus if head.min_gpus is not None else head.gpus
+    need = head.least_gpus
     in_pod: dict[str, dict[str, int]] = {}  # pod -> candidate -> its GPUs in that pod
     for c in eligible:
         for n, ix in c.alloc.items():

@@ -130,7 +130,7 @@ def plan_reservation(
     plan = _Groups(cap, spec, src, mask_cache)
     has, group, give, give_one_by_one = plan.has, plan.group, plan.give, plan.give_one_by_one
     groups = plan.groups
-    need = spec.min_gpus if spec.min_gpus is not None else spec.gpus
+    need = spec.least_gpus
 
     with cap.trial():
         done = 0  # groups given back so far

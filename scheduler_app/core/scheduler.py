@@ -611,7 +611,7 @@ class Scheduler:
             spec = rec.spec
             if rec.state != S.QUEUED or rec.estimate is None:
                 continue
-            need = spec.min_gpus if spec.elastic and spec.min_gpus else spec.gpus
+            need = spec.least_gpus
             over_team = need > self.limit_for(spec)
             if over_team or (cap is not None and spec.owner is not None and need > cap):
                 rec.estimate = self.estimate_news[job_id] = None
@@ -1506,7 +1506,7 @@ class Scheduler:
         if why is not None:
             return why
         limit = self.limit_for(spec)
-        need = spec.min_gpus if spec.elastic and spec.min_gpus else spec.gpus
+        need = spec.least_gpus
         if need > limit:
             if limit < self.limit_of(spec.tenant):
                 return may_not_borrow_words(need, spec.tenant, limit, self.config)
@@ -1518,7 +1518,7 @@ class Scheduler:
         return None
 
     def _never_fits_in(self, spec: JobSpec, *, in_slice: bool) -> str | None:
-        need = spec.min_gpus if spec.elastic and spec.min_gpus else spec.gpus
+        need = spec.least_gpus
         gpu_type = spec.gpu_type
         total = sum(n.gpus for name, n in self.cap.nodes.items()
                     if (name in self.interactive_nodes) == in_slice
@@ -1614,7 +1614,7 @@ class Scheduler:
             if rec.state in HOLDING_STATES:
                 assert rec.alloc, rec
                 n = alloc_gpus(rec.alloc)
-                low = rec.spec.min_gpus if rec.spec.elastic and rec.spec.min_gpus else rec.spec.gpus
+                low = rec.spec.least_gpus
                 assert low <= n <= rec.spec.gpus, (rec.spec.id, n)
                 running[rec.spec.tenant] += n
                 if rec.spec.owner is not None:

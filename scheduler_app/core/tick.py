@@ -1027,7 +1027,7 @@ class Tick:
         team = spec.tenant
         claim = s.claims.get(job_id)
         held = self._held(team, besides=job_id)
-        need = self._need(spec)
+        need = spec.least_gpus
         room = self._team_room(spec)
         if room < need:
             # It waits for its own team's quota: no reservation on the cluster's GPUs
@@ -1133,7 +1133,7 @@ class Tick:
 
     def _over_user_cap(self, spec: JobSpec) -> bool:
         room = self.s.user_room(spec)
-        return room is not None and room < self._need(spec)
+        return room is not None and room < spec.least_gpus
 
     def _own_gpus(self, own: Booked | None, size: int, exclude: frozenset[str]
                   ) -> Allocation | None:
@@ -1252,9 +1252,6 @@ class Tick:
     def _may_hold(self, spec: JobSpec) -> int:
         """The most GPUs the job may start on now (:func:`_size`)."""
         return _size(spec, self._team_room(spec), self.s.user_room(spec))
-
-    def _need(self, spec: JobSpec) -> int:
-        return spec.min_gpus if spec.elastic and spec.min_gpus else spec.gpus
 
     # -- reservations: placing around them
     def _clashes(self, own: Booked | None, alloc: Allocation, end: int | None, *,
@@ -1542,7 +1539,7 @@ class Tick:
                 continue
             if id(b) in checked:
                 spec = s.jobs[b.res.job_id].spec
-                at, _held, _limit = self._quota_start(team, self._need(spec), besides=spec.id,
+                at, _held, _limit = self._quota_start(team, spec.least_gpus, besides=spec.id,
                                                       planned=planned, starting=job_id)
                 if at is None or at > b.res.start_s:
                     return False
@@ -1555,7 +1552,7 @@ class Tick:
         return claim.gpus if claim is not None and claim.tenant == team else 0
 
     def _quota_fits(self, spec: JobSpec, start_s: int) -> bool:
-        at, _held, _limit = self._quota_start(spec.tenant, self._need(spec), besides=spec.id,
+        at, _held, _limit = self._quota_start(spec.tenant, spec.least_gpus, besides=spec.id,
                                               planned=self._team_reserved(spec.tenant))
         return at is not None and at <= start_s
 
@@ -1684,7 +1681,7 @@ class Tick:
             res = replace(res, start_s=self.now)
         if planned is None:
             planned = self._team_reserved(spec.tenant)
-        quota_at, _held, _limit = self._quota_start(spec.tenant, self._need(spec),
+        quota_at, _held, _limit = self._quota_start(spec.tenant, spec.least_gpus,
                                                     besides=spec.id, planned=planned)
         if quota_at is None:
             return None
@@ -1975,19 +1972,19 @@ class Tick:
         s = self.s
         spec = rec.spec
         room = s.limit_of(spec.tenant) - s.running[spec.tenant]
-        if room < self._need(spec):
+        if room < spec.least_gpus:
             self._wait(rec, P.QUOTA_LIMIT)
             return False
         user_room = s.user_room(spec)
         if user_room is not None:
-            if user_room < self._need(spec):
+            if user_room < spec.least_gpus:
                 self._wait(rec, P.USER_LIMIT)
                 return False
             room = min(room, user_room)
         # an elastic job asks for no more than its team's room; otherwise the whole gang
         size = min(spec.gpus, room)
         slice_ = s.interactive_nodes if not spec.interactive else frozenset()
-        alloc = first_fit(s, spec, size, self._need(spec), slice_)
+        alloc = first_fit(s, spec, size, spec.least_gpus, slice_)
         if alloc is None:
             self._wait(rec, self._diagnose(spec, spec.gpus, s.interactive_nodes))
             return False
@@ -2188,7 +2185,7 @@ class Tick:
             if rec.spec.owner == spec.owner:
                 end = s.releases.end_of(job_id)
                 ends.append((end if end is not None else _FOREVER, alloc_gpus(rec.alloc)))
-        need = self._need(spec)
+        need = spec.least_gpus
         at = self.now
         for end, gpus in sorted(ends):
             if room >= need:

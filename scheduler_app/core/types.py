@@ -114,6 +114,11 @@ class JobSpec:
     def elastic(self) -> bool:
         return self.min_gpus is not None and self.min_gpus < self.gpus
 
+    @property
+    def least_gpus(self) -> int:
+        """The fewest GPUs it can start on: ``min_gpus`` if elastic, else ``gpus``."""
+        return self.min_gpus if self.elastic and self.min_gpus else self.gpus
+
 
 #: ``depends_on`` kinds and the final states that meet each: ``ok`` needs COMPLETED,
 #: ``any`` any final state, ``notok`` FAILED or CANCELLED. A dependency on a job that ended

@@ -95,7 +95,7 @@ def _check_runs(job_id: str, job: Mapping[str, Any], spec: Any,
                 node_gpus: Mapping[str, int]) -> list[str]:
     out: list[str] = []
     runs = job.get("runs", [])
-    low = spec.min_gpus if spec.min_gpus is not None else spec.gpus
+    low = spec.least_gpus
     prev_end: int | None = None
     for i, run in enumerate(runs):
         where = f"{job_id}: runs[{i}]"

@@ -833,7 +833,7 @@ def _running(raw: Any, path: str, spec: JobSpec, runtime_s: int, node_gpus: Mapp
             taken[(node, ix)] = spec.id
         alloc.append((str(node), indices))
     held = sum(len(ix) for _, ix in alloc)
-    low = spec.min_gpus if spec.min_gpus is not None else spec.gpus
+    low = spec.least_gpus
     if not low <= held <= spec.gpus:
         want = f"{spec.gpus}" if low == spec.gpus else f"{low} to {spec.gpus}"
         raise _fail(apath, f"holds {held} GPUs; the job runs on {want}")
