@@ -344,8 +344,11 @@ def test_show_prints_every_field_and_the_history(live: Live) -> None:
     assert done.returncode == 0, done.stderr
     detail = live.client()._http.get(f"/jobs/{job_id}/")
     for key in detail:
-        if key not in ("history", "preemptions"):
+        if key not in ("history", "preemptions", "why_pending"):
             assert f"  {key}" in done.stdout, key
+    # why_pending is a section in words, as gpuq why prints it
+    words = " ".join(done.stdout.split())
+    assert "Why pending" in done.stdout and detail["why_pending"]["headline"] in words
     assert "2700 (45m)" in done.stdout
     assert "History" in done.stdout and "Submitted" in done.stdout and "Admitted" in done.stdout
     as_json = json.loads(live.gpuq("show", str(job_id), "-o", "json").stdout)
@@ -444,6 +447,17 @@ def test_wait_exit_status_cancelled_and_timeout(live: Live) -> None:
     live.gpuq("cancel", str(job_id))
     done = live.gpuq("wait", str(job_id), "--interval", "0.2")
     assert done.returncode == 4 and f"Job {job_id} CANCELLED" in done.stdout
+
+
+def test_wait_names_an_arrays_task_as_it_was_asked_for(live: Live) -> None:
+    """gpuq wait 31_0 printed "Job 31 CANCELLED", the array's id (noticed 2026-12-07)."""
+    done = live.gpuq("submit", "--parsable", "--gpus", "1", "--name", "sweep",
+                     "--array", "0-1")
+    array_id = int(done.stdout)
+    task = f"{array_id}_1"
+    assert live.gpuq("cancel", task).returncode == 0
+    waited = live.gpuq("wait", task, "--interval", "0.2")
+    assert waited.returncode == 4 and waited.stdout.strip() == f"Job {task} CANCELLED"
 
 
 # ---------------------------------------------------------------------------- pipelines

@@ -216,8 +216,13 @@ def test_a_job_files_keys_are_the_apis_or_the_flags_names() -> None:
                            "checkpointable": "yes", "restart_s": "1m"}, "f") == {
         "max_runtime_s": 600, "gpus_per_node": 4, "checkpoint_time_s": 120,
         "checkpointable": True, "restart_s": 60}
-    with pytest.raises(ValueError, match="unknown field 'gpu'"):
+    with pytest.raises(ValueError, match="unknown field 'gpu' \\(did you mean 'gpus'\\?"):
         spec_from_file({"gpu": 1}, "f")
+    # the nearest key of any spelling, named as the API names it
+    with pytest.raises(ValueError, match="did you mean 'checkpoint_interval_s'"):
+        spec_from_file({"checkpoint_intervall": "5m"}, "f")
+    with pytest.raises(ValueError, match=r"unknown field 'zzz' \(fields: "):
+        spec_from_file({"zzz": 1}, "f")
     with pytest.raises(ValueError, match="time: 90 has no unit"):
         spec_from_file({"time": 90}, "f")
     with pytest.raises(ValueError, match="given twice"):

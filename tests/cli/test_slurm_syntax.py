@@ -264,3 +264,24 @@ def test_the_advice_for_a_dependency_names_each_job_and_its_state() -> None:
     assert hints[-1].startswith("It holds and reserves no GPUs meanwhile")
     unreadable = explain.hints(job, None, [({"job": 12, "when": "any"}, None)])
     assert unreadable[0] == "It starts once job 12 ends (you may not read that job now)."
+
+
+def test_show_prints_why_pending_as_prose_like_why() -> None:
+    """gpuq show printed why_pending as one line of JSON among the fields (noticed
+    2026-12-07): it is a section of its own, in the words gpuq why uses."""
+    why = {"reason": "Resources",
+           "headline": "It needs 64 GPUs (8 per node); 40 GPUs are free on healthy nodes.",
+           "evidence": ["pod-a: 24 free", "pod-b: 16 free"],
+           "next_step": "Asking for 40 GPUs (8 per node) would fit now."}
+    job = {"id": 27, "name": "x", "state": "QUEUED", "why_pending": why, "history": []}
+    lines = detail_lines(job, 100, "…")
+    assert not any('"headline"' in line for line in lines)
+    section = lines[lines.index("Why pending") + 1:lines.index("History")]
+    assert section[0].strip() == f"Why: {why['headline']}"
+    assert [line.strip() for line in section[1:3]] == ["- pod-a: 24 free", "- pod-b: 16 free"]
+    assert section[3].strip() == f"Next step: {why['next_step']}"
+    data = {"id": 27, "name": "x", "tenant": "vision", "state": "QUEUED",
+            "pending_reason": "Resources", "why_pending": why}
+    assert all(line in why_lines(data, job, 100) for line in section if line)
+    # a job that is not waiting has no such section
+    assert "Why pending" not in detail_lines(job | {"why_pending": None}, 100, "…")

@@ -534,7 +534,22 @@ HISTORY_COLUMNS = (
            lambda r: show_value("detail", r["detail"]) if r.get("detail") else "",
            min_width=6),
 )
-_SECTIONS = ("history", "preemptions")
+_SECTIONS = ("history", "preemptions", "why_pending")
+
+
+def why_pending_lines(why: Any, width: int) -> list[str]:
+    """The API's ``why_pending`` as ``gpuq why`` and ``gpuq show`` print it: the one thing
+    that keeps the job waiting, its figures as a list, and the next step (none when the
+    job is not waiting)."""
+    if not isinstance(why, dict) or not why.get("headline"):
+        return []
+    lines = wrap(f"Why: {why['headline']}", width)
+    for item in why.get("evidence") or []:
+        chunks = wrap(str(item), width, indent="      ")
+        lines += ["    - " + chunks[0].lstrip(), *chunks[1:]]
+    if why.get("next_step"):
+        lines += wrap(f"Next step: {why['next_step']}", width)
+    return lines
 
 
 def history_lines(rows: list[dict[str, Any]], width: int, ellipsis: str) -> list[str]:
@@ -566,6 +581,10 @@ def detail_lines(job: dict[str, Any], width: int, ellipsis: str) -> list[str]:
                                break_long_words=True, break_on_hyphens=False) or ["-"]
         lines.append(f"  {key.ljust(key_width)} {chunks[0]}")
         lines += [" " * (key_width + 3) + chunk for chunk in chunks[1:]]
+    # printed as prose, as `gpuq why` does (it was one line of JSON among the fields)
+    why = why_pending_lines(job.get("why_pending"), width)
+    if why:
+        lines += ["", "Why pending", *why]
     lines += ["", "History"]
     lines += ["  " + line for line in history_lines(job.get("history") or [], width - 2,
                                                    ellipsis)]
@@ -667,15 +686,7 @@ def why_lines(data: dict[str, Any], job: dict[str, Any], width: int) -> list[str
         lines += wrap(f"{head} is waiting: {data.get('pending_reason') or 'None'}.", width, "")
         if data.get("pending_sentence"):
             lines += wrap(str(data["pending_sentence"]), width)
-        why = data.get("why_pending") or {}
-        if why.get("headline"):
-            # the server's answer in one place: the dominant reason, its figures, a step
-            lines += wrap(f"Why: {why['headline']}", width)
-            for item in why.get("evidence") or []:
-                chunks = wrap(str(item), width, indent="      ")
-                lines += ["    - " + chunks[0].lstrip(), *chunks[1:]]
-            if why.get("next_step"):
-                lines += wrap(f"Next step: {why['next_step']}", width)
+        lines += why_pending_lines(data.get("why_pending"), width)
         pos = data.get("queue_position") or {}
         if pos.get("cluster") is None:
             # a dependency not met or an array at its cap: it waits off the queues
@@ -943,7 +954,8 @@ def cmd_wait(args: argparse.Namespace) -> int:
             f"{format_duration(args.timeout)}")
         return EXIT_TIMEOUT
     if not args.quiet:
-        out(f"Job {job.id} {job.state}")
+        # a task by its name, as it was asked for ("Job 31_0", not its array's id)
+        out(f"Job {job.ref} {job.state}")
     return WAIT_EXIT.get(job.state, EXIT_ERROR)
 
 

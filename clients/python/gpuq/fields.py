@@ -11,6 +11,7 @@ flag are all derived from this table, so a new job field is one line here, e.g.:
 
 from __future__ import annotations
 
+import difflib
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -262,7 +263,9 @@ def spec_from_file(data: dict[str, Any], name: str) -> dict[str, Any]:
         found = BY_FILE_KEY.get(key)
         if found is None:
             known = ", ".join(f.api for f in FIELDS)
-            raise ValueError(f"{name}: unknown field {key!r} (fields: {known})")
+            near = difflib.get_close_matches(str(key), list(BY_FILE_KEY), n=1)
+            hint = f"did you mean {BY_FILE_KEY[near[0]].api!r}? " if near else ""
+            raise ValueError(f"{name}: unknown field {key!r} ({hint}fields: {known})")
         if found.api in spec:
             raise ValueError(f"{name}: {found.api!r} is given twice ({key!r})")
         try:
