@@ -409,7 +409,9 @@ class Client:
         """Submit up to 1,000 jobs of one tenant, all or none (one transaction). A spec's
         own ``tenant`` key, if any, must be the batch's. Errors name ``jobs[i].field``."""
         specs = [dict(spec) for spec in jobs]
-        if not 1 <= len(specs) <= MAX_BATCH:
+        if not specs:
+            raise ValueError(f"a batch holds 1 to {MAX_BATCH} jobs, not 0: nothing to submit")
+        if len(specs) > MAX_BATCH:
             raise ValueError(f"a batch holds 1 to {MAX_BATCH} jobs, not {len(specs)}: it is "
                              "one transaction; submit larger sweeps as several batches")
         named = {spec.pop("tenant") for spec in specs if "tenant" in spec}
