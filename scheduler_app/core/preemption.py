@@ -45,7 +45,7 @@ from functools import partial
 
 from .capacity import Capacity, mask_of
 from .placement import nodes_with_room, place_spec
-from .types import Allocation, JobSpec, SchedulerConfig, alloc_gpus, written_init
+from .types import Allocation, JobSpec, SchedulerConfig, alloc_gpus, join_words, written_init
 
 #: a victim's declared restart time counts at most this long in its cost: a longer
 #: declaration (366 days was accepted) buys no protection from its teammates' turn
@@ -1026,7 +1026,7 @@ def _plan(
 
     weigh = partial(_weigh, eligible, costs, ids, refused)
 
-    names = _join([c.spec.id for c in chosen])
+    names = join_words([c.spec.id for c in chosen])
     where = _where(cap, placement)
     if policy == "priority-kill":
         why = (
@@ -1041,7 +1041,7 @@ def _plan(
                else _FEWEST)
         )
         if runner_up is not None:
-            why += (f"; next best: {_join([c.spec.id for c in runner_up])}"
+            why += (f"; next best: {join_words([c.spec.id for c in runner_up])}"
                     f" ({_hours(other or 0)})")
         if refused:
             why += f"; {len(refused)} running {_plural(len(refused), 'job')} protected"
@@ -1056,14 +1056,14 @@ def _plan(
     below = [t for t in teams if held_share(tenants[t].held_gpus - lost_by[t],
                                             tenants[t].guaranteed_gpus) < after]
     if keep is not None and below:  # (the last search's set may keep them above it)
-        givers = _join([f"team {t}" for t in below])
+        givers = join_words([f"team {t}" for t in below])
         why += (f"; team {head.tenant} stays within its guarantee once it runs and no set "
                 f"of victims that leaves their teams at or above its share makes room, so "
                 f"{givers} {'gives' if len(below) == 1 else 'give'} back below it (a "
                 f"guarantee is taken back from borrowers whatever the size of their jobs)")
     if past_cap:
         were = "was" if len(past_cap) == 1 else "were"
-        why += (f"; {_join(list(past_cap))} {were} past the daily preemption cap ({cap_n} "
+        why += (f"; {join_words(list(past_cap))} {were} past the daily preemption cap ({cap_n} "
                 f"within a day), and no set of victims without "
                 f"{'it' if len(past_cap) == 1 else 'them'} gives team {head.tenant} its "
                 "guarantee back")
@@ -1085,7 +1085,7 @@ _WON_BY = {
 def _where(cap: Capacity, alloc: Allocation) -> str:
     pods = sorted({cap.nodes[n].pod for n in alloc})
     nodes = f"{len(alloc)} {_plural(len(alloc), 'node')}"
-    return f"{nodes} in {pods[0]}" if len(pods) == 1 else f"{nodes} across {_join(pods)}"
+    return f"{nodes} in {pods[0]}" if len(pods) == 1 else f"{nodes} across {join_words(pods)}"
 
 
 def _dur(seconds: int) -> str:
@@ -1100,12 +1100,6 @@ def _dur(seconds: int) -> str:
 
 def _hours(gpu_s: int) -> str:
     return f"{gpu_s / 3600:.2f} GPU-hours"
-
-
-def _join(items: list[str]) -> str:
-    if len(items) <= 2:
-        return " and ".join(items)
-    return ", ".join(items[:-1]) + " and " + items[-1]
 
 
 def _plural(n: int, word: str) -> str:

@@ -265,6 +265,14 @@ def may_borrow(checkpointable: bool, preemptible: bool, max_runtime_s: int | Non
     return max_runtime_s is not None and max_runtime_s <= config.protected_borrow_max_s
 
 
+def join_words(items: list[str]) -> str:
+    """``a``, ``a and b``, ``a, b and c`` ("" for none): the core's explanations and the
+    selectors' sentences list things alike."""
+    if len(items) <= 2:
+        return " and ".join(items)
+    return ", ".join(items[:-1]) + " and " + items[-1]
+
+
 def may_not_borrow_words(need: int, tenant: str, guaranteed: int,
                          config: SchedulerConfig) -> str:
     """Why a job that may not borrow (:func:`may_borrow`) and needs more than its team's

@@ -35,7 +35,7 @@ from scheduler_app.core.states import (
     PendingReason,
     Reason,
 )
-from scheduler_app.core.types import may_borrow
+from scheduler_app.core.types import join_words, may_borrow
 from scheduler_app.models import Allocation, Job, Node, Tenant, Transition
 from scheduler_app.scheduler_config import scheduler_config
 
@@ -451,7 +451,7 @@ def _why_dependency(job: Job, others: OtherJobs, evidence: list[str]) -> WhyPend
         else:
             waiting.append(f"{name} {_AWAITS.get(when, 'to end')}")
     if waiting:
-        headline = "It waits for " + _joined(waiting) + "."
+        headline = "It waits for " + join_words(waiting) + "."
     else:
         headline = "The jobs it waits for have ended; the scheduler releases it at its next tick."
     if met:
@@ -467,10 +467,6 @@ def _why_dependency(job: Job, others: OtherJobs, evidence: list[str]) -> WhyPend
 
 
 _FINAL = frozenset(s.value for s in FINAL_STATES)
-
-
-def _joined(parts: list[str]) -> str:
-    return parts[0] if len(parts) == 1 else ", ".join(parts[:-1]) + " and " + parts[-1]
 
 
 def _may_not_borrow(job: Job) -> str:

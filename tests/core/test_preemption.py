@@ -33,7 +33,7 @@ from scheduler_app.core.preemption import (
     victim_pool,
     victim_sort_key,
 )
-from scheduler_app.core.types import SchedulerConfig
+from scheduler_app.core.types import SchedulerConfig, join_words
 from tests.core.builders import candidate, cluster, job, load, used
 
 NOW = 10_000
@@ -810,3 +810,13 @@ def test_a_set_across_pods_wins_when_its_victims_come_from_teams_further_over():
     loads["team-s"] = load("team-s", 8, 32)
     plan = select_victims(cap, head, cands, loads, NOW, config=CFG)
     assert plan is not None and sorted(v.job_id for v in plan.victims) == ["l-1", "l-2"]
+
+
+@pytest.mark.parametrize(("items", "words"), [
+    ([], ""), (["a"], "a"), (["a", "b"], "a and b"), (["a", "b", "c"], "a, b and c"),
+    (["j-1", "j-2", "j-3", "j-4"], "j-1, j-2, j-3 and j-4"),
+])
+def test_a_list_in_an_explanation_reads_as_a_sentence(items: list[str], words: str) -> None:
+    """One helper for the core's explanations and the selectors' sentences (three copies
+    until 2026-12-07, two of which raised on an empty list)."""
+    assert join_words(items) == words
