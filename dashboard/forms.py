@@ -26,6 +26,7 @@ from scheduler_app.services.jobs import (
     never_fits_field,
     over_team_max_runtime,
     parse_dependencies,
+    team_default,
     validate_job_spec,
 )
 from scheduler_app.sim.whatif import MAX_HOURS, WhatIfError, check_hours
@@ -247,7 +248,23 @@ def interactive_help(slice_gpus: int) -> str:
             "outside it and may be preempted like any job.")
 
 
+class SlottedBoundField(forms.BoundField):
+    """A field whose input is described by its help and by its error slot as the
+    template writes them (``partials/field.html``: ``err-<name>``). Django's own
+    ``aria-describedby`` named ``id_<name>_error``, which no element has, so a screen
+    reader never read the error (a team lead's session, 2026-12-07). The slot is named
+    whether or not it holds an error now: the live check fills it in place."""
+
+    @property
+    def aria_describedby(self) -> str | None:
+        if self.field.widget.attrs.get("aria-describedby") or self.is_hidden:
+            return None
+        ids = [f"{self.auto_id}_helptext"] if self.help_text and self.auto_id else []
+        return " ".join([*ids, f"err-{self.name}"])
+
+
 class JobForm(forms.Form):
+    bound_field_class = SlottedBoundField
     tenant = forms.ModelChoiceField(queryset=Tenant.objects.none(), label="Team",
                                     empty_label=None)
     name = forms.CharField(label="Name", required=False, max_length=200,
@@ -316,11 +333,13 @@ class JobForm(forms.Form):
     form_key = forms.CharField(widget=RestoredKeyInput, required=False, max_length=128)
 
     def __init__(self, *args: Any, tenants: Any, gpu_types: list[str],
-                 sees: Any = None, **kwargs: Any):
+                 sees: Any = None, owner_id: int | None = None, **kwargs: Any):
         """``sees(tenant_id, owner_id)``: whether the submitter may see a job (the jobs
-        it waits for must be theirs to see); None: not checked here."""
+        it waits for must be theirs to see); None: not checked here. ``owner_id``: who
+        submits (the team's per-user cap applies to them)."""
         super().__init__(*args, **kwargs)
         self.sees = sees
+        self.owner_id = owner_id
         self.fields["tenant"].queryset = tenants
         self.fields["gpu_type"].choices = [("", "Any")] + [(t, t) for t in gpu_types]
         self.fields["interactive"].help_text = interactive_help(
@@ -409,8 +428,16 @@ class JobForm(forms.Form):
         shape = {"tenant", "gpus", "gpus_per_node", "min_gpus", "gpu_type"}
         if tenant is None or shape & set(self.errors):
             return data
-        job = Job(tenant=tenant, gpus=spec["gpus"], min_gpus=spec["min_gpus"],
-                  gpus_per_node=spec["gpus_per_node"], gpu_type=spec["gpu_type"])
+        # the job as the services admit it (_new_jobs): whether it may borrow depends on
+        # its checkpointing, preemptible flag and limit (the team's default filling in a
+        # missing one), and the per-user cap on its owner. With the shape alone, every job
+        # larger than its team's guarantee was refused here, checkpointable or not, while
+        # the API admitted it (2026-12-07).
+        job = Job(tenant=tenant, owner_id=self.owner_id, gpus=spec["gpus"],
+                  min_gpus=spec["min_gpus"], gpus_per_node=spec["gpus_per_node"],
+                  gpu_type=spec["gpu_type"], checkpointable=spec["checkpointable"],
+                  preemptible=spec["preemptible"], max_runtime_s=spec["max_runtime_s"],
+                  **team_default(spec, tenant))
         why = never_fits(job, tenant)
         if why:
             self.add_error(never_fits_field(why, spec), f"This job can never run: it {why}.")
@@ -506,6 +533,8 @@ class WhatIfForm(forms.Form):
     own words (``whatif_runs.problems``: ``sim.whatif.apply_changes``), each at its box
     and every bad one at once, so the page and the command refuse the same things and a
     typo never becomes a failed run."""
+
+    bound_field_class = SlottedBoundField
 
     set_quota = forms.CharField(required=False, widget=forms.Textarea(attrs={"rows": 2}),
                                 label="Set quota",

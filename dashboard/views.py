@@ -514,7 +514,8 @@ def _submit_tenants(v: sel.Viewer) -> Any:
 def _job_form(request: HttpRequest, tenants: Any) -> JobForm:
     types = sel.gpu_types()
     data = request.POST if request.method == "POST" else None
-    form = JobForm(data, tenants=tenants, gpu_types=types, sees=viewer(request).sees_job)
+    form = JobForm(data, tenants=tenants, gpu_types=types, sees=viewer(request).sees_job,
+                   owner_id=request.user.pk)
     if data is None and request.GET.get("team"):
         chosen = tenants.filter(name=request.GET["team"]).first()
         if chosen is not None:
@@ -559,6 +560,12 @@ def job_cancel_view(request: HttpRequest, pk: int) -> HttpResponse:
             job_cancel(job_id=job.pk, actor_name=request.user.get_username(),
                        why=f"cancelled from the dashboard by {request.user.get_username()}")
         except ServiceError as error:
+            if getattr(error, "from_state", None) in FINAL:
+                # a second tab, or a job that ended meanwhile: said plainly, not as the
+                # state machine's "illegal transition CANCELLED -> CANCELLED"
+                messages.info(request, f"Job #{job.pk} had already ended "
+                                       f"({error.from_state}): there is nothing to cancel.")
+                return redirect("dashboard:job", pk=job.pk)
             # the services' message names the job too ("job 65: illegal transition ...")
             why = str(error).removeprefix(f"job {job.pk}: ")
             messages.error(request, f"Job #{job.pk} was not cancelled: {why}.")

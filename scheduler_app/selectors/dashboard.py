@@ -43,6 +43,7 @@ from scheduler_app.models import (
 )
 
 from .jobs import job_history, job_queue_position, queue_order, run_started_at
+from .leader import last_move_at
 from .preemption_loss import LOSS_REASONS, StopLoss, stop_loss
 from .redaction import OtherJobs
 from .why import why_pending
@@ -268,6 +269,7 @@ class JobRow:
     alloc: dict[str, list[int]]
     preemption: Preemption | None
     estimate_basis: str = ""  # as the viewer may read it
+    placed_at: datetime | None = None  # when its current run was placed (holding jobs)
 
     @property
     def pending_sentence(self) -> str:
@@ -275,7 +277,7 @@ class JobRow:
 
     @property
     def ends_by(self) -> datetime | None:
-        return ends_by(self.job)
+        return ends_by(self.job, self.placed_at)
 
 
 def granted_grace(job: Job) -> tuple[int, bool]:
@@ -291,20 +293,29 @@ def granted_grace(job: Job) -> tuple[int, bool]:
             bool(declared) and declared > config.max_grace_period_s)
 
 
-def ends_by(job: Job) -> datetime | None:
-    """When a started job stops at the latest: its start plus its declared time limit
-    (None: not started, or no limit)."""
+def ends_by(job: Job, placed_at: datetime | None) -> datetime | None:
+    """When a started job stops at the latest: its run's placement plus its declared time
+    limit, as the scheduler counts it (``TimeLimit``, and the plans on the cluster page).
+    None: not started, or no limit. From ``started_at`` (the agent's confirmation), it
+    said a few seconds later than the plans did (a team lead's session, 2026-12-07)."""
     if job.started_at is None or not job.max_runtime_s:
         return None
-    return job.started_at + timedelta(seconds=job.max_runtime_s)
+    return (placed_at or job.started_at) + timedelta(seconds=job.max_runtime_s)
+
+
+def placed_at(history: Sequence[Transition]) -> datetime | None:
+    """When the job's latest run was placed: its last move into PLACING (from the log)."""
+    return next((row.at for row in reversed(history)
+                 if row.to_state == S.PLACING and row.from_state != S.PLACING), None)
 
 
 def job_rows(jobs: Sequence[Job], *, viewer: Viewer) -> list[JobRow]:
-    """Rows for a page of jobs: six queries at most, whatever the page holds."""
+    """Rows for a page of jobs: seven queries at most, whatever the page holds."""
     positions = queue_positions(jobs)
     allocs = open_allocations(j.pk for j in jobs if j.state in _HOLDING)
     others = viewer.others().learn(texts=[j.estimate_basis for j in jobs if j.estimate_basis])
     preemptions = last_preemptions(jobs, others)
+    placed = last_move_at(S.PLACING, sorted(allocs)) if allocs else {}
     return [
         JobRow(
             job=j,
@@ -312,6 +323,7 @@ def job_rows(jobs: Sequence[Job], *, viewer: Viewer) -> list[JobRow]:
             alloc=allocs.get(j.pk, {}),
             preemption=preemptions.get(j.pk),
             estimate_basis=others.text(j.estimate_basis),
+            placed_at=placed.get(j.pk),
         )
         for j in jobs
     ]
@@ -353,7 +365,7 @@ class JobDetail:
 
     @property
     def ends_by(self) -> datetime | None:
-        return ends_by(self.job)
+        return ends_by(self.job, placed_at(self.history))
 
     @property
     def grace(self) -> tuple[int, bool]:

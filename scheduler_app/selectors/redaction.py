@@ -19,6 +19,7 @@ import re
 from collections.abc import Callable, Iterable
 from typing import Any
 
+from scheduler_app.core.types import join_words
 from scheduler_app.models import Job
 
 #: "may the viewer see a job of this tenant, owned by this user?" (tenant id, owner id)
@@ -27,8 +28,10 @@ Sees = Callable[[int, int | None], bool]
 #: Job ids in the core's sentences: after these words ("when 42 reaches", "when 42 and 7
 #: reach", "to start 42 (", "evicted 17, 18 and 19,", "kept 20:", "next best: 21 and 22",
 #: "job 6: protected") but not "when 42 and 3 other jobs" (a count) nor the "0" of
-#: "0.7 GPU-hours"; and a weighed candidate's "17: ..." at the start of its sentence.
-_ID = r"\d+(?![\d.])"
+#: "0.7 GPU-hours" nor the "2" of "2 jobs of team X" (a count the redaction writes: the
+#: dashboard made it "next best: job #2 jobs of team X", a real job's number, until
+#: 2026-12-07); and a weighed candidate's "17: ..." at the start of its sentence.
+_ID = r"\d+(?![\d.])(?! jobs\b)"
 JOB_ID_LISTS = re.compile(rf"\b(when|start|evicted|killed|kept|best:|job) ({_ID}(?:, {_ID})*"
                           rf"(?: and {_ID}(?! other))?)")
 _LEADING = re.compile(r"^(\d+)(?=: )")
@@ -91,7 +94,7 @@ class OtherJobs:
             if len(set(names)) < len(names):
                 # "a job of team infra and a job of team infra" read as a slip: "2 jobs
                 # of team infra" (a pipeline author's session, 2026-12-07)
-                return f"{word} {_join(_counted(names))}"
+                return f"{word} {join_words(_counted(names))}"
             said = JOB_ID.sub(lambda n: str(self._say(n.group(0))), ids)
             if word == "job" and said != ids and JOB_ID.fullmatch(ids):
                 return said  # "job 17" -> "a job of team X", not "job a job of ..."
@@ -136,10 +139,6 @@ def _counted(names: list[str]) -> list[str]:
         counts[name] = counts.get(name, 0) + 1
     return [name if n == 1 else f"{n} jobs{name[len('a job'):]}" if name.startswith("a job")
             else name for name, n in counts.items()]
-
-
-def _join(items: list[str]) -> str:
-    return items[0] if len(items) == 1 else ", ".join(items[:-1]) + " and " + items[-1]
 
 
 def _as_id(value: Any) -> int | None:

@@ -217,13 +217,20 @@ def test_jobs_sort_by_queue_position_and_filters_apply_on_change(world: World):
 
 
 def test_a_running_job_says_when_it_ends_at_the_latest(world: World):
+    """Its limit counts from the run's placement, as the scheduler's TimeLimit and the
+    cluster page's plans count it: from started_at (the agent's confirmation, seconds
+    later) the list and the plans disagreed (a team lead's session, 2026-12-07)."""
     job = world.jobs["second"]
     job.refresh_from_db()
-    ends = job.started_at + timedelta(seconds=job.max_runtime_s)
+    placed = Transition.objects.filter(job=job, to_state=JobState.PLACING).latest("id").at
+    job.started_at = placed + timedelta(seconds=7)  # an agent that took 7 s to confirm
+    job.save(update_fields=["started_at"])
+    ends = placed + timedelta(seconds=job.max_runtime_s)
     listing = world.client("researcher").get("/jobs/").content.decode()
     assert f'<span class="ends-by">{words.clock(ends)}</span> at the latest' in listing
-    assert 'id="job-ends-by"' in world.client("researcher").get(
-        f"/jobs/{job.pk}/").content.decode()
+    page = world.client("researcher").get(f"/jobs/{job.pk}/").content.decode()
+    shown = re.search(r'id="job-ends-by">(.*?)</dd>', page, re.S).group(1)
+    assert words.clock(ends) in shown
 
 
 def test_the_form_refuses_an_empty_command(world: World):

@@ -113,6 +113,11 @@ def test_core_sentences_get_clock_times_and_job_numbers():
     assert '<time datetime="2026-01-05T14:20:00+00:00">' in html
     assert "when jobs #42 and #7 reach" in html and "(16 GPUs)" in html
     assert "&lt;b&gt;" in words.core_sentence("<b>")  # escaped
+    # the redaction's counts are not job numbers ("next best: job #2 jobs of team X")
+    counted = words.core_sentence("evicted 5; next best: 2 jobs of team pretrain (0.14 "
+                                  "GPU-hours), when 3 jobs of team rl and 9 reach their limits")
+    assert "evicted job #5" in counted and "next best: 2 jobs of team pretrain" in counted
+    assert "when 3 jobs of team rl" in counted and "#2" not in counted and "#3" not in counted
     assert words.gpu_ranges([0, 1, 2, 3, 6]) == "GPUs 0-3,6"
     assert words.duration(5400) == "1 h 30 min" and words.duration(None) == "no limit"
     assert words.alloc_words({f"n{i}": [0, 1] for i in range(5)}) == "5 nodes, n0 to n4 (10 GPUs)"
