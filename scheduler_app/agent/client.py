@@ -45,6 +45,12 @@ class ApiUnavailable(ApiError):
         self.retry_after_s = retry_after_s
 
 
+def _with_run(body: dict[str, Any], run: str | None) -> dict[str, Any] | None:
+    if run is not None:
+        body["run"] = run
+    return body or None
+
+
 def api_base(url: str) -> str:
     """``http://host:8000`` or ``http://host:8000/api/v1/`` -> ``http://host:8000/api/v1``."""
     base = url.rstrip("/")
@@ -73,23 +79,26 @@ class ApiClient:
     def assignments(self) -> dict[str, Any]:
         return self.call("GET", "/agent/assignments/")
 
-    def confirm_start(self, job_id: int) -> dict[str, Any]:
-        return self.call("POST", f"/agent/jobs/{job_id}/start/")
+    # each report names its run (the start item's key) when it is known: a report of an
+    # earlier run, delivered late, is refused (409 stale_run) rather than moving the next
+    def confirm_start(self, job_id: int, *, run: str | None = None) -> dict[str, Any]:
+        return self.call("POST", f"/agent/jobs/{job_id}/start/", _with_run({}, run))
 
     def report_checkpoint(self, job_id: int, *, resume_pointer: str,
-                          checkpoint_at: str | None = None) -> dict[str, Any]:
+                          checkpoint_at: str | None = None,
+                          run: str | None = None) -> dict[str, Any]:
         body: dict[str, Any] = {"resume_pointer": resume_pointer}
         if checkpoint_at:
             body["checkpoint_at"] = checkpoint_at
-        return self.call("POST", f"/agent/jobs/{job_id}/checkpoint/", body)
+        return self.call("POST", f"/agent/jobs/{job_id}/checkpoint/", _with_run(body, run))
 
-    def ack_preempt(self, job_id: int) -> dict[str, Any]:
-        return self.call("POST", f"/agent/jobs/{job_id}/preempt-ack/")
+    def ack_preempt(self, job_id: int, *, run: str | None = None) -> dict[str, Any]:
+        return self.call("POST", f"/agent/jobs/{job_id}/preempt-ack/", _with_run({}, run))
 
-    def report_exit(self, job_id: int, *, outcome: str,
-                    exit_code: int | None = None) -> dict[str, Any]:
+    def report_exit(self, job_id: int, *, outcome: str, exit_code: int | None = None,
+                    run: str | None = None) -> dict[str, Any]:
         return self.call("POST", f"/agent/jobs/{job_id}/exit/",
-                         {"outcome": outcome, "exit_code": exit_code})
+                         _with_run({"outcome": outcome, "exit_code": exit_code}, run))
 
     def push_log(self, job_id: int, *, stdout: str, stderr: str) -> dict[str, Any]:
         return self.call("POST", f"/agent/jobs/{job_id}/log/",

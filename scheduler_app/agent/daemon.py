@@ -70,12 +70,13 @@ class AgentApi(Protocol):
                  rail: int = 0) -> dict[str, Any]: ...
     def heartbeat(self) -> dict[str, Any]: ...
     def assignments(self) -> dict[str, Any]: ...
-    def confirm_start(self, job_id: int) -> dict[str, Any]: ...
+    def confirm_start(self, job_id: int, *, run: str | None = None) -> dict[str, Any]: ...
     def report_checkpoint(self, job_id: int, *, resume_pointer: str,
-                          checkpoint_at: str | None = None) -> dict[str, Any]: ...
-    def ack_preempt(self, job_id: int) -> dict[str, Any]: ...
-    def report_exit(self, job_id: int, *, outcome: str,
-                    exit_code: int | None = None) -> dict[str, Any]: ...
+                          checkpoint_at: str | None = None,
+                          run: str | None = None) -> dict[str, Any]: ...
+    def ack_preempt(self, job_id: int, *, run: str | None = None) -> dict[str, Any]: ...
+    def report_exit(self, job_id: int, *, outcome: str, exit_code: int | None = None,
+                    run: str | None = None) -> dict[str, Any]: ...
     def push_log(self, job_id: int, *, stdout: str, stderr: str) -> dict[str, Any]: ...
 
 
@@ -297,8 +298,8 @@ class NodeAgent:
             self.do_register(node)
         elif node.get("health") == "down" and not self.warned_down:
             log.warning("node %s is down (an operator's decision: the agent stays out of "
-                        "it; restart the agent or mark the node up to come back)",
-                        self.config.node)
+                        "it, and registering again keeps it down; an operator marks the "
+                        "node up to bring it back)", self.config.node)
             self.warned_down = True
         if node.get("health") != "down":
             self.warned_down = False
@@ -523,16 +524,20 @@ class NodeAgent:
 
     def send(self, run: Run, op: dict[str, Any]) -> None:
         kind = op["op"]
+        # every report names the placement it is about: one of an earlier run, delivered
+        # once the job is placed here again, is refused instead of moving the new run
+        key = run.placement
         if kind == "start":
-            self.api.confirm_start(run.job_id)
+            self.api.confirm_start(run.job_id, run=key)
             run.confirmed = True
         elif kind == "checkpoint":
             self.api.report_checkpoint(run.job_id, resume_pointer=op["pointer"],
-                                       checkpoint_at=op.get("at"))
+                                       checkpoint_at=op.get("at"), run=key)
         elif kind == "ack":
-            self.api.ack_preempt(run.job_id)
+            self.api.ack_preempt(run.job_id, run=key)
         elif kind == "exit":
-            self.api.report_exit(run.job_id, outcome=op["outcome"], exit_code=op["exit_code"])
+            self.api.report_exit(run.job_id, outcome=op["outcome"], exit_code=op["exit_code"],
+                                 run=key)
             log.info("job %s: reported %s (exit code %s)", run.job_id, op["outcome"],
                      op["exit_code"])
         else:

@@ -192,15 +192,30 @@ def _moved(job: Job, row: Any) -> Response:
                      "transition": TransitionOut(row).data}, headers=headers)
 
 
+def _run_field() -> serializers.DateTimeField:
+    return serializers.DateTimeField(
+        required=False, allow_null=True, default=None,
+        help_text="The placement this report is about: the start item's run. Optional; "
+                  "given, a report of an earlier run of the job is refused (409 stale_run) "
+                  "instead of moving the run placed since.")
+
+
+class RunIn(serializers.Serializer):
+    run = _run_field()
+
+
 class AgentConfirmStart(APIView):
     permission_classes = [access.IsAgent]
 
     @extend_schema(operation_id="agent_confirm_start",
                    summary="The job started on this node (PLACING -> RUNNING)",
-                   description=GANG_NOTE, request=None, responses={200: AgentJobOut})
+                   description=GANG_NOTE, request=RunIn, responses={200: AgentJobOut})
     def post(self, request: Request, pk: int) -> Response:
         job = _job(pk)
-        return _moved(job, agent_confirm_start(node=request.user.node, job=job))
+        data = RunIn(data=request.data)
+        data.is_valid(raise_exception=True)
+        return _moved(job, agent_confirm_start(node=request.user.node, job=job,
+                                               run=data.validated_data["run"]))
 
 
 class CheckpointIn(serializers.Serializer):
@@ -210,6 +225,7 @@ class CheckpointIn(serializers.Serializer):
         required=False, allow_null=True, default=None,
         help_text="When the checkpoint was taken (default: now). Not in the future, not "
                   "before the run started.")
+    run = _run_field()
 
 
 class AgentCheckpoint(APIView):
@@ -226,6 +242,7 @@ class AgentCheckpoint(APIView):
             node=request.user.node, job=job,
             resume_pointer=data.validated_data["resume_pointer"],
             checkpoint_at=data.validated_data["checkpoint_at"],
+            run=data.validated_data["run"],
         )
         return _moved(job, row)
 
@@ -236,10 +253,13 @@ class AgentAckPreempt(APIView):
     @extend_schema(operation_id="agent_ack_preempt",
                    summary="The job is checkpointing before it stops "
                            "(PREEMPT_REQUESTED -> CHECKPOINTING)",
-                   description=GANG_NOTE, request=None, responses={200: AgentJobOut})
+                   description=GANG_NOTE, request=RunIn, responses={200: AgentJobOut})
     def post(self, request: Request, pk: int) -> Response:
         job = _job(pk)
-        return _moved(job, agent_ack_preempt(node=request.user.node, job=job))
+        data = RunIn(data=request.data)
+        data.is_valid(raise_exception=True)
+        return _moved(job, agent_ack_preempt(node=request.user.node, job=job,
+                                             run=data.validated_data["run"]))
 
 
 class ExitIn(serializers.Serializer):
@@ -249,6 +269,7 @@ class ExitIn(serializers.Serializer):
                   "checkpointing, as asked).")
     exit_code = StrictIntegerField(required=False, allow_null=True, default=None,
                                          min_value=-255, max_value=255)
+    run = _run_field()
 
 
 class AgentExit(APIView):
@@ -264,5 +285,6 @@ class AgentExit(APIView):
         data.is_valid(raise_exception=True)
         row = agent_report_exit(node=request.user.node, job=job,
                                 outcome=data.validated_data["outcome"],
-                                exit_code=data.validated_data["exit_code"])
+                                exit_code=data.validated_data["exit_code"],
+                                run=data.validated_data["run"])
         return _moved(job, row)

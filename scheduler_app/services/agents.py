@@ -38,6 +38,7 @@ from scheduler_app.core.types import Actor, NodeHealth
 from scheduler_app.models import Allocation, Job, Node, Pod, Transition
 
 from .errors import Conflict, Forbidden, Invalid, NotFound
+from .jobs import UNPRINTABLE_WORDS, unprintable
 from .transitions import append_cluster_row, append_lock, apply_locked, now_s
 
 S = JobState
@@ -89,14 +90,19 @@ def agent_register(
     at: datetime | None = None,
     operator: str | None = None,
 ) -> Node:
-    """Create the node, or update a known one, and count this as its first heartbeat.
-    ``operator``: the name of the operator registering it, who the log then names
-    (default: the node's own agent).
+    """Create the node, or update a known one; an agent's registration counts as its
+    heartbeat. ``operator``: the name of the operator registering it, who the log then
+    names (default: the node's own agent). An operator's registration is not a heartbeat:
+    it set one, and a node no agent ran was placed on and marked down 30 s later, its jobs
+    requeued (an agent author's session, 2026-12-07); a node that never heartbeat is
+    exempt from the timeout until its agent calls.
 
     A new node is logged (action ``register``, from null to healthy). A known node whose
-    shape changes (pod, GPUs, GPU type, rail) is logged too, and refused (Conflict) while
-    jobs hold GPUs on it. A down node that registers again comes up (action ``up``). A
-    draining node stays draining: the drain is an operator's decision.
+    shape changes (pod, GPUs, GPU type, rail) is logged too, and refused (Conflict, naming
+    the first field that changed) while jobs hold GPUs on it. A down node that registers
+    again comes up (action ``up``), unless an operator marked it down: an agent does not
+    fight the operator (it brought such a node up until 2026-12-07). A draining node stays
+    draining: the drain is an operator's decision too.
     """
     _check_registration(name=name, pod=pod, gpus=gpus, gpu_type=gpu_type, rail=rail)
     _check_gpu_type_case(gpu_type)
@@ -111,7 +117,8 @@ def agent_register(
             _check_new_node_name(name)
             node = Node.objects.create(
                 name=name, pod=pod_row, rail=rail, gpu_type=gpu_type, gpu_count=gpus,
-                free_gpus=gpus, health=NodeHealth.HEALTHY.value, last_heartbeat=at,
+                free_gpus=gpus, health=NodeHealth.HEALTHY.value,
+                last_heartbeat=at if operator is None else None,
             )
             _log_node(node, None, NodeHealth.HEALTHY.value, "register", at,
                       before={}, after={"health": node.health, **shape}, operator=operator)
@@ -122,12 +129,15 @@ def agent_register(
         }
         old_health = node.health
         new_health = NodeHealth.HEALTHY.value if old_health == NodeHealth.DOWN else old_health
+        if old_health == NodeHealth.DOWN and operator is None and _downed_by_operator(node):
+            new_health = old_health
         if old_shape != shape:
             if Allocation.objects.filter(node=node, end__isnull=True).exists():
+                changed = next(key for key in shape if shape[key] != old_shape[key])
                 raise Conflict(
                     f"node {name} holds GPUs of running jobs: its shape cannot change "
                     f"({old_shape} -> {shape}); drain it and wait for them to finish",
-                    field="gpus", code="node_busy",
+                    field=changed, code="node_busy",
                 )
             node.pod, node.rail, node.gpu_type = pod_row, rail, gpu_type
             node.gpu_count = node.free_gpus = gpus
@@ -137,13 +147,22 @@ def agent_register(
         else:
             action = ""
         node.health = new_health
-        node.last_heartbeat = at
+        if operator is None:
+            node.last_heartbeat = at
         if action:
             _log_node(node, old_health, new_health, action, at,
                       before={"health": old_health, **old_shape},
                       after={"health": new_health, **shape}, operator=operator)
         node.save()
         return node
+
+
+def _downed_by_operator(node: Node) -> bool:
+    """Did an operator mark the (down) node down, rather than the heartbeat timeout?"""
+    row = (Transition.objects.filter(kind=Transition.Kind.NODE, node=node,
+                                     to_state=NodeHealth.DOWN.value)
+           .order_by("-id").only("actor").first())
+    return row is not None and row.actor == Actor.OPERATOR
 
 
 def agent_heartbeat(*, node: Node, at: datetime | None = None) -> Node:
@@ -158,13 +177,17 @@ def agent_heartbeat(*, node: Node, at: datetime | None = None) -> Node:
     return node
 
 
-def agent_confirm_start(*, node: Node, job: Job, at: datetime | None = None) -> Transition:
+def agent_confirm_start(*, node: Node, job: Job, at: datetime | None = None,
+                        run: datetime | None = None) -> Transition:
     """The job's processes are up on this node: PLACING -> RUNNING (Started).
 
     Another node of the gang (or this one, retrying) confirming a job that is RUNNING
-    already, or being preempted, gets the Started row of the run back: nothing written."""
+    already, or being preempted, gets the Started row of the run back: nothing written.
+    ``run``: the placement the report is about (every report takes it: see
+    :func:`_check_run`)."""
     return _agent_move(node, job, {S.PLACING: (S.RUNNING, Reason.STARTED)}, "confirm the start",
-                       at=at, already=(frozenset({S.RUNNING, *STOPPING}), Reason.STARTED))
+                       at=at, already=(frozenset({S.RUNNING, *STOPPING}), Reason.STARTED),
+                       run=run)
 
 
 def agent_report_checkpoint(
@@ -173,6 +196,7 @@ def agent_report_checkpoint(
     job: Job,
     resume_pointer: str,
     checkpoint_at: datetime | None = None,
+    run: datetime | None = None,
 ) -> Transition:
     """A checkpoint was written at ``checkpoint_at`` (default now): the self-transition
     Checkpointed records its time and the resume pointer a restart will use.
@@ -187,6 +211,11 @@ def agent_report_checkpoint(
     if not isinstance(resume_pointer, str) or not resume_pointer or len(resume_pointer) > 512:
         raise Invalid("A resume pointer of 1 to 512 characters is needed.",
                       field="resume_pointer")
+    if unprintable(resume_pointer):
+        # it is handed to the next run as SCHED_RESUME_POINTER and printed by gpuq and the
+        # dashboard: "a\nb" was stored (an agent author's session, 2026-12-07)
+        raise Invalid(f"A resume pointer is {UNPRINTABLE_WORDS}.", field="resume_pointer",
+                      code="unprintable")
     now = now_s()
     if checkpoint_at is not None and checkpoint_at > now + CLOCK_SKEW:
         raise Invalid(
@@ -200,7 +229,7 @@ def agent_report_checkpoint(
                                                     S.CHECKPOINTING)}
     return _agent_move(node, job, moves, "report a checkpoint", at=checkpoint_at,
                        detail={"resume_pointer": resume_pointer}, check=_check_checkpoint_time,
-                       same=lambda locked: _same_checkpoint(locked, resume_pointer))
+                       same=lambda locked: _same_checkpoint(locked, resume_pointer), run=run)
 
 
 def _same_checkpoint(job: Job, resume_pointer: str) -> Transition | None:
@@ -213,7 +242,8 @@ def _same_checkpoint(job: Job, resume_pointer: str) -> Transition | None:
             .order_by("-id").first())
 
 
-def agent_ack_preempt(*, node: Node, job: Job, at: datetime | None = None) -> Transition:
+def agent_ack_preempt(*, node: Node, job: Job, at: datetime | None = None,
+                      run: datetime | None = None) -> Transition:
     """The job heard the preemption request and is writing its checkpoint:
     PREEMPT_REQUESTED -> CHECKPOINTING (CheckpointStarted).
 
@@ -221,7 +251,8 @@ def agent_ack_preempt(*, node: Node, job: Job, at: datetime | None = None) -> Tr
     CheckpointStarted row back: nothing written."""
     moves = {S.PREEMPT_REQUESTED: (S.CHECKPOINTING, Reason.CHECKPOINT_STARTED)}
     return _agent_move(node, job, moves, "acknowledge a preemption", at=at,
-                       already=(frozenset({S.CHECKPOINTING}), Reason.CHECKPOINT_STARTED))
+                       already=(frozenset({S.CHECKPOINTING}), Reason.CHECKPOINT_STARTED),
+                       run=run)
 
 
 def agent_report_exit(
@@ -231,6 +262,7 @@ def agent_report_exit(
     outcome: str,
     exit_code: int | None = None,
     at: datetime | None = None,
+    run: datetime | None = None,
 ) -> Transition:
     """The job's processes exited. ``outcome``: ``completed`` (-> COMPLETED), ``failed``
     (-> FAILED ExitFailed), ``preempted`` (it stopped because it was asked to: after its
@@ -245,9 +277,14 @@ def agent_report_exit(
         raise Invalid(f"outcome must be one of {', '.join(EXITS)}", field="outcome")
     if exit_code is not None and (isinstance(exit_code, bool) or not isinstance(exit_code, int)):
         raise Invalid("exit_code must be an integer", field="exit_code")
+    if outcome == "completed" and exit_code not in (None, 0):
+        # a job that exited non-zero did not complete: its afterok dependents would run on
+        # its word (accepted, and the job COMPLETED with exit code 3, until 2026-12-07)
+        raise Invalid(f"A completed job exits 0, not {exit_code}: report outcome failed "
+                      "for a non-zero exit.", field="exit_code", code="exit_code_outcome")
     detail = {} if exit_code is None else {"exit_code": exit_code}
     return _agent_move(node, job, EXITS[outcome], f"report a {outcome} exit", at=at,
-                       detail=detail, ended=True)
+                       detail=detail, ended=True, run=run)
 
 
 def _agent_move(
@@ -262,6 +299,7 @@ def _agent_move(
     ended: bool = False,
     check: Callable[[Job, datetime], None] | None = None,
     same: Callable[[Job], Transition | None] | None = None,
+    run: datetime | None = None,
 ) -> Transition:
     """Apply the move ``moves`` allows from the job's state, as ``node``'s agent.
 
@@ -279,6 +317,8 @@ def _agent_move(
         if locked is None:
             raise NotFound(f"job {job.pk} does not exist", field="job")
         holds_here = Allocation.objects.filter(job=locked, node=node, end__isnull=True).exists()
+        if run is not None:
+            _check_run(node, locked, run)  # before any replay: not the new run's row
         state = S(locked.state)
         if holds_here and already is not None and state in already[0]:
             done = _latest_row(locked, already[1])
@@ -311,6 +351,23 @@ def _agent_move(
         )
     job.state = locked.state
     return row
+
+
+def _check_run(node: Node, job: Job, run: datetime) -> None:
+    """A report names the placement it is about (``run``: the ``start`` item's key, the
+    instant the run was placed). A report of an earlier run that arrives once the job is
+    placed here again (an agent's queued exit, delivered after the node was marked down
+    and the job put back on it) would otherwise move the new run: it failed a run before
+    it started (an agent author's session, 2026-12-07). Conflict ``stale_run``, nothing
+    written. A job never placed here is the caller's to refuse (``_check_own``)."""
+    here = Allocation.objects.filter(job=job, node=node).order_by("-id").first()
+    if here is None or here.start == run:
+        return
+    raise Conflict(
+        f"job {job.pk}: this report is about its run placed at {run.isoformat()}; its "
+        f"latest run on node {node.name} was placed at {here.start.isoformat()}: drop the "
+        "report, and stop the earlier run's processes if they still run",
+        field="run", code="stale_run")
 
 
 def is_replayed(row: Transition) -> bool:

@@ -21,6 +21,7 @@ Node health moves (anything else raises Conflict and writes nothing):
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Mapping
 from datetime import datetime, timedelta
 from typing import Any
@@ -37,6 +38,7 @@ from .jobs import UNPRINTABLE_WORDS, unprintable
 from .transitions import append_cluster_row, append_lock, now_s
 
 H = NodeHealth
+log = logging.getLogger(__name__)
 
 #: action -> (health it may start from, health it leads to)
 NODE_MOVES: dict[str, tuple[frozenset[NodeHealth], NodeHealth]] = {
@@ -197,13 +199,31 @@ def nodes_mark_silent_down(
 
     Nodes that never sent a heartbeat (``last_heartbeat`` null: seeded, or not run by an
     agent) are exempt. One log row per node, all in one transaction.
+
+    When every node that heartbeats (two or more) went silent at once, none is marked
+    down: what failed is more likely the path from the agents to the database (the web
+    API down, a proxy, the network in front of it) than every node together, and marking
+    them down requeued every running job, a lost run each for the jobs that cannot
+    checkpoint (an agent author's session, 2026-12-07: the web server stopped for 45 s).
+    Kubernetes' node lifecycle controller stops evicting in a full disruption likewise.
+    The leader logs a warning each tick it holds off; the nodes are marked down once some
+    of them heartbeat again while the others stay silent.
     """
     cutoff = now - timedelta(seconds=timeout_s)
-    stale = Node.objects.filter(last_heartbeat__isnull=False, last_heartbeat__lt=cutoff).exclude(
-        health=H.DOWN
-    )
+    tracked = Node.objects.filter(last_heartbeat__isnull=False).exclude(health=H.DOWN)
+    stale = tracked.filter(last_heartbeat__lt=cutoff)
     if not stale.exists():
         return []  # the usual case: no lock taken
+    silent_n, tracked_n = stale.count(), tracked.count()
+    if tracked_n >= 2 and silent_n == tracked_n:
+        log.warning(
+            "all %d nodes that heartbeat are silent (the latest heartbeat %s s ago, timeout "
+            "%s s): none is marked down, since the agents' path to the API is the likelier "
+            "failure; check the web servers and the network in front of them",
+            tracked_n, int((now - max(n for n in tracked.values_list("last_heartbeat",
+                                                                         flat=True))
+                            ).total_seconds()), timeout_s)
+        return []
     # the log's append lock before the row locks, as the leader takes them (no deadlock)
     with transaction.atomic(durable=True), append_lock():
         silent = list(stale.select_for_update().order_by("name"))

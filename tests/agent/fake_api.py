@@ -45,6 +45,8 @@ class FakeApi:
         self.server_skew_s = 0.0
         self.logs: dict[int, dict[str, str]] = {}
         self.placements = 0
+        #: (report, job id, the run it named) of every report
+        self.reported_runs: list[tuple[str, int, str | None]] = []
 
     # ------------------------------------------------------------------ test controls
     def place(self, job_id: int, command: str, gpus: list[int], resume: str = "",
@@ -108,27 +110,39 @@ class FakeApi:
             raise ApiRefused(409, f"job_{job.state.lower()}", "job", f"job is {job.state}")
         return job
 
-    def confirm_start(self, job_id: int) -> dict[str, Any]:
+    def _run(self, name: str, job_id: int, run: str | None) -> None:
+        """The server's stale-run rule: a report naming another placement is a 409."""
+        self.reported_runs.append((name, job_id, run))
+        job = self.jobs.get(job_id)
+        if run is not None and job is not None and run != job.run:
+            raise ApiRefused(409, "stale_run", "run", f"report of {run}, job is at {job.run}")
+
+    def confirm_start(self, job_id: int, *, run: str | None = None) -> dict[str, Any]:
         self._enter("start", job_id)
+        self._run("start", job_id, run)
         self._job(job_id, {"PLACING"}).state = "RUNNING"
         return {}
 
     def report_checkpoint(self, job_id: int, *, resume_pointer: str,
-                          checkpoint_at: str | None = None) -> dict[str, Any]:
+                          checkpoint_at: str | None = None,
+                          run: str | None = None) -> dict[str, Any]:
         self._enter("checkpoint", job_id, resume_pointer)
+        self._run("checkpoint", job_id, run)
         job = self._job(job_id, HOLDING[1:])
         job.checkpoints.append((resume_pointer, checkpoint_at))
         job.resume_pointer = resume_pointer
         return {}
 
-    def ack_preempt(self, job_id: int) -> dict[str, Any]:
+    def ack_preempt(self, job_id: int, *, run: str | None = None) -> dict[str, Any]:
         self._enter("ack", job_id)
+        self._run("ack", job_id, run)
         self._job(job_id, {"PREEMPT_REQUESTED"}).state = "CHECKPOINTING"
         return {}
 
-    def report_exit(self, job_id: int, *, outcome: str,
-                    exit_code: int | None = None) -> dict[str, Any]:
+    def report_exit(self, job_id: int, *, outcome: str, exit_code: int | None = None,
+                    run: str | None = None) -> dict[str, Any]:
         self._enter("exit", job_id, outcome, exit_code)
+        self._run("exit", job_id, run)
         self._job(job_id, EXITS[outcome]).state = TO[outcome]
         return {}
 

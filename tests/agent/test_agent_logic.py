@@ -295,6 +295,34 @@ def test_a_job_placed_here_again_gets_a_new_run_and_the_old_one_is_killed(api, m
           what="the resume")
 
 
+def test_every_report_names_its_run_and_an_earlier_runs_queued_ones_are_dropped(
+        api, make_agent):
+    """An exit queued while the API was away, delivered once the job was placed here
+    again, failed the new run before it started with an agent that did not drop it
+    (an agent author's session, 2026-12-07). The reference agent drops the earlier run's
+    queued reports when the job is placed here again, and names its run in every report,
+    so that the server refuses any that slips through (409 stale_run: the API's tests)."""
+    api.place(12, demo("--steps", "1", "--step-seconds", "0.01"), gpus=[0])
+    agent = make_agent()
+    agent.step()  # starts and confirms it
+    first = agent.state.current(12)
+    api.unreachable = True
+    until(agent, lambda: not first.live, what="the first run's exit, the API away")
+    assert [op["op"] for op in first.outbox][-1] == "exit"
+    # meanwhile the node was marked down, the job requeued and placed here again
+    api.place(12, demo("--step-seconds", "0.05"), gpus=[1])
+    api.unreachable = False
+    until(agent, lambda: api.jobs[12].state == "RUNNING", what="the second run's start")
+    for _ in range(5):
+        agent.step()
+    assert api.jobs[12].state == "RUNNING" and agent.state.current(12).live
+    reports = [(name, run) for name, _job, run in api.reported_runs]
+    assert [r for r in reports if r[0] == "start"] == [("start", "placement-1"),
+                                                        ("start", "placement-2")]
+    # the first run's queued checkpoint and exit were dropped, and every report named its run
+    assert [r for r in reports if r[1] != "placement-2"] == [("start", "placement-1")]
+
+
 def test_reports_wait_for_the_api_and_go_out_in_order(api, make_agent):
     api.place(11, demo("--steps", "4", "--step-seconds", "0.05", "--checkpoint-every", "0.1"),
               gpus=[0])

@@ -96,9 +96,12 @@ def test_an_agent_registers_only_its_own_node(world):
     assert "n0" in response.json()["errors"][0]["message"]
 
 
-def test_a_down_node_that_registers_again_comes_up(world):
-    world.client("operator").post("/api/v1/nodes/n1/down/", {"why": "reboot"}, format="json")
-    assert Node.objects.get(name="n1").health == "down"
+def test_a_node_the_heartbeat_timeout_marked_down_comes_up_when_its_agent_registers(world):
+    from scheduler_app.services.cluster import nodes_mark_silent_down
+
+    Node.objects.filter(name="n1").update(last_heartbeat=now_s() - timedelta(minutes=5))
+    Node.objects.filter(name="n0").update(last_heartbeat=now_s())  # not all went silent
+    assert [n.name for n in nodes_mark_silent_down(now=now_s(), timeout_s=30)] == ["n1"]
     response = world.client("agent:n1").post(
         "/api/v1/agent/register/", {"name": "n1", "pod": "pod0", "gpus": 8, "gpu_type": "H100"},
         format="json")
@@ -106,6 +109,58 @@ def test_a_down_node_that_registers_again_comes_up(world):
     assert response.json()["node"]["health"] == "healthy"
     up = Transition.objects.filter(kind="node", node__name="n1").latest("id")
     assert (up.actor, up.actor_name, up.detail["action"]) == ("agent", "n1", "up")
+
+
+def test_a_node_an_operator_marked_down_stays_down_when_its_agent_registers(world):
+    """agent-protocol.md: "A node an operator marked down while its agent was healthy
+    stays down: the agent does not fight the operator." The agent's registration brought
+    it up, and a job placed there meanwhile was requeued (an agent author's session,
+    2026-12-07). Only an operator brings it back."""
+    world.client("operator").post("/api/v1/nodes/n1/down/", {"why": "maintenance"},
+                                  format="json")
+    rows = Transition.objects.count()
+    response = world.client("agent:n1").post(
+        "/api/v1/agent/register/", {"name": "n1", "pod": "pod0", "gpus": 8, "gpu_type": "H100"},
+        format="json")
+    assert response.status_code == 200 and response.json()["node"]["health"] == "down"
+    assert Node.objects.get(name="n1").health == "down"
+    assert Transition.objects.count() == rows  # nothing logged: nothing changed
+    up = world.client("operator").post("/api/v1/nodes/n1/up/", {}, format="json")
+    assert up.status_code == 200, up.json()
+    assert Node.objects.get(name="n1").health == "healthy"
+
+
+def test_an_operators_registration_is_not_the_nodes_heartbeat(world):
+    """It set one: a node no agent ran yet was placed on, then marked down 30 s later and
+    its job requeued (an agent author's session, 2026-12-07)."""
+    from scheduler_app.services.cluster import nodes_mark_silent_down
+
+    operator = world.client("operator")
+    made = operator.post("/api/v1/agent/register/",
+                         {"name": "n9", "pod": "pod9", "gpus": 4, "issue_token": True},
+                         format="json")
+    assert made.status_code == 201 and made.json()["node"]["last_heartbeat"] is None
+    Node.objects.filter(name="n0").update(last_heartbeat=now_s())  # run by an agent
+    marked = nodes_mark_silent_down(now=now_s() + timedelta(hours=1), timeout_s=30)
+    assert [n.name for n in marked] == ["n0"]  # n9 has no agent yet: exempt
+    assert Node.objects.get(name="n9").health == "healthy"
+    agent = world.client(None)
+    agent.credentials(HTTP_AUTHORIZATION=f"Bearer {made.json()['token']}")
+    beat = agent.post("/api/v1/agent/register/", {"name": "n9", "pod": "pod9", "gpus": 4},
+                      format="json")
+    assert beat.json()["node"]["last_heartbeat"] is not None  # the agent's own call is one
+
+
+def test_a_busy_nodes_shape_change_names_the_field_that_changed(world, placed):
+    for change, field in (({"pod": "pod-zz"}, "pod"), ({"gpus": 4}, "gpus"),
+                          ({"gpu_type": "A100"}, "gpu_type"), ({"rail": 2}, "rail")):
+        response = world.client("agent:n0").post(
+            "/api/v1/agent/register/",
+            {"name": "n0", "pod": "pod0", "gpus": 8, "gpu_type": "H100"} | change,
+            format="json")
+        assert response.status_code == 409, response.json()
+        error = response.json()["errors"][0]
+        assert (error["code"], error["field"]) == ("node_busy", field)
 
 
 def test_registration_errors_name_the_field(world):
@@ -388,6 +443,9 @@ def test_a_checkpoint_records_the_resume_pointer(world, placed):
         ({"resume_pointer": ""}, "resume_pointer"),
         ({"resume_pointer": "x" * 513}, "resume_pointer"),
         ({}, "resume_pointer"),
+        # handed to the next run as SCHED_RESUME_POINTER: printable text only
+        ({"resume_pointer": "s3://ckpt/a\nb"}, "resume_pointer"),
+        ({"resume_pointer": "s3://ckpt/\u202eevil"}, "resume_pointer"),
         ({"resume_pointer": "p", "checkpoint_at": "yesterday"}, "checkpoint_at"),
         ({"resume_pointer": "p", "checkpoint_at": "2999-01-01T00:00:00Z"}, "checkpoint_at"),
         ({"resume_pointer": "p", "checkpoint_at": "2001-01-01T00:00:00Z"}, "checkpoint_at"),
@@ -406,12 +464,55 @@ def test_bad_checkpoint_reports_name_the_field_and_write_nothing(world, placed, 
 @pytest.mark.parametrize(
     ("body", "field"),
     [({"outcome": "vanished"}, "outcome"), ({}, "outcome"),
-     ({"outcome": "failed", "exit_code": 100000}, "exit_code")],
+     ({"outcome": "failed", "exit_code": 100000}, "exit_code"),
+     # a job that exited non-zero did not complete: its afterok dependents ran on its word
+     ({"outcome": "completed", "exit_code": 3}, "exit_code"),
+     ({"outcome": "completed", "exit_code": -9}, "exit_code"),
+     ({"outcome": "completed", "run": "yesterday"}, "run")],
 )
 def test_bad_exit_reports_name_the_field(world, placed, body, field):
     response = world.client("agent:n0").post(f"/api/v1/agent/jobs/{placed.pk}/exit/", body,
                                              format="json")
     assert response.status_code == 400 and field in errors_of(response)
+
+
+def test_a_report_of_an_earlier_run_does_not_move_the_run_placed_since(world, placed):
+    """An exit the agent queued for a run the scheduler then requeued, delivered once the
+    job was placed on the same node again, failed the new run before it started; a late
+    start/ confirmed it (an agent author's session, 2026-12-07). A report names its run;
+    an earlier run's is 409 stale_run and writes nothing. Without ``run``, as before."""
+    client = world.client("agent:n0")
+    old_run = client.get("/api/v1/agent/assignments/").json()["start"][0]["run"]
+    # the node was marked down and the job requeued, then placed on n0 again, later
+    job_transition(job_id=placed.pk, to_state=JobState.QUEUED, reason=Reason.NODE_FAILED,
+                   actor=Actor.SCHEDULER, at=now_s() + timedelta(seconds=1))
+    job_transition(job_id=placed.pk, to_state=JobState.PLACING, reason=Reason.PLACED,
+                   actor=Actor.SCHEDULER, alloc={"n0": [4, 5, 6, 7]},
+                   at=now_s() + timedelta(seconds=2))
+    new_run = client.get("/api/v1/agent/assignments/").json()["start"][0]["run"]
+    assert new_run != old_run
+    rows = Transition.objects.count()
+    for action, body in (("start", {}), ("checkpoint", {"resume_pointer": "s3://x/1"}),
+                         ("preempt-ack", {}), ("exit", {"outcome": "failed", "exit_code": 1})):
+        late = client.post(f"/api/v1/agent/jobs/{placed.pk}/{action}/", body | {"run": old_run},
+                           format="json")
+        assert late.status_code == 409, (action, late.json())
+        error = late.json()["errors"][0]
+        assert (error["field"], error["code"]) == ("run", "stale_run"), action
+        assert new_run in error["message"] and "drop the report" in error["message"]
+    assert Transition.objects.count() == rows
+    assert Job.objects.get(pk=placed.pk).state == JobState.PLACING
+    started = client.post(f"/api/v1/agent/jobs/{placed.pk}/start/", {"run": new_run},
+                          format="json")
+    assert started.status_code == 200 and started.json()["state"] == "RUNNING"
+    done = client.post(f"/api/v1/agent/jobs/{placed.pk}/exit/",
+                       {"outcome": "completed", "exit_code": 0, "run": new_run}, format="json")
+    assert done.status_code == 200 and done.json()["state"] == "COMPLETED"
+    # a retry of that exit, naming its run, is its row again
+    again = client.post(f"/api/v1/agent/jobs/{placed.pk}/exit/",
+                        {"outcome": "completed", "exit_code": 0, "run": new_run},
+                        format="json")
+    assert again.status_code == 200 and again.headers["Idempotent-Replayed"] == "true"
 
 
 def test_an_exit_frees_the_gpus(world, placed):

@@ -136,9 +136,12 @@ def test_run_times_come_from_the_command_or_the_limit():
 
 def test_heartbeats_and_registration_go_through_the_agent_services(small):
     node = small["nodes"][0]
-    from scheduler_app.services.cluster import node_mark_down
+    from scheduler_app.core.types import Actor
+    from scheduler_app.services.cluster import node_move
 
-    node_mark_down(node=node, actor_name="op", why="test")
+    # marked down by the heartbeat timeout (an operator's down holds: agent-protocol.md)
+    node_move(node=node, action="heartbeat_timeout", actor=Actor.SCHEDULER,
+              actor_name="leader", why="no heartbeat")
     agents = SimulatedAgents(heartbeat_s=5)
     agents.register_all(now=at(0))  # a down node comes back when its agent registers
     node.refresh_from_db()

@@ -237,6 +237,29 @@ def test_silent_nodes_are_marked_down_and_quiet_or_new_ones_are_not():
     assert nodes_mark_silent_down(now=now, timeout_s=30) == []  # nothing twice
 
 
+def test_when_every_node_that_heartbeats_goes_silent_at_once_none_is_marked_down(caplog):
+    """The web API stopped for 45 s: every agent's heartbeat failed, every node was marked
+    down and every running job requeued, a lost run each for those that cannot
+    checkpoint (an agent author's session, 2026-12-07). All silent at once is the path to
+    the API failing, not every node: held off, and said in the log."""
+    now = T0 + timedelta(seconds=100)
+    quiet = [NodeFactory(name=f"q{i}", last_heartbeat=now - timedelta(seconds=45))
+             for i in range(3)]
+    NodeFactory(name="never-spoke", last_heartbeat=None)  # not run by an agent: not counted
+    NodeFactory(name="already-down", health=H.DOWN, last_heartbeat=now - timedelta(hours=1))
+    with caplog.at_level("WARNING", logger="scheduler_app.services.cluster"):
+        assert nodes_mark_silent_down(now=now, timeout_s=30) == []
+    assert "all 3 nodes that heartbeat are silent" in caplog.text
+    assert not Transition.objects.exists()
+    # one comes back and the others stay silent: those are marked down
+    Node.objects.filter(pk=quiet[0].pk).update(last_heartbeat=now)
+    marked = nodes_mark_silent_down(now=now + timedelta(seconds=1), timeout_s=30)
+    assert [n.name for n in marked] == ["q1", "q2"]
+    # the last node that heartbeats: its silence is its own (a cluster of one agent-run node)
+    later = now + timedelta(seconds=60)
+    assert [n.name for n in nodes_mark_silent_down(now=later, timeout_s=30)] == ["q0"]
+
+
 def test_a_node_marked_up_gets_a_fresh_heartbeat_window():
     node = NodeFactory(health=H.DOWN, last_heartbeat=T0)
     up_at = T0 + timedelta(hours=1)

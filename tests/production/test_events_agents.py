@@ -23,7 +23,7 @@ from scheduler_app.services.agents import (
     agent_report_exit,
     is_replayed,
 )
-from scheduler_app.services.cluster import node_drain, node_mark_down
+from scheduler_app.services.cluster import node_drain, node_mark_down, nodes_mark_silent_down
 from scheduler_app.services.errors import Conflict, Forbidden, Invalid, NotFound
 from scheduler_app.services.jobs import MAX_BATCH, jobs_submit_batch
 from tests.foundation.factories import T0, NodeFactory, TenantFactory, UserFactory, job_in_state
@@ -70,13 +70,27 @@ def test_registering_again_unchanged_only_refreshes_the_heartbeat():
     assert node.last_heartbeat == LATER and Transition.objects.count() == 1
 
 
-def test_a_down_node_that_registers_again_comes_up():
+def test_a_node_the_heartbeat_timeout_marked_down_comes_up_when_it_registers_again():
     node = agent_register(name="gpu-1", pod="pod-a", gpus=8, at=T0)
-    node_mark_down(node=node, actor_name="ops", why="reboot")
+    assert [n.pk for n in nodes_mark_silent_down(now=LATER, timeout_s=30)] == [node.pk]
     node = agent_register(name="gpu-1", pod="pod-a", gpus=8, at=LATER)
     assert node.health == NodeHealth.HEALTHY
     row = Transition.objects.last()
     assert (row.from_state, row.to_state, row.detail["action"]) == ("down", "healthy", "up")
+    ok, output = replay_verify()
+    assert ok, output
+
+
+def test_a_node_an_operator_marked_down_stays_down_when_its_agent_registers():
+    """The agent does not fight the operator (agent-protocol.md); it did until
+    2026-12-07. An operator's registration brings it up (the operator's own act)."""
+    node = agent_register(name="gpu-1", pod="pod-a", gpus=8, at=T0)
+    node_mark_down(node=node, actor_name="ops", why="reboot")
+    rows = Transition.objects.count()
+    node = agent_register(name="gpu-1", pod="pod-a", gpus=8, at=LATER)
+    assert node.health == NodeHealth.DOWN and Transition.objects.count() == rows
+    node = agent_register(name="gpu-1", pod="pod-a", gpus=8, at=LATER, operator="ops")
+    assert node.health == NodeHealth.HEALTHY
     ok, output = replay_verify()
     assert ok, output
 
