@@ -143,6 +143,46 @@ def test_wait_returns_the_final_job_or_raises_timeout(live: Live) -> None:
     assert job.wait(timeout=30, poll_s=0.1).state == "CANCELLED"
 
 
+class _FlakyHttp:
+    """A transport that cannot reach the server for its first ``down`` reads."""
+
+    def __init__(self, down: int, error: Exception, final: bool = True) -> None:
+        self.down, self.error, self.final, self.reads = down, error, final, 0
+
+    def get(self, path: str) -> dict:
+        self.reads += 1
+        if self.reads <= self.down:
+            raise self.error
+        return {"id": 7, "state": "COMPLETED" if self.final else "RUNNING"}
+
+
+@pytest.mark.parametrize("error", [gpuq.ConnectionFailed("cannot reach"),
+                                   gpuq.ServerError(502, [])])
+def test_wait_polls_on_through_a_server_restart(error) -> None:
+    """Job.wait raised ConnectionFailed 11 s into a 15 s restart of the server, ending a
+    pipeline's long wait (a pipeline author's session, 2026-12-07)."""
+    from types import SimpleNamespace
+
+    from gpuq.client import Job
+
+    http = _FlakyHttp(down=3, error=error)
+    job = Job(SimpleNamespace(_http=http), {"id": 7, "state": "RUNNING"})
+    assert job.wait(timeout=10, poll_s=0.01).state == "COMPLETED" and http.reads == 4
+    # an outage longer than outage_s is the server gone: raised
+    gone = Job(SimpleNamespace(_http=_FlakyHttp(down=10**6, error=error)), {"id": 7})
+    with pytest.raises(type(error)):
+        gone.wait(timeout=10, poll_s=0.01, outage_s=0.05)
+    # the timeout still holds while the server is away
+    away = Job(SimpleNamespace(_http=_FlakyHttp(down=10**6, error=error)), {"id": 7})
+    with pytest.raises(TimeoutError):
+        away.wait(timeout=0.1, poll_s=0.01)
+    # a 4xx is not an outage: raised at once
+    refused = _FlakyHttp(down=1, error=gpuq.NotFound(404, []))
+    with pytest.raises(gpuq.NotFound):
+        Job(SimpleNamespace(_http=refused), {"id": 7}).wait(timeout=10, poll_s=0.01)
+    assert refused.reads == 1
+
+
 def test_tenants_give_the_fair_share_figures(live: Live) -> None:
     tenants = {t.name: t for t in live.client().tenants()}
     assert set(tenants) == {"nlp", "vision"}

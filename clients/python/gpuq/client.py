@@ -30,7 +30,15 @@ from datetime import datetime
 from typing import Any
 
 from . import config
-from .errors import ApiError, Conflict, Forbidden, InvalidRequest, NotFound
+from .errors import (
+    ApiError,
+    Conflict,
+    ConnectionFailed,
+    Forbidden,
+    InvalidRequest,
+    NotFound,
+    ServerError,
+)
 from .http import Transport
 
 #: States a job never leaves.
@@ -134,6 +142,41 @@ class LogTail:
     stderr: str
 
 
+#: How long a wait polls on through an unreachable server, at a stretch (seconds): a
+#: restart of the server is well within it. ``Job.wait`` gave up on the first
+#: ConnectionFailed, 11 s into a 15 s restart (a pipeline author's session, 2026-12-07).
+OUTAGE_S = 600.0
+
+
+def _poll(refresh: Any, done: Any, timeout: float | None, poll_s: float,
+          outage_s: float | None, late: Any) -> None:
+    """``refresh()`` every ``poll_s`` until ``done()``; TimeoutError (``late()`` its words)
+    after ``timeout``. A refresh that cannot reach the server, or gets a 5xx, is tried
+    again at the next poll, until the outage has lasted ``outage_s`` (then it is raised)."""
+    start = time.monotonic()
+    deadline = None if timeout is None else start + timeout
+    down_since: float | None = None
+    first = True
+    while True:
+        if not first:
+            left = None if deadline is None else deadline - time.monotonic()
+            if left is not None and left <= 0:
+                raise TimeoutError(late())
+            time.sleep(max(0.05, poll_s if left is None else min(poll_s, left)))
+        first = False
+        try:
+            refresh()
+        except (ConnectionFailed, ServerError):
+            now = time.monotonic()
+            down_since = now if down_since is None else down_since
+            if outage_s is not None and now - down_since >= outage_s:
+                raise
+            continue
+        down_since = None
+        if done():
+            return
+
+
 class Job(Record):
     """A job. Its fields are attributes (``job.state``, ``job.gpus``, ...); a field only
     the detail has (``job.command``, ``job.estimate``) reads the detail when first asked.
@@ -169,17 +212,16 @@ class Job(Record):
         self._detailed = True
         return self
 
-    def wait(self, timeout: float | None = None, poll_s: float = 5) -> Job:
+    def wait(self, timeout: float | None = None, poll_s: float = 5,
+             outage_s: float | None = OUTAGE_S) -> Job:
         """Poll until the job is final (COMPLETED, FAILED or CANCELLED) and return it,
-        refreshed. Raises TimeoutError if it is not final after ``timeout`` seconds."""
-        deadline = None if timeout is None else time.monotonic() + timeout
-        self.refresh()
-        while not self.is_final:
-            left = None if deadline is None else deadline - time.monotonic()
-            if left is not None and left <= 0:
-                raise TimeoutError(f"job {self.id} is still {self.state} after {timeout} s")
-            time.sleep(max(0.05, poll_s if left is None else min(poll_s, left)))
-            self.refresh()
+        refreshed. Raises TimeoutError if it is not final after ``timeout`` seconds. A
+        server that cannot be reached (or answers 5xx) is polled on for up to
+        ``outage_s`` seconds at a time (None: as long as the timeout allows), so that a
+        long wait outlives a restart of the server; past that, its ConnectionFailed or
+        ServerError is raised."""
+        _poll(self.refresh, lambda: self.is_final, timeout, poll_s, outage_s,
+              lambda: f"job {self.id} is still {self.get('state')} after {timeout} s")
         return self
 
     def cancel(self, why: str | None = None) -> Job:
@@ -274,18 +316,13 @@ class JobArray(Record):
         call's own earlier try cancelled them: a retry after a lost answer gives [])."""
         return self._client.cancel_array(self.id, why=why)
 
-    def wait(self, timeout: float | None = None, poll_s: float = 5) -> JobArray:
+    def wait(self, timeout: float | None = None, poll_s: float = 5,
+             outage_s: float | None = OUTAGE_S) -> JobArray:
         """Poll until every task has ended; returns the array, refreshed. TimeoutError
-        after ``timeout`` seconds."""
-        deadline = None if timeout is None else time.monotonic() + timeout
-        self.refresh()
-        while not self.is_final:
-            left = None if deadline is None else deadline - time.monotonic()
-            if left is not None and left <= 0:
-                raise TimeoutError(f"array {self.id} still has tasks running or waiting "
-                                   f"after {timeout} s: {self.states}")
-            time.sleep(max(0.05, poll_s if left is None else min(poll_s, left)))
-            self.refresh()
+        after ``timeout`` seconds; an unreachable server as in :meth:`Job.wait`."""
+        _poll(self.refresh, lambda: self.is_final, timeout, poll_s, outage_s,
+              lambda: f"array {self.id} still has tasks running or waiting after {timeout} "
+                      f"s: {self.states}")
         return self
 
     def __repr__(self) -> str:
