@@ -216,8 +216,12 @@ def section_usage(request: HttpRequest) -> dict[str, Any]:
     colours = palette(request)
     fmt = "%a %H:%M" if window == "week" else "%H:%M"
     tick = USAGE_TICKS_S[window]
+    labels = [timezone.localtime(t).strftime(fmt) for t in series.times]
+    if len(labels) > 1 and labels[-1] == labels[-2]:
+        # the last sample is now, within the minute of the last round one: "19:04" twice
+        labels[-1] = "now"
     chart = {
-        "labels": [timezone.localtime(t).strftime(fmt) for t in series.times],
+        "labels": labels,
         # label only the round instants (14:00, 14:10): Chart.js's own skipping put the
         # ticks at odd times
         "ticks": [int(t.timestamp()) % tick == 0 for t in series.times],

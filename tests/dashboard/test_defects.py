@@ -158,6 +158,8 @@ def test_usage_offers_hour_day_and_week_with_the_guarantee(world: World):
         assert {s["name"]: s["guaranteed"] for s in chart["series"]} == {"nlp": 16,
                                                                           "vision": 16}
         assert len(chart["ticks"]) == len(chart["labels"]) and any(chart["ticks"])
+        # no label twice ("19:04", "19:04": the last round sample and now, in one minute)
+        assert len(set(chart["labels"])) == len(chart["labels"]), chart["labels"][-3:]
     home = client.get("/").content.decode()
     assert 'id="sec-usage"' in home  # the lead's home has usage over time too
     assert home.index('id="tj-title"') < home.index('id="sec-fairshare"')
