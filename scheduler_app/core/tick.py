@@ -2022,10 +2022,7 @@ class Tick:
             s.estimate_round = None
             return
         for b in self.reserved:
-            rec = s.jobs[b.res.job_id]
-            # a borrower's reservation may be taken by a guarantee (rule 2): not a bound
-            kind = "borrowed" if b.borrowing else "reserved"
-            self._estimate_if_new(rec, StartEstimate(b.res.start_s, b.res.basis, kind))
+            self._estimate_if_new(s.jobs[b.res.job_id], self._kept_estimate(b))
         if not s.look_ahead:
             s.estimate_round = None
             return
@@ -2122,7 +2119,13 @@ class Tick:
                 self._estimate(rec, self._owner_free_at(rec.spec))
                 continue
             team_plans = rnd.team_plans.setdefault(rec.spec.tenant, [])
-            planned = self._behind_hold(rec, team_plans, rnd)
+            hold = s.quota_holds.get(rec.spec.tenant)
+            holder = None if hold is None else s.jobs.get(hold.job_id)
+            holder_planned = hold is not None and hold.job_id in rnd.planned_ok
+            planned = self._behind_hold(
+                rec, team_plans,
+                holder.estimate.start_s if holder_planned and holder is not None
+                and holder.estimate is not None else None, holder_planned=holder_planned)
             if planned is None:
                 self._estimate(rec, None)  # it waits for a holder whose start is unknown
                 continue
@@ -2150,25 +2153,76 @@ class Tick:
         self.stats["estimate_plans"] = plans
 
     def _behind_hold(self, rec: JobRecord, team_plans: list[tuple[int, int | None, int]],
-                     rnd: EstimateRound) -> list[tuple[int, int | None, int]] | None:
+                     holder_start: int | None, *, holder_planned: bool
+                     ) -> list[tuple[int, int | None, int]] | None:
         """The team's quota as a job's plan reads it. A job held back by its team's quota
-        holder (QuotaReserved) plans after the holder's use of the quota: its plan when
-        the round gave it one (in ``team_plans``), else its hold from the holder's quota
-        start, for its declared limit; None if that start is unknown (the job then waits
-        for it, and nothing can be promised). It was planned as if the holder were not
-        there: "now", a time already past by the next minute, while it waited (a pipeline
-        author's session, 2026-12-07)."""
+        holder (QuotaReserved) may start only when the quota has room for both, within the
+        holder's own limit (``_quota_allows``: its guarantee, if it may not borrow), until
+        the holder starts; then after the holder's use of the quota. So the holder counts
+        from now: until its start (``holder_start``, its plan when ``holder_planned``, its
+        plan then being in ``team_plans``; else its quota start) with the GPUs that keep
+        the job behind it within the holder's limit, then for its declared limit. None if
+        that start is unknown (the job then waits for it, and nothing can be promised).
+        Planned as if the holder were not there, the job was told "now", a time already
+        past by the next minute (a pipeline author's session, 2026-12-07); planned from
+        the holder's start on, or within the team's limit rather than the holder's, or on
+        a reservation kept from before the hold, "now" still (a team lead's session)."""
         if rec.pending_reason != P.QUOTA_RESERVED:
             return team_plans
-        hold = self.s.quota_holds.get(rec.spec.tenant)
-        if hold is None or hold.job_id == rec.spec.id or hold.job_id in rnd.planned_ok:
+        s = self.s
+        hold = s.quota_holds.get(rec.spec.tenant)
+        if hold is None or hold.job_id == rec.spec.id:
             return team_plans
+        holder = s.jobs.get(hold.job_id)
+        # the holder's limit read as the job's: held + job + holder <= the holder's limit
+        extra = 0 if holder is None else max(0, s.limit_for(rec.spec)
+                                              - s.limit_for(holder.spec))
+        if holder_planned:
+            if holder_start is None or holder_start <= self.now:
+                return team_plans
+            return [*team_plans, (self.now, holder_start, hold.need + extra)]
         if hold.start_s is None:
             return None
-        holder = self.s.jobs.get(hold.job_id)
         limit = None if holder is None else holder.spec.max_runtime_s
-        end = None if limit is None else max(hold.start_s, self.now) + limit
-        return [*team_plans, (hold.start_s, end, hold.need)]
+        start = max(hold.start_s, self.now)
+        end = None if limit is None else start + limit
+        plans = [*team_plans, (start, end, hold.need)]
+        if start > self.now:
+            plans.append((self.now, start, hold.need + extra))
+        return plans
+
+    def _kept_estimate(self, b: Booked) -> StartEstimate | None:
+        """A reservation's estimate: its start, at the latest (kind ``reserved``; a
+        borrower's may be taken by a guarantee: ``borrowed``). A job its team's quota
+        holder keeps waiting (QuotaReserved) on a reservation it kept from before the hold
+        starts no earlier than the quota allows both (:meth:`_behind_hold`): it said "from
+        t=now: they are free now" while it could not start (a team lead's session,
+        2026-12-07)."""
+        s = self.s
+        rec = s.jobs[b.res.job_id]
+        est = StartEstimate(b.res.start_s, b.res.basis, "borrowed" if b.borrowing
+                            else "reserved")
+        hold = s.quota_holds.get(b.tenant)
+        if (rec.pending_reason != P.QUOTA_RESERVED or hold is None
+                or hold.job_id == rec.spec.id):
+            return est
+        holder = self.booked.get(hold.job_id)
+        plans = self._behind_hold(rec, [self._planned(o) for o in self.reserved
+                                        if o.tenant == b.tenant and o is not b],
+                                  None if holder is None else holder.res.start_s,
+                                  holder_planned=holder is not None)
+        if plans is None:
+            return None
+        at, _held, _limit = self._quota_start(b.tenant, rec.spec.least_gpus,
+                                              besides=rec.spec.id, planned=plans)
+        if at is None:
+            return None
+        if at <= est.start_s:
+            return est
+        return StartEstimate(at, f"{est.basis}; job {hold.job_id}, ahead of it in team "
+                             f"{b.tenant}, holds the team's quota until it starts, and the "
+                             f"team's declared limits leave room for both at t={at} (it "
+                             "holds GPUs it cannot start on before then)", "quota")
 
     def _owner_free_at(self, spec: JobSpec) -> StartEstimate | None:
         """A job over its owner's cap: when the owner's running jobs, ending by their

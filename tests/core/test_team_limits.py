@@ -424,3 +424,25 @@ def test_no_owner_ever_holds_more_than_the_cap(sc: dict[str, Any]) -> None:
     assert all(rec.state in (S.COMPLETED, S.FAILED, S.CANCELLED)
                for rec in sim.sched.jobs.values())
     assert sim.sched.user_held == {}
+
+
+def test_a_job_behind_a_holder_that_may_not_borrow_is_planned_within_the_holders_limit(
+        ) -> None:
+    # team-a: 8 guaranteed + 8 borrowed. r (2 GPUs, to t=400) runs. h (8 GPUs, no limit,
+    # not checkpointable) may not borrow: it needs the team within its guarantee, so it
+    # waits for r and holds the quota. u (2 GPUs, checkpointable) behind it fits the
+    # team's 16 beside both, but not h's 8: the tick holds it back (QuotaReserved) until
+    # h starts. Its estimate said "now" (a team lead's session, 2026-12-07): it is h's
+    # start, at r's end.
+    sched = Scheduler(nodes({"pod-a": 4}), [tenant("team-a", 8, 8)], cfg(), now=0)
+    sched.submit(job("r", 2, max_runtime_s=400), 0)
+    sched.tick(0)
+    sched.submit(job("h", 8, gpus_per_node=8, priority=10), 1)
+    sched.submit(job("u", 2, checkpointable=True, max_runtime_s=3000), 1)
+    for t in range(1, 40):
+        sched.tick(t)
+    assert sched.job("h").pending_reason == P.QUOTA_LIMIT
+    u = sched.job("u")
+    assert u.pending_reason == P.QUOTA_RESERVED
+    assert u.start_estimate_s == 400, u.estimate_basis
+    sched.check_invariants()
