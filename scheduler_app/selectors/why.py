@@ -242,23 +242,32 @@ def why_pending(*, job: Job, others: OtherJobs | None = None,
                 "team's limits stay as they are."), limit, "the team's guarantee or borrow "
                 "limit")
         room = _quota_room(tenant)
-        headline = (f"Team {tenant.name} holds {_gpus(tenant.held_gpus)} of its {limit} "
-                    f"({tenant.guaranteed_gpus} guaranteed + {tenant.borrow_limit_gpus} "
-                    f"borrow limit); this job's {need} would take it to "
-                    f"{tenant.held_gpus + need}.")
-        _say_first_end(tenant, evidence, now)
-        # it must fit the free GPUs as well as the quota: "would fit now" was said of a
-        # size no node set could hold (2026-12-07)
         # the team's jobs ahead of it in the team's queue take the quota first: the 3rd of
         # four was told "free 1 GPU" while the two ahead needed 24 (an operator's session,
         # 2026-12-07)
         first, first_gpus = _team_ahead(job)
+        take = "takes" if first == 1 else "take"
+        headline = (f"Team {tenant.name} holds {_gpus(tenant.held_gpus)} of its {limit} "
+                    f"({tenant.guaranteed_gpus} guaranteed + {tenant.borrow_limit_gpus} "
+                    f"borrow limit); this job's {need} would take it to "
+                    f"{tenant.held_gpus + need}.")
+        if first and tenant.held_gpus + need <= limit:
+            # "would take it to 88" of 92 read as room: the jobs ahead are what it waits for
+            headline = (f"Team {tenant.name} holds {_gpus(tenant.held_gpus)} of its {limit} "
+                        f"({tenant.guaranteed_gpus} guaranteed + {tenant.borrow_limit_gpus} "
+                        f"borrow limit), and the {_jobs(first)} of the team ahead of it in "
+                        f"its queue {take} {_gpus(first_gpus)} of the rest first; this "
+                        f"job's {need} would take it to "
+                        f"{tenant.held_gpus + first_gpus + need}.")
+        _say_first_end(tenant, evidence, now)
+        # it must fit the free GPUs as well as the quota: "would fit now" was said of a
+        # size no node set could hold (2026-12-07)
         short = tenant.held_gpus + first_gpus + need - limit
         # (a smaller size would wait for them too: no offer then)
         step = (None if first else _smaller(
             job, min(room, _cluster(job.gpu_type).largest(job.gpus_per_node)))) or (
             f"It starts when the team's running jobs free {_gpus(short)}"
-            + (f": the {_jobs(first)} of the team ahead of it in its queue take "
+            + (f": the {_jobs(first)} of the team ahead of it in its queue {take} "
                f"{_gpus(first_gpus)} of the team's quota first" if first else "")
             + "; an operator can also raise the team's borrow limit.")
         return WhyPending(reason.value, headline, evidence, step)

@@ -137,7 +137,7 @@ def tenant_set_quota(
         locked.borrow_limit_gpus = borrow_limit_gpus
         for key, value in limits.items():
             setattr(locked, key, value)
-        _check_default_within(locked)
+        _check_default_within(locked, limits)
         row = append_cluster_row(
             tenant=locked,
             from_state=None,
@@ -406,12 +406,17 @@ def check_limits(limits: Mapping[str, object]) -> dict[str, int | None]:
     return dict(limits)  # type: ignore[arg-type]
 
 
-def _check_default_within(tenant: Tenant) -> None:
+def _check_default_within(tenant: Tenant, changed: Mapping[str, Any] | None = None) -> None:
+    """The team's default time limit within its longest. The error names the field the
+    operator changed (``changed``): setting max_runtime_s below the team's default named
+    default_runtime_s, which the request never sent (an operator's session, 2026-12-07)."""
     default, longest = tenant.default_runtime_s, tenant.max_runtime_s
     if default is not None and longest is not None and default > longest:
-        raise Invalid(f"The default time limit ({default:,} s) is longer than the longest a "
-                      f"job may ask for ({longest:,} s, max_runtime_s).",
-                      field="default_runtime_s", code="over_max_runtime")
+        field = ("max_runtime_s" if changed is not None and "max_runtime_s" in changed
+                 and "default_runtime_s" not in changed else "default_runtime_s")
+        raise Invalid(f"The default time limit ({default:,} s, default_runtime_s) is longer "
+                      f"than the longest a job may ask for ({longest:,} s, max_runtime_s).",
+                      field=field, code="over_max_runtime")
 
 
 def _locked(model: type, pk: int | None, what: str) -> Any:

@@ -153,6 +153,20 @@ def test_bad_tenant_limits_are_refused_naming_the_field_and_write_nothing(world,
         None, None, None)
 
 
+def test_a_longest_limit_below_the_teams_default_names_the_field_sent(world):
+    """It named default_runtime_s, a field the request did not send (an operator's
+    session, 2026-12-07)."""
+    world.client("operator").patch("/api/v1/tenants/vision/quota/",
+                                   {"default_runtime_s": 1200}, format="json")
+    rows = Transition.objects.count()
+    response = world.client("operator").patch("/api/v1/tenants/vision/quota/",
+                                              {"max_runtime_s": 600}, format="json")
+    assert response.status_code == 400
+    assert list(errors_of(response)) == ["max_runtime_s"]
+    assert "1,200 s, default_runtime_s" in errors_of(response)["max_runtime_s"]
+    assert Transition.objects.count() == rows
+
+
 def test_only_operators_set_the_limits(world):
     response = world.client("lead").patch("/api/v1/tenants/vision/quota/",
                                           {"max_gpus_per_user": 8}, format="json")

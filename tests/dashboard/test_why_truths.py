@@ -85,6 +85,21 @@ def test_the_teams_jobs_ahead_take_its_quota_first(team):
         "Asking for 6 GPUs would fit now.")
 
 
+def test_a_quota_headline_names_the_jobs_ahead_when_they_are_what_it_waits_for(team):
+    # "holds 56 GPUs of its 96 ...; this job's 32 would take it to 88" read as room: the
+    # job ahead takes 24 of the rest first (an operator's session, 2026-12-07)
+    Tenant.objects.filter(pk=team.pk).update(held_gpus=56)
+    waiting(team, "QuotaLimit", gpus=24, priority=1, checkpointable=True)
+    job = waiting(team, "QuotaLimit", gpus=32, checkpointable=True)
+    job.tenant.refresh_from_db()
+    answer = why_pending(job=job, now=NOW)
+    assert answer.headline == (
+        "Team evals holds 56 GPUs of its 96 (32 guaranteed + 64 borrow limit), and the job "
+        "of the team ahead of it in its queue takes 24 GPUs of the rest first; this job's "
+        "32 would take it to 112.")
+    assert "ahead of it in its queue takes 24 GPUs" in answer.next_step
+
+
 def test_priority_does_not_promise_what_the_teams_quota_holds_back(team):
     Tenant.objects.filter(pk=team.pk).update(held_gpus=96)
     job = waiting(team, "Priority")
