@@ -201,12 +201,15 @@ def why_pending(*, job: Job, others: OtherJobs | None = None,
                         "the shape it asked for.")
         elif reason == P.NODE_DOWN:
             idle = sum(free for _n, _h, free in c.unhealthy)
+            # the nodes the idle GPUs are on: "32 GPUs sit idle on 6 of 48 nodes" counted
+            # two draining nodes with none free (an operator's session, 2026-12-07)
+            idle_on = sum(1 for _n, _h, free in c.unhealthy if free)
             names = ", ".join(f"{n} ({h})" for n, h, _f in c.unhealthy[:4])
             more = f" and {len(c.unhealthy) - 4} more" if len(c.unhealthy) > 4 else ""
             headline = (f"It needs {_gpus(need)}{_shape(job)}; {_are_free(c.free)} on "
                         f"healthy nodes, and {_gpus(idle)} "
                         f"{'sits' if idle == 1 else 'sit'} idle on "
-                        f"{len(c.unhealthy)} of {c.nodes} nodes that are down or draining.")
+                        f"{idle_on} of {c.nodes} nodes that are down or draining.")
             if names:
                 evidence.append(f"not taking jobs: {names}{more}")
         elif reason == P.INTERACTIVE_TIER_FULL:

@@ -366,6 +366,11 @@ def test_why_a_node_down_wait_names_the_draining_nodes(db):
     answer = why_pending(job=job)
     assert "8 GPUs sit idle on 1 of 4 nodes that are down or draining" in answer.headline
     assert "not taking jobs: pod-a-n3 (draining)" in answer.evidence
+    # a draining node with no GPU free is not one the idle GPUs are on (it counted)
+    Node.objects.filter(pk=nodes[2].pk).update(health="draining", free_gpus=0)
+    answer = why_pending(job=job)
+    assert "8 GPUs sit idle on 1 of 4 nodes that are down or draining" in answer.headline
+    assert "not taking jobs: pod-a-n2 (draining), pod-a-n3 (draining)" in answer.evidence
 
 
 def _queued_behind(team, n: int, **last):
