@@ -36,7 +36,13 @@ from scheduler_app.scheduler_config import rows as scheduler_settings_rows
 from scheduler_app.selectors import dashboard as sel
 from scheduler_app.selectors.leader import scheduler_status
 from scheduler_app.services import array_cancel, array_submit, job_cancel, job_submit
-from scheduler_app.services.cluster import node_drain, node_mark_up, node_undrain, tenant_set_quota
+from scheduler_app.services.cluster import (
+    node_drain,
+    node_mark_up,
+    node_undrain,
+    quota_problems,
+    tenant_set_quota,
+)
 from scheduler_app.services.errors import Invalid, ServiceError
 from scheduler_app.services.jobs import submit_replayed
 from scheduler_app.sim.whatif import (
@@ -675,6 +681,12 @@ def _quota_tables() -> dict[str, Any]:
 def tenant_quota(request: HttpRequest, pk: int) -> HttpResponse:
     tenant = get_object_or_404(Tenant, pk=pk)
     form = QuotaForm(request.POST, prefix=f"t{tenant.pk}")
+    if not form.is_valid():
+        # the fields that did parse are checked too: one unreadable box hid what was wrong
+        # with the others (an operator's session, 2026-12-07); the API says all at once
+        for name, message in quota_problems(form.cleaned_data).items():
+            if name in form.fields and name not in form.errors:
+                form.add_error(name, message)
     if form.is_valid():
         try:
             tenant_set_quota(tenant=tenant, actor_name=request.user.get_username(),

@@ -331,6 +331,24 @@ def _check_quota(guaranteed_gpus: object, borrow_limit_gpus: object) -> None:
         raise Invalid(errors[first], field=first, errors=errors)
 
 
+def quota_problems(values: Mapping[str, object]) -> dict[str, str]:
+    """What is wrong with the quota fields of ``values`` that are there (field -> message),
+    by :func:`tenant_set_quota`'s value checks, nothing written: a form that could not
+    read one field still says what is wrong with the others, as the API does."""
+    errors: dict[str, str] = {}
+    for name in ("guaranteed_gpus", "borrow_limit_gpus"):
+        if name in values:
+            try:
+                _check_quota(values[name], 0)
+            except Invalid as error:
+                errors[name] = error.errors.get("guaranteed_gpus", str(error))
+    try:
+        check_limits({k: v for k, v in values.items() if k in LIMIT_MAXIMUMS})
+    except Invalid as error:
+        errors.update(error.errors)
+    return errors
+
+
 def guarantees_and_capacity(*, besides: int | None = None) -> tuple[int, int, int]:
     """(GPUs guaranteed to the teams, except team ``besides``; GPUs of every node, whatever
     its health; GPUs of the healthy nodes): what the guarantees must fit in, and what

@@ -440,6 +440,15 @@ def test_a_bad_quota_is_refused_at_its_field_and_writes_nothing(world: World):
     assert "2147483647" not in page
     assert "Must be a whole number of GPUs, 0 or more (at most 1,000,000)." in page
     assert "Must be a whole number of GPUs from 1 to 1,000,000, or empty" in page
+    # one unreadable box and two bad values: all three said at once, as the API does
+    # (only "Enter a whole number." was said: an operator's session, 2026-12-07)
+    page = client.post(f"/operator/teams/{t.pk}/quota/", {
+        f"t{t.pk}-guaranteed_gpus": 8, f"t{t.pk}-borrow_limit_gpus": -5,
+        f"t{t.pk}-max_gpus_per_user": -3, f"t{t.pk}-max_runtime_s": "x",
+    }, HTTP_HX_REQUEST="true").content.decode()
+    assert "Borrow limit (GPUs): Must be a whole number of GPUs, 0 or more" in page
+    assert "Must be a whole number of GPUs from 1 to 1,000,000, or empty" in page
+    assert "Enter a whole number." in page
     assert Transition.objects.count() == rows
 
 
