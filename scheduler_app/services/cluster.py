@@ -49,6 +49,10 @@ NODE_MOVES: dict[str, tuple[frozenset[NodeHealth], NodeHealth]] = {
     "heartbeat_timeout": (frozenset({H.HEALTHY, H.DRAINING}), H.DOWN),
 }
 
+#: each move as a refusal says it ("cannot up it" read as a slip: an operator's session)
+_MOVE_WORDS = {"drain": "drain it", "undrain": "undrain it", "down": "mark it down",
+               "up": "mark it up", "heartbeat_timeout": "mark it down for a heartbeat timeout"}
+
 MAX_GPUS_QUOTA = MAX_GPUS
 #: What a guarantee or a borrow limit may be, in the operator's words (the API, the form)
 QUOTA_GPUS_WORDS = f"Must be a whole number of GPUs, 0 or more (at most {MAX_GPUS_QUOTA:,})."
@@ -284,7 +288,7 @@ def _apply_move(
     health = H(node.health)
     if health not in allowed:
         raise Conflict(
-            f"node {node.name} is {health}: cannot {action.replace('_', ' ')} it "
+            f"node {node.name} is {health}: cannot {_MOVE_WORDS.get(action, action)} "
             f"(only from {' or '.join(sorted(allowed))})",
             field="health",
             code=f"node_{health}",

@@ -498,6 +498,9 @@ def test_an_operator_drains_and_undrains_a_node_and_the_map_shows_it(world: Worl
     again = client.post(f"/operator/nodes/{node.pk}/drain/", {"why": "again"},
                         follow=True).content.decode()
     assert "node n3 is draining: cannot drain it" in again
+    # and in words for the other moves ("cannot up it" until 2026-12-07)
+    up = client.post(f"/operator/nodes/{Node.objects.get(name='n2').pk}/up/", follow=True)
+    assert "node n2 is healthy: cannot mark it up" in up.content.decode()
     client.post(f"/operator/nodes/{node.pk}/undrain/")
     node.refresh_from_db()
     assert node.health == "healthy"
