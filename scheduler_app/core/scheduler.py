@@ -301,6 +301,14 @@ def interactive_slice(nodes: Sequence[NodeSpec], gpus: int) -> frozenset[str]:
     return frozenset(chosen)
 
 
+#: Reasons a quota cut makes untrue for a job its team holds too much to start (the team's
+#: quota, not the cluster or the jobs ahead, keeps it waiting now): ``_out_of_reach``.
+_QUOTA_HIDES = frozenset({PendingReason.RESOURCES, PendingReason.TOPOLOGY,
+                          PendingReason.GPU_TYPE, PendingReason.NODE_DOWN,
+                          PendingReason.RESERVATION, PendingReason.PRIORITY,
+                          PendingReason.INTERACTIVE_TIER_FULL})
+
+
 class Scheduler:
     """The scheduling core's state and events. See docs/core.md for the contract."""
 
@@ -602,21 +610,37 @@ class Scheduler:
         their start estimate at once and wait for the quota: the look-ahead replans them
         only when its round reaches them, and until then a job that cannot start while
         the limit stays showed a start half an hour away for up to 2.5 minutes after a
-        cut (a pipeline author's session, 2026-12-07). Only views read estimates."""
+        cut (a pipeline author's session, 2026-12-07). A job told it waits for GPUs, a
+        placement or the jobs ahead (:data:`_QUOTA_HIDES`) that the team now holds too much
+        to start is told QuotaLimit at once too; its estimate stands, the look-ahead's
+        quota estimate. Only views read estimates and reasons."""
         if not self.look_ahead:
             return
         cap = t.max_gpus_per_user
+        held = self.running[t.name]
         for _ek, job_id in self.queues.iter_tenant(t.name):
             rec = self.jobs[job_id]
             spec = rec.spec
-            if rec.state != S.QUEUED or rec.estimate is None:
+            if rec.state != S.QUEUED:
                 continue
             need = spec.least_gpus
-            over_team = need > self.limit_for(spec)
+            limit = self.limit_for(spec)
+            over_team = need > limit
             if over_team or (cap is not None and spec.owner is not None and need > cap):
-                rec.estimate = self.estimate_news[job_id] = None
-                rec.pending_reason = self.pending_news[job_id] = (
-                    PendingReason.QUOTA_LIMIT if over_team else PendingReason.USER_LIMIT)
+                reason = PendingReason.QUOTA_LIMIT if over_team else PendingReason.USER_LIMIT
+                if rec.estimate is not None:
+                    rec.estimate = self.estimate_news[job_id] = None
+                    rec.pending_reason = self.pending_news[job_id] = reason
+                    continue
+            elif held + need > limit:
+                # the team holds too much to start it now: its old reason ("not enough free
+                # GPUs") stood for minutes after a cut, until a walk reached it (an
+                # operator's session, 2026-12-07); the look-ahead gives its quota estimate
+                reason = PendingReason.QUOTA_LIMIT
+            else:
+                continue
+            if rec.pending_reason in _QUOTA_HIDES:
+                rec.pending_reason = self.pending_news[job_id] = reason
 
     def _limits_loosened(self, t: TenantSpec, old_limit: int, old_cap: int | None) -> None:
         """The team's queued jobs told to wait for a limit that was just raised or lifted

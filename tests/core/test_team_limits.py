@@ -251,7 +251,8 @@ def test_a_reason_that_a_raised_limit_ended_is_not_left_standing(
 def test_a_lowered_limit_leaves_the_reasons_to_the_walk() -> None:
     # tightening tells nobody anything new by itself but the jobs it leaves too large to
     # start (they lose their estimate: the next test): the walk says UserLimit where it
-    # applies; jobs told Resources or Priority keep that until it reaches them
+    # applies; jobs told Resources or Priority keep that until it reaches them, unless
+    # their team now holds too much to start them (QuotaLimit at once: a test below)
     sched = Scheduler(nodes({"pod-a": 1}), [capped("team-a", 8, 8, max_gpus_per_user=8)],
                       cfg(), now=0)
     sched.submit(job("a0", 8, owner="alice", max_runtime_s=1000), 0)
@@ -445,4 +446,53 @@ def test_a_job_behind_a_holder_that_may_not_borrow_is_planned_within_the_holders
     u = sched.job("u")
     assert u.pending_reason == P.QUOTA_RESERVED
     assert u.start_estimate_s == 400, u.estimate_basis
+    sched.check_invariants()
+
+
+def test_a_job_requeued_after_a_cut_that_leaves_it_too_large_waits_for_the_quota() -> None:
+    # team-a (40 + 16) runs hold (24 GPUs) and big (32, checkpointable); ahead (24, a higher
+    # priority) waits for the quota. The team is cut to 16 + 8, then big's nodes fail and
+    # it is requeued behind ahead in the same heap. The walk stops at ahead (the team has
+    # no room at all) and big was told Priority, "until the team's running jobs free 96
+    # GPUs", which could never start it (an operator's session, 2026-12-07): QuotaLimit.
+    sched = Scheduler(nodes({"pod-a": 8}), [tenant("team-a", 40, 16), tenant("team-b", 8)],
+                      cfg(), now=0)
+    sched.submit(job("hold", 24, gpus_per_node=8, max_runtime_s=5000), 0)
+    sched.submit(job("big", 32, gpus_per_node=8, checkpointable=True), 0)
+    sched.tick(0)
+    for j in ("hold", "big"):
+        sched.confirm_start(j, 1)
+    sched.submit(job("ahead", 24, gpus_per_node=8, priority=10, max_runtime_s=600), 2)
+    sched.tick(2)
+    assert sched.job("ahead").pending_reason == P.QUOTA_LIMIT
+    sched.set_quota("team-a", 16, 8, 3)
+    for node in sorted(sched.job("big").alloc or {}):
+        sched.node_down(node, 4)
+    for t in range(5, 10):
+        sched.tick(t)
+    assert sched.job("big").state == JobState.QUEUED
+    assert sched.job("big").pending_reason == P.QUOTA_LIMIT
+    assert sched.job("big").start_estimate_s is None
+    sched.check_invariants()
+
+
+def test_a_cut_tells_a_job_its_team_now_holds_too_much_for_at_once() -> None:
+    # w (8 GPUs of team-a) waits for free GPUs (Resources) beside a (team-a, 8) and b
+    # (team-b, 8, within its guarantee). A cut to 8 leaves the team no room for w while a
+    # runs: it said "not enough free GPUs" for minutes after the cut, until a walk reached
+    # it (an operator's session, 2026-12-07). The cut says QuotaLimit at once.
+    sched = Scheduler(nodes({"pod-a": 2}), [tenant("team-a", 16, 16), tenant("team-b", 16)],
+                      cfg(), now=0)
+    sched.submit(job("a", 8, max_runtime_s=5000), 0)
+    sched.submit(job("b", 8, tenant="team-b", max_runtime_s=5000), 0)
+    sched.tick(0)
+    sched.submit(job("w", 8, max_runtime_s=600), 1)
+    sched.tick(1)
+    assert sched.job("w").pending_reason in (P.RESOURCES, P.RESERVATION)
+    sched.pending_news.clear()
+    sched.set_quota("team-a", 8, 0, 2)
+    assert sched.pending_news == {"w": P.QUOTA_LIMIT}
+    assert sched.job("w").pending_reason == P.QUOTA_LIMIT
+    sched.tick(3)
+    assert sched.job("w").pending_reason == P.QUOTA_LIMIT
     sched.check_invariants()
