@@ -154,6 +154,13 @@ class WhyIn(KnownFieldsOnly):
                                     "dashboard's).")
 
 
+#: the moves that take a node out of service need a reason, in these words
+_WHY_REQUIRED = {
+    "drain": "Say why the node is drained: the reason goes in the log.",
+    "down": "Say why the node is marked down: the reason goes in the log.",
+}
+
+
 class _NodeAction(APIView):
     permission_classes = [access.IsOperator]
     action = ""
@@ -164,12 +171,17 @@ class _NodeAction(APIView):
         data.is_valid(raise_exception=True)
         who = request.user.get_username()
         why = data.validated_data["why"]
+        if self.action in _WHY_REQUIRED and not why.strip():
+            # as the dashboard's drain form asks, and as Slurm requires a Reason for DRAIN
+            # and DOWN: the API took none, and the log row said nothing of why (an
+            # operator's session, 2026-12-07)
+            raise serializers.ValidationError({"why": [_WHY_REQUIRED[self.action]]})
         if self.action == "drain":
             node_drain(node=node, actor_name=who, why=why)
         elif self.action == "undrain":
             node_undrain(node=node, actor_name=who, why=why)
         elif self.action == "down":
-            node_mark_down(node=node, actor_name=who, why=why or "marked down by an operator")
+            node_mark_down(node=node, actor_name=who, why=why)
         else:
             node_mark_up(node=node, actor_name=who, why=why)
         return Response(NodeDetailOut(_node(name), context={"user": request.user}).data)

@@ -199,7 +199,8 @@ def test_a_safe_node_name_registers_and_the_api_can_address_it(world, name):
     assert response.status_code in (200, 201), response.json()
     client = world.client("operator")
     assert client.get(f"/api/v1/nodes/{name}/").status_code == 200
-    assert client.post(f"/api/v1/nodes/{name}/drain/", {}, format="json").status_code == 200
+    assert client.post(f"/api/v1/nodes/{name}/drain/", {"why": "fan"},
+                       format="json").status_code == 200
 
 
 def test_a_node_registered_before_the_name_rule_still_registers(world):

@@ -88,7 +88,7 @@ CASES = [
          expect(200, EVERY_USER)),
     Case("node detail", "get", lambda s: "/api/v1/nodes/n0/", lambda s: None,
          expect(200, EVERY_USER)),
-    Case("node drain", "post", lambda s: "/api/v1/nodes/n2/drain/", lambda s: {},
+    Case("node drain", "post", lambda s: "/api/v1/nodes/n2/drain/", lambda s: {"why": "fan"},
          expect(200, ("operator",))),
     Case("node undrain", "post", lambda s: "/api/v1/nodes/n3/undrain/", lambda s: {},
          expect(200, ("operator",))),
@@ -190,7 +190,7 @@ def test_a_researcher_asking_for_a_teammates_jobs_is_refused(world):
 def test_the_feed_carries_only_the_jobs_you_may_see_and_every_cluster_event(world):
     mine = submit(world, who="researcher", gpus=1)["id"]
     theirs = submit(world, who="other_team", tenant="nlp", gpus=1)["id"]
-    world.client("operator").post("/api/v1/nodes/n1/drain/", {}, format="json")
+    world.client("operator").post("/api/v1/nodes/n1/drain/", {"why": "fan"}, format="json")
     world.client("operator").put("/api/v1/tenants/nlp/quota/",
                                  {"guaranteed_gpus": 8, "borrow_limit_gpus": 0}, format="json")
     rows = world.client("researcher").get("/api/v1/cluster/transitions/").json()["results"]

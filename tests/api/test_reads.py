@@ -12,7 +12,7 @@ from rest_framework.test import APIClient
 
 from scheduler_app.api.reads import TenantFigures, attribute_borrowing
 from scheduler_app.core.states import JobState
-from scheduler_app.models import Allocation, Tenant
+from scheduler_app.models import Allocation, Node, Tenant, Transition
 from tests.foundation.factories import job_in_state
 
 from .conftest import submit
@@ -88,10 +88,26 @@ def test_nodes_show_health_free_gpus_and_allocations(world):
 
 def test_draining_a_draining_node_is_a_conflict(world):
     client = world.client("operator")
-    assert client.post("/api/v1/nodes/n0/drain/", {}, format="json").status_code == 200
-    again = client.post("/api/v1/nodes/n0/drain/", {}, format="json")
+    assert client.post("/api/v1/nodes/n0/drain/", {"why": "fan"},
+                       format="json").status_code == 200
+    again = client.post("/api/v1/nodes/n0/drain/", {"why": "fan"}, format="json")
     assert again.status_code == 409
     assert "draining" in again.json()["errors"][0]["message"]
+
+
+@pytest.mark.parametrize("action", ["drain", "down"])
+@pytest.mark.parametrize("body", [{}, {"why": ""}, {"why": "   "}])
+def test_taking_a_node_out_of_service_needs_a_reason(world, action, body):
+    """The dashboard asks why a node is drained; the API took none, and the log row said
+    nothing (an operator's session, 2026-12-07). Slurm requires a Reason for both."""
+    rows = Transition.objects.count()
+    response = world.client("operator").post(f"/api/v1/nodes/n2/{action}/", body,
+                                             format="json")
+    assert response.status_code == 400, response.json()
+    error = response.json()["errors"][0]
+    assert error["field"] == "why" and "the reason goes in the log" in error["message"]
+    assert Node.objects.get(name="n2").health == "healthy"
+    assert Transition.objects.count() == rows
 
 
 def test_marking_a_node_down_is_logged_with_the_reason(world):
@@ -148,7 +164,7 @@ def test_the_summary_counts_gpus_free_used_borrowed_and_unavailable(world):
     running(world, world.vision, world.nodes[0], 8)
     running(world, world.vision, world.nodes[1], 8)
     running(world, world.vision, world.nodes[2], 2)
-    world.client("operator").post("/api/v1/nodes/n3/drain/", {}, format="json")
+    world.client("operator").post("/api/v1/nodes/n3/drain/", {"why": "fan"}, format="json")
     submit(world, gpus=4)
     s = world.client("researcher").get("/api/v1/cluster/").json()
     assert (s["gpus"], s["gpus_used"], s["gpus_free"], s["gpus_unavailable"]) == (32, 18, 6, 8)
