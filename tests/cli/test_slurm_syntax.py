@@ -111,6 +111,15 @@ def test_a_job_file_may_give_the_array_as_text_or_as_the_apis_mapping() -> None:
     (["submit", "--gpus", "1", "--time", "١h"], "argument --time: not a duration: '١h'"),
     (["submit", "--gpus", "1", "--time", "1-25"], "argument --time: '1-25': hours after"),
     (["cancel", "--array", "٤١٢"], "argument --array: invalid integer value: '٤١٢'"),
+    # polling flags (a researcher's session, 2026-12-07): -1 crashed in time.sleep, 0 polled
+    # with no pause (34 requests in 2 s), nan never timed out, ٣ was read as 3
+    (["queue", "--watch", "--interval", "-1"], "argument --interval: '-1': seconds from 0"),
+    (["logs", "7", "-f", "--interval", "0"], "argument --interval: '0': at least 0.1 s"),
+    (["wait", "7", "--interval", "0.01"], "argument --interval: '0.01': at least 0.1 s"),
+    (["wait", "7", "--timeout", "nan"], "argument --timeout: 'nan': seconds from 0"),
+    (["wait", "7", "--timeout", "inf"], "argument --timeout: 'inf': seconds from 0"),
+    (["wait", "7", "--timeout", "٣"], "argument --timeout: '٣': write the number in ASCII"),
+    (["wait", "7", "--interval", "٢"], "argument --interval: '٢': write the number in ASCII"),
 ])
 def test_a_bad_spec_on_the_command_line_is_a_usage_error_naming_the_flag(
         argv: list[str], says: str, capsys: pytest.CaptureFixture[str]) -> None:
@@ -285,3 +294,45 @@ def test_show_prints_why_pending_as_prose_like_why() -> None:
     assert all(line in why_lines(data, job, 100) for line in section if line)
     # a job that is not waiting has no such section
     assert "Why pending" not in detail_lines(job | {"why_pending": None}, 100, "…")
+
+
+def test_polling_flags_take_seconds_or_a_duration() -> None:
+    args = build_parser().parse_args(["wait", "7", "--timeout", "0", "--interval", "0.5"])
+    assert (args.timeout, args.interval) == (0.0, 0.5)
+    args = build_parser().parse_args(["wait", "7", "--timeout", "2m", "--interval", "1m"])
+    assert (args.timeout, args.interval) == (120.0, 60.0)
+
+
+def test_a_token_that_cannot_be_one_is_a_clear_error_not_a_traceback(
+        monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    """A non-ASCII token went into the HTTP header and crashed with UnicodeEncodeError
+    (a researcher's session, 2026-12-07)."""
+    monkeypatch.setenv("GPUQ_URL", "http://127.0.0.1:9")
+    monkeypatch.setenv("GPUQ_TOKEN", "gsu_日本")
+    code = main(["queue"])
+    err = capsys.readouterr().err
+    assert code == 1 and "is not a token" in err and "gpuq login" in err
+    assert "Traceback" not in err
+
+
+def test_wait_reads_the_job_through_an_outage_at_its_start() -> None:
+    """gpuq wait started while the server restarted gave up after 8 s, while a wait
+    already running polled on (a researcher's session, 2026-12-07)."""
+    import argparse
+
+    from gpuq.cli import first_read
+    from gpuq.errors import ConnectionFailed
+
+    tries = []
+
+    def read() -> str:
+        tries.append(1)
+        if len(tries) < 3:
+            raise ConnectionFailed("cannot reach")
+        return "job"
+
+    args = argparse.Namespace(timeout=None, interval=0.01)
+    assert first_read(read, args) == "job" and len(tries) == 3
+    tries.clear()
+    with pytest.raises(ConnectionFailed):  # within --timeout only
+        first_read(read, argparse.Namespace(timeout=0.015, interval=0.01))

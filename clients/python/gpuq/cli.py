@@ -35,13 +35,14 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from . import __version__, config, explain, jobfile, output
-from .client import FINAL_STATES, MAX_BATCH, Client, Job, parse_ref
+from .client import FINAL_STATES, MAX_BATCH, OUTAGE_S, Client, Job, parse_ref
 from .errors import (
     ApiError,
     ConfigError,
     ConnectionFailed,
     GpuqError,
     InvalidRequest,
+    ServerError,
     Unauthorized,
 )
 from .fields import FIELDS, flag_for, integer, spec_from_file
@@ -119,12 +120,36 @@ def job_ref(text: str) -> str:
     return text.strip()
 
 
+#: The shortest pause between two reads of a polling command: ``--interval 0`` polled with
+#: no pause at all (34 requests in 2 s), and a negative one crashed in time.sleep.
+MIN_INTERVAL_S = 0.1
+#: The longest --interval or --timeout (a year, in seconds)
+MAX_SECONDS_OPTION = 366 * 86400
+
+
 def seconds_option(text: str) -> float:
-    """Seconds (``0.5``), or a duration with a unit (``10m``)."""
+    """Seconds (``0.5``, ASCII digits), or a duration with a unit (``10m``); finite and
+    from 0 to a year. ``nan`` never timed out and ``-1`` crashed (a researcher's session,
+    2026-12-07)."""
+    raw = text.strip()
+    if not raw.isascii():
+        raise ValueError(f"{text!r}: write the number in ASCII digits (0-9)")
     try:
-        return float(text)
+        value = float(raw)
     except ValueError:
-        return float(parse_duration(text))
+        value = float(parse_duration(raw))
+    if not 0 <= value <= MAX_SECONDS_OPTION:  # (a NaN fails both)
+        raise ValueError(f"{text!r}: seconds from 0 to {MAX_SECONDS_OPTION:,} (a year), or a "
+                         "duration such as 10m")
+    return value
+
+
+def interval_option(text: str) -> float:
+    """A polling interval: :func:`seconds_option`, at least :data:`MIN_INTERVAL_S`."""
+    value = seconds_option(text)
+    if value < MIN_INTERVAL_S:
+        raise ValueError(f"{text!r}: at least {MIN_INTERVAL_S} s between two reads")
+    return value
 
 
 def states(values: Sequence[str] | None) -> list[str]:
@@ -200,6 +225,10 @@ def cmd_login(args: argparse.Namespace) -> int:
         token = sys.stdin.readline().strip()
         if not token:
             raise UsageError("--with-token reads the token from standard input: none came")
+        try:
+            config.check_token(token)
+        except ConfigError as error:
+            raise UsageError(f"--with-token: {error}") from None
     else:
         username = args.username or prompt("Username: ", default=stored.get("username", ""))
         if args.password_stdin:
@@ -946,7 +975,7 @@ def cmd_share(args: argparse.Namespace) -> int:
 
 # ============================================================================ wait
 def cmd_wait(args: argparse.Namespace) -> int:
-    job = client_for(args).job(args.id)
+    job = first_read(lambda: client_for(args).job(args.id), args)
     try:
         job.wait(timeout=args.timeout, poll_s=args.interval)
     except TimeoutError:
@@ -957,6 +986,23 @@ def cmd_wait(args: argparse.Namespace) -> int:
         # a task by its name, as it was asked for ("Job 31_0", not its array's id)
         out(f"Job {job.ref} {job.state}")
     return WAIT_EXIT.get(job.state, EXIT_ERROR)
+
+
+def first_read(read: Callable[[], Any], args: argparse.Namespace) -> Any:
+    """``read()``, tried again every ``--interval`` while the server cannot be reached (or
+    answers 5xx), as the wait itself polls on through an outage (``client.OUTAGE_S``),
+    and within ``--timeout``: a wait started while the server restarted gave up after
+    8 s (a researcher's session, 2026-12-07)."""
+    start = time.monotonic()
+    while True:
+        try:
+            return read()
+        except (ConnectionFailed, ServerError):
+            waited = time.monotonic() - start
+            left = None if args.timeout is None else args.timeout - waited
+            if waited >= OUTAGE_S or (left is not None and left <= args.interval):
+                raise
+            time.sleep(args.interval)
 
 
 # ============================================================================ parser
@@ -1033,7 +1079,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help=f"read the queue position of the first N queued jobs (a request "
                         f"each; default {DEFAULT_POSITIONS}; 0: none)")
     p.add_argument("--watch", action="store_true", help="redraw in place until Ctrl-C")
-    p.add_argument("--interval", type=option_type(seconds_option), default=2.0,
+    p.add_argument("--interval", type=option_type(interval_option), default=2.0,
                    metavar="SECONDS", help="between two redraws (default 2)")
     add_output(p)
     p.set_defaults(run=cmd_queue)
@@ -1066,7 +1112,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="a job's id, or an array task's name (412_7)")
     p.add_argument("-f", "--follow", action="store_true",
                    help="follow it until the job is final (or Ctrl-C)")
-    p.add_argument("--interval", type=option_type(seconds_option), default=2.0,
+    p.add_argument("--interval", type=option_type(interval_option), default=2.0,
                    metavar="SECONDS", help="between two reads with -f (default 2)")
     p.set_defaults(run=cmd_logs)
 
@@ -1080,7 +1126,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="a job's id, or an array task's name (412_7)")
     p.add_argument("--timeout", type=option_type(seconds_option), default=None,
                    metavar="DURATION", help="give up after this long (exit status 5)")
-    p.add_argument("--interval", type=option_type(seconds_option), default=5.0,
+    p.add_argument("--interval", type=option_type(interval_option), default=5.0,
                    metavar="SECONDS", help="between two reads (default 5)")
     p.add_argument("-q", "--quiet", action="store_true", help="print nothing")
     p.set_defaults(run=cmd_wait)

@@ -76,7 +76,18 @@ def resolve(url: str | None = None, token: str | None = None) -> Settings:
                           f"(it writes {config_path()})")
     if not settings.token:
         raise ConfigError(f"no API token: run `gpuq login`, or set {TOKEN_ENV}")
+    check_token(settings.token)
     return settings
+
+
+def check_token(token: str) -> str:
+    """``token`` if it can be a token (printable ASCII, no spaces): one that cannot went
+    into an HTTP header and crashed with a UnicodeEncodeError (a researcher's session,
+    2026-12-07). Raises :class:`ConfigError`."""
+    if not token.isascii() or not token.isprintable() or " " in token:
+        raise ConfigError(f"the API token ({TOKEN_ENV}, or the config file) is not a token: "
+                          "tokens are printable ASCII without spaces; run `gpuq login`")
+    return token
 
 
 def toml_string(value: str) -> str:
