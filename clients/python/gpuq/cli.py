@@ -45,7 +45,7 @@ from .errors import (
     ServerError,
     Unauthorized,
 )
-from .fields import FIELDS, flag_for, integer, spec_from_file
+from .fields import FIELDS, MAX_DURATION_S, flag_for, integer, spec_from_file
 from .login import LoginRefused, token_from_password
 from .output import Column, field
 from .timefmt import absolute, format_duration, parse_duration, plain_instants, relative, when
@@ -123,8 +123,6 @@ def job_ref(text: str) -> str:
 #: The shortest pause between two reads of a polling command: ``--interval 0`` polled with
 #: no pause at all (34 requests in 2 s), and a negative one crashed in time.sleep.
 MIN_INTERVAL_S = 0.1
-#: The longest --interval or --timeout (a year, in seconds)
-MAX_SECONDS_OPTION = 366 * 86400
 
 
 def seconds_option(text: str) -> float:
@@ -138,8 +136,8 @@ def seconds_option(text: str) -> float:
         value = float(raw)
     except ValueError:
         value = float(parse_duration(raw))
-    if not 0 <= value <= MAX_SECONDS_OPTION:  # (a NaN fails both)
-        raise ValueError(f"{text!r}: seconds from 0 to {MAX_SECONDS_OPTION:,} (a year), or a "
+    if not 0 <= value <= MAX_DURATION_S:  # (a NaN fails both)
+        raise ValueError(f"{text!r}: seconds from 0 to {MAX_DURATION_S:,} (a year), or a "
                          "duration such as 10m")
     return value
 
