@@ -579,3 +579,35 @@ def test_cancel_a_task_by_its_name_and_a_whole_array(live: Live) -> None:
     assert not_theirs.returncode == 1
     mixed = live.gpuq("cancel", "--array", str(other), "--mine")
     assert mixed.returncode == 2
+
+
+def test_cancelling_an_ended_task_again_names_it_once(live: Live) -> None:
+    """A second gpuq cancel of an array's task named the task twice in its message (a
+    researcher's session)."""
+    array_id = submit(live, "--gpus", "1", "--name", "twice", "--array", "0-1")
+    assert live.gpuq("cancel", f"{array_id}_1").returncode == 0
+    again = live.gpuq("cancel", f"{array_id}_1")
+    assert again.returncode == 1 and "CANCELLED is final" in again.stderr
+    said = again.stderr.strip()
+    assert said.count(f"{array_id}_1") == 1, said
+    assert said.startswith(f"gpuq cancel: task {array_id}_1 (job {array_id + 1}): "), said
+    live.gpuq("cancel", "--array", str(array_id))
+
+
+def test_a_refused_why_or_id_is_a_usage_error_before_any_request(live: Live) -> None:
+    """--why with a line break was refused by the API once per job (exit 1, "why: ...");
+    a 20-digit id was "No endpoint /api/v1/jobs/.../" (a researcher's session)."""
+    a = submit(live, "--gpus", "1", "--name", "why-a")
+    b = submit(live, "--gpus", "1", "--name", "why-b")
+    done = live.gpuq("cancel", str(a), str(b), "--why", "wrong\ndata")
+    assert done.returncode == 2, done.stderr
+    assert done.stderr.count("error:") == 1, done.stderr  # once, not once per job
+    assert "error: argument --why: " in done.stderr and "line breaks" in done.stderr
+    client = live.client()
+    assert {client.job(a).state, client.job(b).state} == {"QUEUED"}
+    for argv in (["show", "12345678901234567890"], ["logs", "12345678901234567890"],
+                 ["cancel", "12345678901234567890"]):
+        big = live.gpuq(*argv)
+        assert big.returncode == 2 and "No endpoint" not in big.stderr, big.stderr
+        assert "'12345678901234567890' is not a job" in big.stderr
+    assert live.gpuq("cancel", str(a), str(b)).returncode == 0

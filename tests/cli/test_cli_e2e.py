@@ -101,3 +101,44 @@ def test_why_explains_a_job_waiting_behind_a_running_one(running: Live) -> None:
     poll(lambda: client.job(waiting).state in ("RUNNING", "COMPLETED"), 60, every=0.2,
          what="the waiting job starts")
     assert running.gpuq("wait", str(waiting), "--interval", "0.3").returncode == 0
+
+
+def test_logs_of_a_job_that_ran_and_wrote_nothing_do_not_say_it_has_not_run(
+        running: Live) -> None:
+    """gpuq logs of a COMPLETED job said "it has not run": a job that writes nothing gets
+    no log from its agent (it sends a tail only when the files grew), and the message
+    guessed (a researcher's session)."""
+    job_id = submit(running, "--gpus", "1", "--time", "5m", "--name", "silent", "--command",
+                    "true")
+    assert running.gpuq("wait", str(job_id), "--interval", "0.3",
+                        timeout=120).returncode == 0
+    done = running.gpuq("logs", str(job_id))
+    assert done.returncode == 0 and done.stdout == ""
+    assert "has not run" not in done.stderr, done.stderr
+    assert f"job {job_id}: it ran and is COMPLETED" in done.stderr, done.stderr
+
+
+def test_why_of_a_job_that_may_not_borrow_advises_what_the_server_says(
+        running: Live) -> None:
+    """A job that cannot be preempted and declares no time limit may hold only its team's
+    guarantee: gpuq why's advice said "Fewer GPUs" and the team's guarantee plus borrow
+    limit, where the server's answer said a time limit of at most 2 h, or checkpointable,
+    or preemptible, would let it borrow (a researcher's session)."""
+    client = running.client()
+    first = submit(running, "--gpus", "8", "--time", "10m", "--name", "guarantee",
+                   "--command", "sleep 120")
+    poll(lambda: client.job(first).state == "RUNNING", 60, every=0.2, what="it runs")
+    barred = submit(running, "--gpus", "8", "--name", "no-limit", "--command", "sleep 1")
+    detail = poll(lambda: (d := client.job(barred)).pending_reason == "QuotaLimit" and d, 60,
+                  every=0.2, what="QuotaLimit")
+    try:
+        assert "cannot be preempted" in detail.why_pending["headline"]
+        done = running.gpuq("why", str(barred))
+        assert done.returncode == 0, done.stderr
+        text = " ".join(done.stdout.split())
+        hints = text[text.index("To start sooner:"):]
+        assert "Fewer GPUs" not in hints and "guarantee plus borrow limit" not in hints
+        assert "--checkpointable or --preemptible, or with a --time of at most 2 h" in hints
+        assert lines_fit(done.stdout) == []
+    finally:
+        running.gpuq("cancel", str(barred), str(first))

@@ -392,3 +392,113 @@ def test_a_quota_job_past_its_teams_limit_is_not_told_running_jobs_will_free_eno
     first = explain.hints(job, tenant)[0]
     assert ("no running job's end makes room" in first) is never
     assert ("free enough" in first) is not never
+
+
+#: The server's why_pending for a job that may not borrow (scheduler_app/selectors/why.py,
+#: _within_guarantee with the default protected_borrow_max_s of 7,200 s), word for word.
+BARRED_WHY = {
+    "reason": "QuotaLimit",
+    "headline": "Team vision holds 8 GPUs of its 8 guaranteed; this job's 8 would take it "
+                "to 16, and it cannot be preempted (neither checkpointable nor preemptible) "
+                "and declares no time limit: such a job borrows past its team's guarantee "
+                "only with a time limit of at most 2 h, so that the team it borrows from can "
+                "take its GPUs back.",
+    "evidence": [],
+    "next_step": "Mark it checkpointable (or preemptible), or give it a time limit of at "
+                 "most 2 h, and it may borrow idle GPUs; otherwise it starts when the team's "
+                 "running jobs free 8 GPUs.",
+}
+
+
+@pytest.mark.parametrize("runtime", [None, 4 * 3600])
+def test_a_quota_job_that_may_not_borrow_is_told_what_would_let_it_as_the_server_says(
+        runtime) -> None:
+    """gpuq why advised "Fewer GPUs" and "the 16 GPUs it may hold (guarantee plus borrow
+    limit)" to a job that may hold only its team's guarantee, where the server's own
+    answer said a time limit of at most 2 h, or being checkpointable or preemptible, lets
+    it borrow (a researcher's session)."""
+    job = {"pending_reason": "QuotaLimit", "gpus": 8, "min_gpus": None, "tenant": "vision",
+           "checkpointable": False, "preemptible": False, "max_runtime_s": runtime,
+           "why_pending": BARRED_WHY}
+    tenant = {"name": "vision", "current_gpus": 8, "guaranteed_gpus": 8,
+              "borrow_limit_gpus": 8, "quota_limit_gpus": 16}
+    hints = explain.hints(job, tenant)
+    text = " ".join(hints)
+    assert "Fewer GPUs" not in text and "16 GPUs it may hold" not in text
+    assert "--checkpointable" in text and "--preemptible" in text
+    assert "--time of at most 2 h" in text  # the server's window, not a guess
+    assert "guarantee of 8 GPUs" in text
+    # a job that may borrow (checkpointable) keeps the advice about the team's limit
+    may = explain.hints({**job, "checkpointable": True,
+                         "why_pending": {**BARRED_WHY, "headline": "Team vision holds ..."}},
+                        tenant)
+    assert "guarantee plus borrow limit" in may[0]
+
+
+def test_a_job_behind_its_teams_quota_holder_is_told_what_could_start_it_beside_it() -> None:
+    """QuotaReserved had no advice at all. The core lets such a job start only if the
+    team's quota holds it and the job holding the quota both, or if it ends (by its time
+    limit) before that job's planned start (scheduler_app/core/tick.py _quota_allows)."""
+    job = {"pending_reason": "QuotaReserved", "gpus": 8, "tenant": "vision",
+           "max_runtime_s": None}
+    hints = explain.hints(job, None)
+    text = " ".join(hints)
+    assert hints and "--time" in text and "planned start" in text
+    assert "quota" in text and "--gpus" in text
+    assert "cancel" in text  # the flags are fixed at submit
+
+
+def test_why_wraps_a_wide_name_by_its_width_and_loses_no_word() -> None:
+    """textwrap counts characters and the lines were then cut to the terminal's columns:
+    a CJK name (two columns a character) lost its end and the words after it."""
+    from gpuq.cli import why_lines
+    from gpuq.output import cell_width
+
+    name = "日本語の長いジョブ名で実験を続ける" * 3
+    data = {"id": 5, "name": name, "tenant": "vision", "state": "QUEUED",
+            "pending_reason": "Resources", "pending_sentence": "Not enough free GPUs.",
+            "hints": [f"About {name} and the words after it."]}
+    lines = why_lines(data, {}, 80)
+    assert all(cell_width(line) <= 80 for line in lines)
+    text = "".join("".join(lines).split())
+    assert "…" not in text
+    assert f"Job5({name},teamvision)iswaiting:Resources." in text
+    assert f"About{name}andthewordsafterit." in text
+
+
+def test_wrapping_by_width_keeps_every_character_and_fits() -> None:
+    from gpuq.output import cell_width, wrap
+
+    text = "a " + "漢" * 50 + " b c ascii-words and more"
+    lines = wrap(text, 30, initial_indent="  ", subsequent_indent="    ")
+    assert all(cell_width(line) <= 30 for line in lines)
+    assert "".join("".join(lines).split()) == "".join(text.split())
+    assert lines[0].startswith("  a") and all(line.startswith("    ") for line in lines[1:])
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.text(alphabet=st.sampled_from("ab 漢字ｶ\n-é"), max_size=200),
+       st.integers(min_value=20, max_value=90))
+def test_wrapped_text_fits_its_width_and_keeps_every_word(text: str, width: int) -> None:
+    from gpuq.output import cell_width, wrap
+
+    lines = wrap(text, width, initial_indent="  ", subsequent_indent="    ")
+    assert all(cell_width(line) <= width for line in lines)
+    assert "".join("".join(lines).split()) == "".join(text.split())
+
+
+def test_share_csv_gives_ranked_share_in_the_apis_units() -> None:
+    """-o csv's ranked_share was GPU-hours per GPU, -o json's (the API's) GPU-seconds,
+    under one name (a researcher's session): a column of the API's name carries its value."""
+    import csv
+    import io
+
+    from gpuq.cli import SHARE_COLUMNS
+
+    rows = [{"name": "vision", "ranked_share": 9000.0, "share_rank": 1,
+             "usage_gpu_h": 20.0}]
+    got = next(csv.DictReader(io.StringIO(output.to_csv(rows, SHARE_COLUMNS))))
+    assert float(got["ranked_share"]) == 9000.0
+    # every column named after an API field carries that field's value
+    assert {k: v for k, v in got.items() if k in rows[0]} == {
+        k: str(v) for k, v in rows[0].items()}

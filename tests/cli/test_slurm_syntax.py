@@ -120,6 +120,20 @@ def test_a_job_file_may_give_the_array_as_text_or_as_the_apis_mapping() -> None:
     (["wait", "7", "--timeout", "inf"], "argument --timeout: 'inf': seconds from 0"),
     (["wait", "7", "--timeout", "٣"], "argument --timeout: '٣': write the number in ASCII"),
     (["wait", "7", "--interval", "٢"], "argument --interval: '٢': write the number in ASCII"),
+    # a why the API refuses (a line break, a tab, a text-direction control): once, naming
+    # the flag, before any request (it was refused by the API once per job, exit 1, with
+    # "why:"; a researcher's session)
+    (["cancel", "12", "13", "--why", "wrong\ndata"], "argument --why: 'wrong\\ndata': "),
+    (["cancel", "--array", "12", "--why", "a\tb"], "argument --why: 'a\\tb': printable"),
+    (["cancel", "12", "--why", "x" * 501], "argument --why: at most 500 characters"),
+    # how many queued jobs' positions to read: -1 was taken (as 0)
+    (["queue", "--positions", "-1"], "argument --positions: '-1': 0 or more"),
+    # a job id past the API's 18 digits: "No endpoint /api/v1/jobs/.../" (exit 1)
+    (["show", "12345678901234567890"], "argument ID: '12345678901234567890' is not a job: "
+                                       "a job's id has at most 18 digits"),
+    (["cancel", "12345678901234567890_1"], "has at most 18 digits"),
+    (["cancel", "12345678901234567890_*"], "has at most 18 digits"),
+    (["queue", "--array", "12345678901234567890"], "argument --array: "),
 ])
 def test_a_bad_spec_on_the_command_line_is_a_usage_error_naming_the_flag(
         argv: list[str], says: str, capsys: pytest.CaptureFixture[str]) -> None:
@@ -127,6 +141,46 @@ def test_a_bad_spec_on_the_command_line_is_a_usage_error_naming_the_flag(
         main(argv)
     assert stopped.value.code == 2
     assert says in capsys.readouterr().err
+
+
+def test_a_checkpoint_time_for_a_job_never_asked_to_stop_is_a_usage_error(
+        monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    """--checkpoint-time without --checkpointable (nor --preemptible) was sent and kept:
+    the scheduler never asks such a job to stop, so the time meant nothing (a researcher's
+    session). Refused before any request, naming both flags, for a job file's key too."""
+    import gpuq.cli
+
+    def no_request(args: object) -> None:
+        raise AssertionError("a request was made")
+
+    monkeypatch.setattr(gpuq.cli, "client_for", no_request)
+    for argv in (["submit", "--gpus", "1", "--checkpoint-time", "2m", "--", "true"],
+                 ["submit", "--gpus", "1", "--no-checkpointable", "--checkpoint-time", "2m"]):
+        assert main(argv) == 2
+        err = capsys.readouterr().err
+        assert "--checkpoint-time" in err and "--checkpointable" in err, err
+
+
+def test_a_checkpoint_time_of_a_preemptible_job_is_its_grace_window_with_a_warning(
+        monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    """A preemptible job that does not checkpoint is still asked to stop, and the API's
+    grace window before the kill is its checkpoint time: sent, with a warning."""
+    import gpuq.cli
+    from gpuq.client import Job
+
+    sent: list[dict] = []
+
+    class Client:
+        def submit(self, idempotency_key: str | None = None, **spec: object) -> Job:
+            sent.append(spec)
+            return Job(self, {"id": 7, "tenant": "vision", "state": "SUBMITTED"})
+
+    monkeypatch.setattr(gpuq.cli, "client_for", lambda args: Client())
+    assert main(["submit", "--tenant", "vision", "--gpus", "1", "--preemptible",
+                 "--checkpoint-time", "2m", "--", "true"]) == 0
+    assert sent[0]["checkpoint_time_s"] == 120
+    err = capsys.readouterr().err
+    assert "warning" in err and "--checkpoint-time" in err and "grace" in err
 
 
 # ---------------------------------------------------------------------------- references

@@ -24,9 +24,9 @@ import argparse
 import getpass
 import json
 import os
+import re
 import shlex
 import sys
-import textwrap
 import time
 from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -35,7 +35,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from . import __version__, config, explain, jobfile, output
-from .client import FINAL_STATES, MAX_BATCH, OUTAGE_S, Client, Job, parse_ref
+from .client import FINAL_STATES, MAX_BATCH, MAX_JOB_ID, OUTAGE_S, Client, Job, parse_ref
 from .errors import (
     ApiError,
     ConfigError,
@@ -45,7 +45,15 @@ from .errors import (
     ServerError,
     Unauthorized,
 )
-from .fields import FIELDS, MAX_DURATION_S, flag_for, integer, spec_from_file
+from .fields import (
+    FIELDS,
+    MAX_DURATION_S,
+    UNPRINTABLE_WORDS,
+    flag_for,
+    integer,
+    spec_from_file,
+    unprintable,
+)
 from .login import LoginRefused, token_from_password
 from .output import Column, field
 from .timefmt import absolute, format_duration, parse_duration, plain_instants, relative, when
@@ -118,6 +126,46 @@ def job_ref(text: str) -> str:
     """A job on the command line: its id (``412``) or an array task's name (``412_7``)."""
     parse_ref(text)  # ValueError says what is taken
     return text.strip()
+
+
+def array_option(text: str) -> int:
+    """``--array ID``: an array's id (its task 0's), a job id of at most 18 digits: a
+    longer one matched none of the API's routes ("No endpoint /api/v1/arrays/.../")."""
+    # (not through option_type: integer's ValueError is argparse's "invalid integer value:
+    # '٤١٢'", as for the other id flags)
+    value = integer(text)
+    if not 0 <= value <= MAX_JOB_ID:
+        raise argparse.ArgumentTypeError(f"{text!r} is not an array's id: a job's id, 0 to "
+                                         "18 digits")
+    return value
+
+
+array_option.__name__ = "integer"  # argparse names the type in its "invalid ... value"
+
+
+def count_option(text: str) -> int:
+    """A count (``--positions``): 0 or more. -1 was taken, and read as 0 (a researcher's
+    session)."""
+    value = integer(text)
+    if value < 0:
+        raise ValueError(f"{text!r}: 0 or more")
+    return value
+
+
+#: The longest why the API keeps (``CancelIn.why``), once it has stripped the ends.
+WHY_MAX = 500
+
+
+def why_option(text: str) -> str:
+    """``--why``: what the API takes, judged as it judges it (its ends stripped), before
+    any request: a line break was refused by the API once per job, with exit status 1 and
+    "why:" for the flag (a researcher's session)."""
+    kept = text.strip()
+    if unprintable(kept):
+        raise ValueError(f"{text!r}: {UNPRINTABLE_WORDS}")
+    if len(kept) > WHY_MAX:
+        raise ValueError(f"at most {WHY_MAX} characters, not {len(kept):,}")
+    return text
 
 
 #: The shortest pause between two reads of a polling command: ``--interval 0`` polled with
@@ -209,9 +257,9 @@ def ordinal(n: int | None) -> str:
 
 
 def wrap(text: str, width: int, indent: str = "  ") -> list[str]:
-    return textwrap.wrap(text, width=max(20, width), initial_indent=indent,
-                         subsequent_indent=indent, break_long_words=True,
-                         break_on_hyphens=False) or [indent.rstrip()]
+    """``text`` in lines of at most ``width`` terminal columns, each after ``indent``."""
+    return output.wrap(text, max(20, width), initial_indent=indent,
+                       subsequent_indent=indent) or [indent.rstrip()]
 
 
 # ============================================================================ login
@@ -254,7 +302,6 @@ def prompt(question: str, default: str = "") -> str:
 
 # ============================================================================ submit
 def cmd_submit(args: argparse.Namespace) -> int:
-    client = client_for(args)
     spec: dict[str, Any] = {}
     batch: list[dict[str, Any]] | None = None
     batch_tenant: str | None = None
@@ -286,12 +333,17 @@ def cmd_submit(args: argparse.Namespace) -> int:
                              "into several files")
         tenant = flags.pop("tenant", None) or batch_tenant
         jobs = [{**one, **flags} for one in batch]
+        for i, one in enumerate(jobs):
+            check_checkpoint_time(one, f"{args.file} jobs[{i}]: ")
+        client = client_for(args)
         tenant = tenant or _default_tenant(client, jobs[0] if jobs else {})
         made = client.submit_batch(jobs, tenant=tenant, idempotency_key=args.idempotency_key)
         for job in made:
             out(str(job.id) if args.parsable else f"Submitted job {job.id} ({job.name})")
         return EXIT_OK
     spec.update(flags)
+    check_checkpoint_time(spec)
+    client = client_for(args)
     spec.setdefault("name", _name_from(spec.get("command", "")))
     if not spec.get("tenant"):
         spec["tenant"] = _default_tenant(client, spec)
@@ -304,6 +356,26 @@ def cmd_submit(args: argparse.Namespace) -> int:
         again = " (a retry: the job this key made before)" if job.replayed else ""
         out(f"Submitted job {job.id} to {job.tenant} ({job.state}){again}")
     return EXIT_OK
+
+
+def check_checkpoint_time(spec: dict[str, Any], where: str = "") -> None:
+    """A checkpoint time (``checkpoint_time_s``) is the grace window a job is given when
+    asked to stop, before it is killed (the scheduler's ``capped_grace``). A job neither
+    checkpointable nor preemptible is never asked to stop (it is no preemption victim):
+    its checkpoint time would mean nothing, and the API kept it silently (a researcher's
+    session). A preemptible job that does not checkpoint is asked to stop, and the time
+    is its window to exit: sent, with a warning that it writes no checkpoint."""
+    if spec.get("checkpoint_time_s") is None or spec.get("checkpointable"):
+        return
+    ckpt, able = flag_for("checkpoint_time_s"), flag_for("checkpointable")
+    if not spec.get("preemptible"):
+        raise UsageError(f"{where}{ckpt} is how long the job needs to checkpoint when asked "
+                         f"to stop, and a job neither {able} nor "
+                         f"{flag_for('preemptible')} is never asked to stop: add {able}, "
+                         f"or leave {ckpt} out")
+    err(f"gpuq submit: warning: {where}{ckpt} without {able}: the job writes no checkpoint; "
+        f"as it is {flag_for('preemptible')}, the time is only the grace window it is given "
+        "to exit when preempted, before it is killed")
 
 
 def _submit_array(client: Client, args: argparse.Namespace, spec: dict[str, Any]) -> int:
@@ -604,8 +676,7 @@ def detail_lines(job: dict[str, Any], width: int, ellipsis: str) -> list[str]:
     key_width = min(24, max(len(k) for k in keys)) if keys else 0
     for key in keys:
         value = show_value(key, job[key])
-        chunks = textwrap.wrap(value, width=max(10, width - key_width - 3),
-                               break_long_words=True, break_on_hyphens=False) or ["-"]
+        chunks = output.wrap(value, max(10, width - key_width - 3)) or ["-"]
         lines.append(f"  {key.ljust(key_width)} {chunks[0]}")
         lines += [" " * (key_width + 3) + chunk for chunk in chunks[1:]]
     # printed as prose, as `gpuq why` does (it was one line of JSON among the fields)
@@ -794,10 +865,14 @@ def cancel_target(text: str) -> str:
     array (``412_*``: quoted, so the shell leaves the star alone)."""
     text = text.strip()
     if text.endswith("_*") and text[:-2].isascii() and text[:-2].isdigit():
+        if int(text[:-2]) > MAX_JOB_ID:
+            raise ValueError(f"{text!r} is not a job: a job's id has at most 18 digits")
         return text
     try:
         parse_ref(text)
-    except ValueError:
+    except ValueError as error:
+        if "18 digits" in str(error):
+            raise
         raise ValueError(f"{text!r} is not a job: a job's id (412), a task's name (412_7), "
                          "or a whole array ('412_*', or --array 412)") from None
     return text
@@ -861,10 +936,23 @@ def cmd_cancel(args: argparse.Namespace) -> int:
     return EXIT_ERROR if failed else EXIT_OK
 
 
+#: An API message that names the job it is about first: "job 66: illegal transition ...".
+_ABOUT_JOB = re.compile(r"^job ([0-9]+): (.*)$", re.DOTALL)
+
+
 def about_job(ref: str, message: str) -> str:
     """``job 65: <message>``, once: the API's message may name the job itself ("job 65:
-    illegal transition ..." was printed "job 65: job 65: illegal transition ...")."""
-    return message if message.startswith(f"job {ref}:") else f"job {ref}: {message}"
+    illegal transition ..." was printed "job 65: job 65: illegal transition ..."). A task
+    is ``task 65_1 (job 66): ...`` ("job 65_1: job 66: ..." named it twice, and a
+    missing one "job 65_9: No task 65_9: ...": a researcher's session)."""
+    if "_" not in ref:
+        return message if message.startswith(f"job {ref}:") else f"job {ref}: {message}"
+    named = _ABOUT_JOB.match(message)
+    if named:
+        return f"task {ref} (job {named.group(1)}): {named.group(2)}"
+    if re.search(rf"\b{re.escape(ref)}\b", message):
+        return message
+    return f"task {ref}: {message}"
 
 
 # ============================================================================ logs
@@ -897,6 +985,23 @@ def _overlap(old: str, new: str) -> int:
     return 0
 
 
+def no_log_words(ref: str, job: dict[str, Any]) -> str:
+    """Why a job has no log, from its state: "it has not run" was said of a COMPLETED job
+    that wrote nothing (its agent sends a tail only once the job's output has grown: a
+    researcher's session)."""
+    state = job.get("state")
+    ran = job.get("started_at") is not None or any(
+        row.get("to_state") == "RUNNING" for row in job.get("history") or [])
+    if not ran:
+        if state in FINAL_STATES:
+            return f"(no log for job {ref}: it is {state} and never ran)"
+        return f"(no log yet for job {ref}: it has not run yet; it is {state})"
+    ended = "it ran and is" if state in FINAL_STATES else "it is"
+    return (f"(no log {'for' if state in FINAL_STATES else 'yet for'} job {ref}: {ended} "
+            f"{state}, and no log of it has reached the server: its node's agent sends one "
+            "only once the job has written output)")
+
+
 def cmd_logs(args: argparse.Namespace) -> int:
     client = client_for(args)
     job = Job(client, {"id": client.job_id(args.id)})
@@ -905,8 +1010,7 @@ def cmd_logs(args: argparse.Namespace) -> int:
         sys.stdout.write(tail.stdout)
         sys.stderr.write(tail.stderr)
         if tail.at is None:
-            err(f"(no log yet for job {args.id}: it has not run, or its node's agent has "
-                "not sent it)")
+            err(no_log_words(args.id, job.refresh().to_dict()))
         return EXIT_OK
     seen = {"out": "", "err": ""}
     last_round = False
@@ -946,8 +1050,10 @@ SHARE_COLUMNS = (
            right=True),
     # the share the rank was made from (ranked_share), in decayed GPU-hours per guaranteed
     # GPU as the dashboard shows it: the share "now" in GPU-seconds, beside a rank made
-    # up to a minute earlier, read as an order broken (found 2026-12-07)
-    Column("SHARE_H", "ranked_share", lambda r: _hours(r.get("ranked_share")),
+    # up to a minute earlier, read as an order broken (found 2026-12-07). csv's column of
+    # the API's name carries the API's value, GPU-seconds, as -o json does (it carried
+    # the table's hours under that name: a researcher's session)
+    Column("SHARE_H", "ranked_share", lambda r: r.get("ranked_share"),
            lambda r: _dash_or(_hours(r.get("ranked_share")), "{:.2f}"), right=True),
     Column("RANK", "share_rank", lambda r: r.get("share_rank"),
            lambda r: str(r.get("share_rank") or "-"), right=True),
@@ -1071,9 +1177,10 @@ def build_parser() -> argparse.ArgumentParser:
     p = commands.add_parser("queue", help="list jobs (squeue)")
     add_filters(p)
     p.add_argument("--user", help="one user's jobs")
-    p.add_argument("--array", type=integer, metavar="ID", help="one job array's tasks")
+    p.add_argument("--array", type=array_option, metavar="ID", help="one job array's tasks")
     p.add_argument("--all", action="store_true", help="finished jobs too")
-    p.add_argument("--positions", type=integer, default=DEFAULT_POSITIONS, metavar="N",
+    p.add_argument("--positions", type=option_type(count_option), default=DEFAULT_POSITIONS,
+                   metavar="N",
                    help=f"read the queue position of the first N queued jobs (a request "
                         f"each; default {DEFAULT_POSITIONS}; 0: none)")
     p.add_argument("--watch", action="store_true", help="redraw in place until Ctrl-C")
@@ -1097,11 +1204,12 @@ def build_parser() -> argparse.ArgumentParser:
     p = commands.add_parser("cancel", help="cancel jobs (scancel)")
     p.add_argument("ids", nargs="*", type=option_type(cancel_target), metavar="ID",
                    help="a job's id, a task's name (412_7), or a whole array ('412_*')")
-    p.add_argument("--array", dest="arrays", type=integer, action="append", metavar="ID",
+    p.add_argument("--array", dest="arrays", type=array_option, action="append", metavar="ID",
                    help="cancel every task of this array that has not ended (repeat for "
                         "more)")
     add_filters(p)
-    p.add_argument("--why", default=None, help="recorded in the job's log")
+    p.add_argument("--why", type=option_type(why_option), default=None,
+                   help="recorded in the job's log (printable text, at most 500 characters)")
     p.add_argument("-y", "--yes", action="store_true", help="do not ask (filters)")
     p.set_defaults(run=cmd_cancel)
 

@@ -57,6 +57,9 @@ MAX_ARRAY_TASKS = 10_000
 WHEN = ("ok", "any", "notok")
 #: A job's reference: its id (``412``), or an array task's name (``412_7``).
 _REF = re.compile(r"^\s*([0-9]+)(?:_([0-9]+))?\s*$")  # ASCII digits: int() reads "١"
+#: The largest job id the API takes: 18 digits (a longer number matched none of its
+#: routes, and gpuq printed "No endpoint /api/v1/jobs/.../": a researcher's session).
+MAX_JOB_ID = 10**18 - 1
 #: Fields only the job's detail has (a listed or submitted job reads its detail the first
 #: time one is asked for).
 DETAIL_FIELDS = frozenset({
@@ -71,12 +74,17 @@ def parse_ref(ref: int | str) -> tuple[int, int | None]:
     """``412`` -> ``(412, None)``; ``"412_7"`` (an array task's name) -> ``(412, 7)``.
     ValueError for anything else."""
     if isinstance(ref, int) and not isinstance(ref, bool):
+        if ref > MAX_JOB_ID:
+            raise ValueError(f"{ref!r} is not a job: a job's id has at most 18 digits")
         return ref, None
     found = _REF.match(str(ref))
     if found is None:
         raise ValueError(f"{ref!r} is not a job: a job's id (412) or an array task's name "
                          "(412_7)")
-    return int(found.group(1)), None if found.group(2) is None else int(found.group(2))
+    job_id, index = int(found.group(1)), None if found.group(2) is None else int(found.group(2))
+    if max(job_id, index or 0) > MAX_JOB_ID:
+        raise ValueError(f"{ref!r} is not a job: a job's id has at most 18 digits")
+    return job_id, index
 
 
 def _keyed(body: dict[str, Any], idempotency_key: str | None) -> dict[str, str]:

@@ -8,6 +8,9 @@ those and also any other field whose name says it explains a wait (``pending_*``
 
 What would make the job start sooner (:func:`hints`) is the client's own advice, per
 pending reason, from the job's own fields: it changes nothing and promises nothing.
+Where only the server knows the answer (whether a job may borrow past its team's
+guarantee, and the time limit that would let it), the advice follows the API's own
+``why_pending``.
 """
 
 from __future__ import annotations
@@ -74,6 +77,8 @@ def hints(job: dict[str, Any], tenant: dict[str, Any] | None = None,
             out.append(f"Elastic ({_flag('min_gpus')}) lets it start on fewer GPUs.")
         if gpus > 1:
             out.append(f"Fewer GPUs ({_flag('gpus')}) fit sooner.")
+    elif reason == "QuotaLimit" and _may_not_borrow(job):
+        out += _guarantee_hints(job, tenant)
     elif reason == "QuotaLimit":
         limit = (tenant or {}).get("quota_limit_gpus")
         if tenant and limit is not None and (job.get("min_gpus") or gpus) > limit:
@@ -89,6 +94,8 @@ def hints(job: dict[str, Any], tenant: dict[str, Any] | None = None,
                        "enough.")
         out.append(f"Fewer GPUs ({_flag('gpus')}), or cancelling another of the team's "
                    "jobs, makes room.")
+    elif reason == "QuotaReserved":
+        out += _quota_reserved_hints(job)
     elif reason == "UserLimit":
         if tenant and tenant.get("max_gpus_per_user") is not None:
             out.append(f"Team {tenant.get('name')} lets one person hold at most "
@@ -121,6 +128,73 @@ def hints(job: dict[str, Any], tenant: dict[str, Any] | None = None,
         out.append(f"Cancelling a running task of the array makes room (gpuq queue --array "
                    f"{array} lists them; gpuq cancel {array}_N cancels one).")
     return out
+
+
+#: The server's words for a job that may use only its team's guarantee
+#: (scheduler_app/selectors/why.py, ``_may_not_borrow``), in its why_pending headline.
+_BARRED = "cannot be preempted"
+#: ... and the longest time limit that would let such a job borrow ("2 h", "90 min"):
+#: the scheduler's protected_borrow_max_s, which the API gives nowhere else.
+_BORROW_WINDOW = re.compile(r"time limit of at most (\d+ (?:s|min|h))\b")
+
+
+def _server_why(job: dict[str, Any]) -> dict[str, Any]:
+    """The API's ``why_pending`` for the job's reason now ({} if none, or for another)."""
+    why = job.get("why_pending")
+    if not isinstance(why, dict) or why.get("reason") != job.get("pending_reason"):
+        return {}
+    return why
+
+
+def _may_not_borrow(job: dict[str, Any]) -> bool:
+    """The server's answer says the job may not borrow past its team's guarantee: it
+    cannot be preempted, and its time limit (none, or too long) does not let it borrow.
+    Read from that answer, not recomputed: the limit that would do is a server setting."""
+    if job.get("checkpointable") or job.get("preemptible"):
+        return False
+    return _BARRED in str(_server_why(job).get("headline") or "")
+
+
+def _guarantee_hints(job: dict[str, Any], tenant: dict[str, Any] | None) -> list[str]:
+    """QuotaLimit for a job that may not borrow: its team's guarantee is its limit, and
+    what lets it borrow is what the server's answer names. "Fewer GPUs" and the team's
+    guarantee plus borrow limit, advised here before, were not its limit (a researcher's
+    session)."""
+    why = _server_why(job)
+    found = _BORROW_WINDOW.search(f"{why.get('headline')} {why.get('next_step')}")
+    team = f"team {job.get('tenant') or (tenant or {}).get('name')}"
+    guaranteed = (tenant or {}).get("guaranteed_gpus")
+    limit = f"{team}'s guarantee" + (f" of {guaranteed} GPUs" if guaranteed is not None
+                                     else "")
+    need = job.get("min_gpus") or job.get("gpus") or 0
+    if guaranteed is not None and need > guaranteed:
+        wait = "no running job's end makes room"
+    else:
+        wait = "it starts when the team's running jobs free enough of that guarantee"
+    time = f", or with a {_flag('max_runtime_s')} of at most {found.group(1)}" if found else ""
+    return [f"It cannot be preempted (neither {_flag('checkpointable')} nor "
+            f"{_flag('preemptible')}), so it may hold only {limit}, not borrow past it: "
+            f"{wait}.",
+            f"Submitted again with {_flag('checkpointable')} or {_flag('preemptible')}"
+            f"{time}, it may borrow idle GPUs (a job's flags are fixed at submit: cancel "
+            "this one).",
+            "Cancelling another of the team's running jobs makes room within the "
+            "guarantee."]
+
+
+def _quota_reserved_hints(job: dict[str, Any]) -> list[str]:
+    """QuotaReserved: a job of its own team, ahead of it, holds the team's remaining quota
+    for its planned start. The scheduler lets this one start first only if the quota
+    holds both at once, or if it ends, by its time limit, before that start
+    (scheduler_app/core/tick.py ``_quota_allows``); else it waits for that job."""
+    team = f"team {job.get('tenant')}" if job.get("tenant") else "its team"
+    return [f"A job of {team} ahead of it holds the team's remaining quota for its planned "
+            "start (kept once made): this one may start before it only if its time limit "
+            f"({_flag('max_runtime_s')}) ends it by that start, or if the team's quota holds "
+            f"both jobs at once (fewer GPUs, {_flag('gpus')}, help only then).",
+            "Otherwise it waits until that job has started, then for room in the team's "
+            "quota (a job's flags are fixed at submit: cancel it and submit it again to "
+            "change them)."]
 
 
 def _dependency_hints(job: dict[str, Any],

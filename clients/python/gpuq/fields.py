@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import difflib
 import re
+import unicodedata
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -44,6 +45,25 @@ def boolean(value: Any) -> bool:
 
 def text(value: Any) -> str:
     return "" if value is None else str(value)
+
+
+#: What the API refuses in a job's name or a cancel's why (scheduler_app/services/jobs.py,
+#: ``_UNPRINTABLE``): control characters (tabs and line breaks among them), the invisible
+#: and the text-direction ones; and lone surrogates (undecodable bytes in argv), which
+#: JSON cannot carry as text.
+_UNPRINTABLE = re.compile("[\x00-\x1f\x7f-\x9f\xad\u061c\u180e\u200b-\u200f"
+                          "\u202a-\u202e\u2060-\u2064\u2066-\u2069\ufeff\ud800-\udfff]")
+#: The API's words for such a text.
+UNPRINTABLE_WORDS = ("printable text: no tabs, line breaks, control, invisible (zero-width, "
+                     "soft hyphen) or text-direction characters, and no combining mark "
+                     "first")
+
+
+def unprintable(value: str) -> bool:
+    """Would the API refuse ``value`` as unprintable (a character of :data:`_UNPRINTABLE`,
+    or a combining mark first, which joins whatever a terminal printed before it)?"""
+    return bool(_UNPRINTABLE.search(value)) or (
+        bool(value) and unicodedata.category(value[0]).startswith("M"))
 
 
 #: the API's longest duration (366 days)

@@ -109,6 +109,45 @@ def cut(text: str, width: int, ellipsis: str = "…") -> str:
     return "".join(out) + ellipsis if room >= 0 else text[:width]
 
 
+def wrap(text: str, width: int, *, initial_indent: str = "",
+         subsequent_indent: str = "") -> list[str]:
+    """``text``'s words in lines of at most ``width`` terminal columns (East Asian wide
+    characters take two), a word longer than a line broken where it must. textwrap counts
+    characters: a line of wide ones came out twice as wide, and :func:`cut` then dropped
+    its end (a CJK job name lost words in gpuq why). No words: no lines."""
+    lines: list[str] = []
+    line, indent = initial_indent, initial_indent
+    for word in text.split():
+        sep = "" if line == indent else " "
+        if cell_width(line + sep + word) <= width:
+            line += sep + word
+            continue
+        if line != indent:
+            lines.append(line)
+            line = indent = subsequent_indent
+        while cell_width(line + word) > width and word:
+            room = max(1, width - cell_width(line))  # at least a character a line
+            head = _fit(word, room)
+            lines.append(line + head)
+            word = word[len(head):]
+            line = indent = subsequent_indent
+        line += word
+    if line != indent:
+        lines.append(line)
+    return lines
+
+
+def _fit(word: str, width: int) -> str:
+    """The longest start of ``word`` that takes at most ``width`` columns (at least its
+    first character, so that a line narrower than one wide character still moves on)."""
+    used = 0
+    for i, ch in enumerate(word):
+        used += cell_width(ch)
+        if used > width:
+            return word[:max(1, i)]
+    return word
+
+
 def pad(text: str, width: int, right: bool = False) -> str:
     room = " " * max(0, width - cell_width(text))
     return room + text if right else text + room
