@@ -717,8 +717,10 @@ class JobListCreate(generics.GenericAPIView):
             if replay is not None:
                 return _replay_response(replay)
             raise ValidationError({field: [message] for field, message in errors.items()})
-        # No look-up of the key first (a query per submit): the service finds a key taken
-        # when it inserts, and returns that job.
+        # No look-up of the key itself first (a query per submit): the service finds a key
+        # taken when it inserts, and returns that job. A batch's or an array's use of it
+        # (their jobs are keyed <key>#<i>) is looked up, for keyed submits only.
+        _key_free_of_many(tenant, request.user, spec["idempotency_key"])
         depends_on = data.get("depends_on") or []
         job = job_submit(tenant=tenant, owner=request.user, actor=Actor.USER,
                          capacity=refusals.shape, depends_on=depends_on,
@@ -776,7 +778,35 @@ def _many_jobs_request(request: Request, serializer: type[serializers.Serializer
     key = _idempotency_key(request, data["idempotency_key"])
     if len(key) > 123:
         raise ValidationError({"idempotency_key": [f"At most 123 characters for {what}."]})
+    _key_free_of_single(tenant, request.user, key, what)
     return data, tenant, key
+
+
+def _key_free_of_many(tenant: Tenant, owner: Any, key: str) -> None:
+    """One key, one request: 409 if a batch or an array of ``owner`` took ``key`` (its
+    jobs are keyed ``<key>#<i>``, so the single job's own key is free and a retry of the
+    wrong kind would make a new job)."""
+    jobs = batch_jobs_with_key(tenant, key, owner=owner) if key else None
+    if jobs is None:
+        return
+    what = (f"array {jobs[0].array_id} ({len(jobs)} tasks)" if jobs[0].array_id is not None
+            else f"a batch of {len(jobs)} jobs (job {jobs[0].pk} first)")
+    raise ApiConflict(f"Idempotency key {key!r} was used for {what}: use a new key for a "
+                      "new job.", code="idempotency_key_reused", field="idempotency_key")
+
+
+def _key_free_of_single(tenant: Tenant, owner: Any, key: str, what: str) -> None:
+    """The other way round: 409 if a single submit of ``owner`` took ``key`` itself. A
+    key ending ``#<digits>`` is taken to be a batch's job's (``sweep#1`` of the batch
+    ``sweep``): the batch ``sweep#1`` stays a batch of its own (docs/api.md)."""
+    head, sep, tail = key.rpartition("#")
+    if not key or (sep and head and tail.isdigit()):
+        return
+    job = Job.objects.filter(tenant=tenant, owner=owner, idempotency_key=key).only("pk").first()
+    if job is not None:
+        raise ApiConflict(f"Idempotency key {key!r} was used for job {job.pk}: use a new "
+                          f"key for {what}.", code="idempotency_key_reused",
+                          field="idempotency_key")
 
 
 class JobBatchSubmit(APIView):

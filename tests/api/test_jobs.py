@@ -367,6 +367,44 @@ def test_a_batch_whose_first_key_a_single_submit_took_conflicts(world):
     assert Job.objects.count() == 1
 
 
+@pytest.mark.parametrize("many", ["batch", "array"])
+def test_a_single_jobs_key_sent_with_a_batch_or_array_conflicts_and_the_other_way(world, many):
+    # one key, one request: a job's key reused for a batch (or an array) made new jobs,
+    # and a batch's key reused for a single job made a new one, since a batch keys its
+    # jobs <key>#<i> (found by a researcher's session, 2026-12-07)
+    client = world.client("researcher")
+    path = "/api/v1/jobs/batch/" if many == "batch" else "/api/v1/arrays/"
+    spec = {"name": "s", "gpus": 1}
+    body = ({"tenant": "vision", "jobs": [spec, spec]} if many == "batch"
+            else {"tenant": "vision", **spec, "array": {"count": 2}})
+    single = client.post("/api/v1/jobs/", job_body(gpus=1), format="json",
+                         HTTP_IDEMPOTENCY_KEY="run-1")
+    assert single.status_code == 201
+    clash = client.post(path, body, format="json", HTTP_IDEMPOTENCY_KEY="run-1")
+    assert clash.status_code == 409, clash.json()
+    error = clash.json()["errors"][0]
+    assert error["code"] == "idempotency_key_reused" and error["field"] == "idempotency_key"
+    assert f"job {single.json()['id']}" in error["message"]
+    assert Job.objects.count() == 1
+
+    made = client.post(path, body, format="json", HTTP_IDEMPOTENCY_KEY="run-2")
+    assert made.status_code == 201
+    again = client.post("/api/v1/jobs/", job_body(gpus=1), format="json",
+                        HTTP_IDEMPOTENCY_KEY="run-2")
+    assert again.status_code == 409, again.json()
+    error = again.json()["errors"][0]
+    assert error["code"] == "idempotency_key_reused" and error["field"] == "idempotency_key"
+    assert ("a batch of 2 jobs" if many == "batch" else
+            f"array {made.json()['array_id']} (2 tasks)") in error["message"]
+    assert Job.objects.count() == 3
+    # each kind's own retry is still a retry
+    assert client.post(path, body, format="json",
+                       HTTP_IDEMPOTENCY_KEY="run-2").status_code == 200
+    assert client.post("/api/v1/jobs/", job_body(gpus=1), format="json",
+                       HTTP_IDEMPOTENCY_KEY="run-1").status_code == 200
+    assert Job.objects.count() == 3
+
+
 # ---------------------------------------------------------------- list
 def test_the_list_filters_by_state_size_class_owner_and_tenant(world):
     small = submit(world, gpus=1)
