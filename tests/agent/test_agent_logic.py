@@ -115,6 +115,19 @@ def test_a_placed_job_runs_with_its_gpus_and_environment_and_its_exit_code_is_re
     assert "hello on stdout" in api.logs[7]["stdout"]  # the last tail, pushed at the exit
 
 
+def test_a_job_that_writes_nothing_still_has_its_tail_pushed_at_its_exit(api, make_agent):
+    # the tail was pushed only when the logs grew from [0, 0], so a silent job's never
+    # was, and `gpuq logs` could not tell "wrote nothing" from "never ran" (found by a
+    # researcher's session, 2026-12-07)
+    api.place(8, f"{PY} -c pass", gpus=[0])
+    agent = make_agent()
+
+    until(agent, lambda: api.jobs[8].state == "COMPLETED", what="the exit report")
+
+    assert api.names(8) == ["start", "log", "exit"]
+    assert api.logs[8] == {"stdout": "", "stderr": ""}
+
+
 def test_an_array_task_gets_its_index_and_the_array_size_in_its_environment(
     tmp_path, api, make_agent
 ):
