@@ -34,9 +34,11 @@ from scheduler_app.core.types import (
     MAX_ARRAY_TASKS,
     SIZE_CLASS_LABELS,
     Actor,
+    may_borrow,
     size_class,
 )
 from scheduler_app.models import Allocation, Job, Membership, Tenant, Transition
+from scheduler_app.scheduler_config import scheduler_config
 from scheduler_app.selectors.jobs import (
     job_history,
     job_queue_position,
@@ -398,6 +400,14 @@ class JobDetailOut(JobOut):
     history = serializers.SerializerMethodField()
     preemptions = serializers.SerializerMethodField()
     why_pending = serializers.SerializerMethodField()
+    may_borrow = serializers.SerializerMethodField(
+        help_text="May the job run on GPUs past its team's guarantee (borrowed idle GPUs)? "
+                  "Only a job that can be preempted may: checkpointable, preemptible, or "
+                  "declaring a time limit of at most borrow_max_runtime_s.")
+    borrow_max_runtime_s = serializers.SerializerMethodField(
+        help_text="The longest time limit with which a job that is neither checkpointable "
+                  "nor preemptible may borrow (the scheduler's protected_borrow_max_s); null: "
+                  "such a job never borrows.")
     max_runtime_from = serializers.SerializerMethodField(
         help_text="Where max_runtime_s came from: 'job' (declared at submit), 'team_default' "
                   "(the job declared none and got its team's default_runtime_s), or null "
@@ -409,7 +419,17 @@ class JobDetailOut(JobOut):
                   "min_gpus",
                   "preemptible", "interactive", "last_checkpoint_at", "resume_pointer",
                   "retry_count", "pending_sentence", "queue_position", "estimate",
-                  "allocation", "history", "preemptions", "why_pending"]
+                  "allocation", "history", "preemptions", "why_pending", "may_borrow",
+                  "borrow_max_runtime_s"]
+
+    @extend_schema_field(serializers.BooleanField())
+    def get_may_borrow(self, job: Job) -> bool:
+        return may_borrow(job.checkpointable, job.preemptible, job.max_runtime_s,
+                          scheduler_config())
+
+    @extend_schema_field(serializers.IntegerField(allow_null=True))
+    def get_borrow_max_runtime_s(self, job: Job) -> int | None:
+        return scheduler_config().protected_borrow_max_s or None
 
     @extend_schema_field(serializers.ChoiceField(choices=["job", "team_default"],
                                                  allow_null=True))

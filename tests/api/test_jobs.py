@@ -693,3 +693,20 @@ def test_a_job_nothing_may_preempt_larger_than_its_teams_guarantee_is_refused(wo
     too_long = client.post("/api/v1/jobs/", job_body(gpus=24, max_runtime_s=7201),
                            format="json")
     assert too_long.status_code == 400
+
+
+@pytest.mark.parametrize(("extra", "may"), [
+    ({}, False),  # no limit, cannot be preempted
+    ({"max_runtime_s": 3 * 3600}, False),  # past the 2 h window
+    ({"max_runtime_s": 3600}, True),
+    ({"checkpointable": True, "checkpoint_interval_s": 600}, True),
+    ({"preemptible": True}, True),
+])
+def test_the_detail_says_whether_the_job_may_borrow_and_the_window_that_would_let_it(
+        world, extra, may):
+    # gpuq why read this from why_pending's words ("cannot be preempted", "a time limit of
+    # at most 2 h"); the answer is now a field of its own
+    job = submit(world, gpus=1, **extra)
+    detail = world.client("researcher").get(f"/api/v1/jobs/{job['id']}/").json()
+    assert detail["may_borrow"] is may
+    assert detail["borrow_max_runtime_s"] == 7200

@@ -105,17 +105,19 @@ def test_why_explains_a_job_waiting_behind_a_running_one(running: Live) -> None:
 
 def test_logs_of_a_job_that_ran_and_wrote_nothing_do_not_say_it_has_not_run(
         running: Live) -> None:
-    """gpuq logs of a COMPLETED job said "it has not run": a job that writes nothing gets
-    no log from its agent (it sends a tail only when the files grew), and the message
-    guessed (a researcher's session)."""
+    """gpuq logs of a COMPLETED job said "it has not run": a job that wrote nothing got
+    no log from its agent (it sent a tail only when the files grew), and the message
+    guessed (a researcher's session). The agent now sends the (empty) tail at the end of
+    every run: the log is there, and empty."""
     job_id = submit(running, "--gpus", "1", "--time", "5m", "--name", "silent", "--command",
                     "true")
     assert running.gpuq("wait", str(job_id), "--interval", "0.3",
                         timeout=120).returncode == 0
     done = running.gpuq("logs", str(job_id))
     assert done.returncode == 0 and done.stdout == ""
-    assert "has not run" not in done.stderr, done.stderr
-    assert f"job {job_id}: it ran and is COMPLETED" in done.stderr, done.stderr
+    assert done.stderr == "", done.stderr
+    tail = running.client().job(job_id).logs()
+    assert tail.at is not None and (tail.stdout, tail.stderr) == ("", "")
 
 
 def test_why_of_a_job_that_may_not_borrow_advises_what_the_server_says(
@@ -138,7 +140,7 @@ def test_why_of_a_job_that_may_not_borrow_advises_what_the_server_says(
         text = " ".join(done.stdout.split())
         hints = text[text.index("To start sooner:"):]
         assert "Fewer GPUs" not in hints and "guarantee plus borrow limit" not in hints
-        assert "--checkpointable or --preemptible, or with a --time of at most 2 h" in hints
+        assert "--checkpointable or --preemptible, or with a --time of at most 2h" in hints
         assert lines_fit(done.stdout) == []
     finally:
         running.gpuq("cancel", str(barred), str(first))

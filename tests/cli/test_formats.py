@@ -416,20 +416,21 @@ def test_a_quota_job_that_may_not_borrow_is_told_what_would_let_it_as_the_server
     """gpuq why advised "Fewer GPUs" and "the 16 GPUs it may hold (guarantee plus borrow
     limit)" to a job that may hold only its team's guarantee, where the server's own
     answer said a time limit of at most 2 h, or being checkpointable or preemptible, lets
-    it borrow (a researcher's session)."""
+    it borrow (a researcher's session). Read from the API's may_borrow and
+    borrow_max_runtime_s, not from its words."""
     job = {"pending_reason": "QuotaLimit", "gpus": 8, "min_gpus": None, "tenant": "vision",
            "checkpointable": False, "preemptible": False, "max_runtime_s": runtime,
-           "why_pending": BARRED_WHY}
+           "why_pending": BARRED_WHY, "may_borrow": False, "borrow_max_runtime_s": 7200}
     tenant = {"name": "vision", "current_gpus": 8, "guaranteed_gpus": 8,
               "borrow_limit_gpus": 8, "quota_limit_gpus": 16}
     hints = explain.hints(job, tenant)
     text = " ".join(hints)
     assert "Fewer GPUs" not in text and "16 GPUs it may hold" not in text
     assert "--checkpointable" in text and "--preemptible" in text
-    assert "--time of at most 2 h" in text  # the server's window, not a guess
+    assert "--time of at most 2h" in text  # the server's window, not a guess
     assert "guarantee of 8 GPUs" in text
     # a job that may borrow (checkpointable) keeps the advice about the team's limit
-    may = explain.hints({**job, "checkpointable": True,
+    may = explain.hints({**job, "checkpointable": True, "may_borrow": True,
                          "why_pending": {**BARRED_WHY, "headline": "Team vision holds ..."}},
                         tenant)
     assert "guarantee plus borrow limit" in may[0]

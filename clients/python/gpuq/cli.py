@@ -987,8 +987,8 @@ def _overlap(old: str, new: str) -> int:
 
 def no_log_words(ref: str, job: dict[str, Any]) -> str:
     """Why a job has no log, from its state: "it has not run" was said of a COMPLETED job
-    that wrote nothing (its agent sends a tail only once the job's output has grown: a
-    researcher's session)."""
+    that wrote nothing (its agent sent a tail only once the job's output had grown: a
+    researcher's session; agents since send one at every run's end)."""
     state = job.get("state")
     ran = job.get("started_at") is not None or any(
         row.get("to_state") == "RUNNING" for row in job.get("history") or [])
@@ -999,7 +999,7 @@ def no_log_words(ref: str, job: dict[str, Any]) -> str:
     ended = "it ran and is" if state in FINAL_STATES else "it is"
     return (f"(no log {'for' if state in FINAL_STATES else 'yet for'} job {ref}: {ended} "
             f"{state}, and no log of it has reached the server: its node's agent sends one "
-            "only once the job has written output)")
+            "as the job writes output and when it ends)")
 
 
 def cmd_logs(args: argparse.Namespace) -> int:

@@ -9,8 +9,8 @@ those and also any other field whose name says it explains a wait (``pending_*``
 What would make the job start sooner (:func:`hints`) is the client's own advice, per
 pending reason, from the job's own fields: it changes nothing and promises nothing.
 Where only the server knows the answer (whether a job may borrow past its team's
-guarantee, and the time limit that would let it), the advice follows the API's own
-``why_pending``.
+guarantee, and the time limit that would let it), the advice reads the API's
+``may_borrow`` and ``borrow_max_runtime_s``.
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ import re
 from typing import Any
 
 from .fields import BY_API
+from .timefmt import format_duration
 
 #: The explanation the API gives today, in the order shown.
 KNOWN = ("state", "pending_reason", "pending_sentence", "queue_position", "estimate")
@@ -130,29 +131,11 @@ def hints(job: dict[str, Any], tenant: dict[str, Any] | None = None,
     return out
 
 
-#: The server's words for a job that may use only its team's guarantee
-#: (scheduler_app/selectors/why.py, ``_may_not_borrow``), in its why_pending headline.
-_BARRED = "cannot be preempted"
-#: ... and the longest time limit that would let such a job borrow ("2 h", "90 min"):
-#: the scheduler's protected_borrow_max_s, which the API gives nowhere else.
-_BORROW_WINDOW = re.compile(r"time limit of at most (\d+ (?:s|min|h))\b")
-
-
-def _server_why(job: dict[str, Any]) -> dict[str, Any]:
-    """The API's ``why_pending`` for the job's reason now ({} if none, or for another)."""
-    why = job.get("why_pending")
-    if not isinstance(why, dict) or why.get("reason") != job.get("pending_reason"):
-        return {}
-    return why
-
-
 def _may_not_borrow(job: dict[str, Any]) -> bool:
-    """The server's answer says the job may not borrow past its team's guarantee: it
-    cannot be preempted, and its time limit (none, or too long) does not let it borrow.
-    Read from that answer, not recomputed: the limit that would do is a server setting."""
-    if job.get("checkpointable") or job.get("preemptible"):
-        return False
-    return _BARRED in str(_server_why(job).get("headline") or "")
+    """The API says the job may not borrow past its team's guarantee (``may_borrow``: it
+    cannot be preempted, and its time limit, none or too long, does not let it). Read,
+    not recomputed: the limit that would do is a server setting."""
+    return job.get("may_borrow") is False
 
 
 def _guarantee_hints(job: dict[str, Any], tenant: dict[str, Any] | None) -> list[str]:
@@ -160,8 +143,7 @@ def _guarantee_hints(job: dict[str, Any], tenant: dict[str, Any] | None) -> list
     what lets it borrow is what the server's answer names. "Fewer GPUs" and the team's
     guarantee plus borrow limit, advised here before, were not its limit (a researcher's
     session)."""
-    why = _server_why(job)
-    found = _BORROW_WINDOW.search(f"{why.get('headline')} {why.get('next_step')}")
+    most = job.get("borrow_max_runtime_s")
     team = f"team {job.get('tenant') or (tenant or {}).get('name')}"
     guaranteed = (tenant or {}).get("guaranteed_gpus")
     limit = f"{team}'s guarantee" + (f" of {guaranteed} GPUs" if guaranteed is not None
@@ -171,7 +153,8 @@ def _guarantee_hints(job: dict[str, Any], tenant: dict[str, Any] | None) -> list
         wait = "no running job's end makes room"
     else:
         wait = "it starts when the team's running jobs free enough of that guarantee"
-    time = f", or with a {_flag('max_runtime_s')} of at most {found.group(1)}" if found else ""
+    time = (f", or with a {_flag('max_runtime_s')} of at most {format_duration(most)}"
+            if isinstance(most, int) and most > 0 else "")
     return [f"It cannot be preempted (neither {_flag('checkpointable')} nor "
             f"{_flag('preemptible')}), so it may hold only {limit}, not borrow past it: "
             f"{wait}.",
