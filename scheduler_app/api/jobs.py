@@ -76,10 +76,10 @@ from .filters import JobFilter
 from .pagination import IdCursorPagination
 from .submit import (
     Refusals,
+    array_differences,
     full_spec,
-    same_array,
     same_dependencies,
-    same_spec,
+    spec_differences,
     spec_errors,
 )
 
@@ -780,12 +780,24 @@ def _replayed(tenant: Tenant, owner: Any, spec: dict[str, Any],
         return None
     job = Job.objects.select_related("tenant", "owner").filter(
         tenant=tenant, owner=owner, idempotency_key=key).first()
-    if job is not None and not (same_spec(job, spec) and same_dependencies(job, depends_on)):
+    if job is None:
+        return None
+    differ = spec_differences(job, spec)
+    if not same_dependencies(job, depends_on):
+        differ.append("depends_on")
+    if differ:
         raise ApiConflict(
-            f"Idempotency key {key!r} was used for job {job.pk} with a different spec: "
-            "use a new key for a new job.", code="idempotency_key_reused",
-            field="idempotency_key")
+            f"Idempotency key {key!r} was used for job {job.pk} with a different spec "
+            f"({_differ_words(differ)}): use a new key for a new job.",
+            code="idempotency_key_reused", field="idempotency_key")
     return job
+
+
+def _differ_words(fields: list[str]) -> str:
+    """``gpus and max_runtime_s differ``: what a reused key's request changed."""
+    shown = fields[:5] + ([f"{len(fields) - 5} more"] if len(fields) > 5 else [])
+    names = ", ".join(shown[:-1]) + " and " + shown[-1] if len(shown) > 1 else shown[0]
+    return f"{names} {'differ' if len(fields) > 1 else 'differs'}"
 
 
 def _many_jobs_request(request: Request, serializer: type[serializers.Serializer],
@@ -900,14 +912,19 @@ def _batch_replayed(tenant: Tenant, owner: Any, key: str, specs: list[dict[str, 
             f"Idempotency key {key!r} was used for array {jobs[0].array_id} ({len(jobs)} "
             "tasks): use a new key for a new batch.", code="idempotency_key_reused",
             field="idempotency_key")
-    if len(jobs) != len(mine) or not all(
-        spec["idempotency_key"] in by_key and same_spec(by_key[spec["idempotency_key"]], spec)
-        for spec in mine
-    ):
+    differ = [] if len(jobs) == len(mine) else [f"the number of jobs ({len(mine)})"]
+    for i, spec in enumerate(mine):
+        if differ:
+            break
+        job = by_key.get(spec["idempotency_key"])
+        fields = ["the job"] if job is None else spec_differences(job, spec)
+        differ += [f"jobs[{i}].{name}" if job is not None else f"jobs[{i}]"
+                   for name in fields]
+    if differ:
         raise ApiConflict(
-            f"Idempotency key {key!r} was used for a different batch ({len(jobs)} jobs): use "
-            "a new key for a new batch.", code="idempotency_key_reused",
-            field="idempotency_key")
+            f"Idempotency key {key!r} was used for a different batch ({len(jobs)} jobs; "
+            f"{_differ_words(differ)}): use a new key for a new batch.",
+            code="idempotency_key_reused", field="idempotency_key")
     return [by_key[spec["idempotency_key"]] for spec in mine]
 
 
@@ -1026,11 +1043,13 @@ def _array_replayed(tenant: Tenant, owner: Any, key: str, spec: dict[str, Any],
                                owner=owner)
     if jobs is None:
         return None
-    if not same_array(jobs, spec, array["count"], array.get("max_running")):
+    differ = array_differences(jobs, spec, array["count"], array.get("max_running"))
+    if differ:
+        what = (f"array {jobs[0].array_id} ({len(jobs)} tasks; {_differ_words(differ)})"
+                if jobs[0].array_id is not None else f"a batch of {len(jobs)} jobs")
         raise ApiConflict(
-            f"Idempotency key {key!r} was used for a different submission ({len(jobs)} "
-            "jobs): use a new key for a new array.", code="idempotency_key_reused",
-            field="idempotency_key")
+            f"Idempotency key {key!r} was used for {what}: use a new key for a new array.",
+            code="idempotency_key_reused", field="idempotency_key")
     return sorted(jobs, key=lambda job: job.array_index or 0)
 
 

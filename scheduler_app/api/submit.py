@@ -113,8 +113,30 @@ def spec_errors(spec: dict[str, Any], refusals: Refusals) -> dict[str, ErrorDeta
 def same_spec(job: Job, spec: dict[str, Any]) -> bool:
     """Does the existing ``job`` (found by idempotency key) ask for exactly ``spec``? A
     job given its team's default limit asked for none."""
+    return not spec_differences(job, spec)
+
+
+def spec_differences(job: Job, spec: dict[str, Any]) -> list[str]:
+    """The fields in which ``spec`` asks for something else than ``job`` did, in the
+    API's order: a 409 for a reused idempotency key names them (a pipeline author could
+    not tell what differed)."""
     declared = {"max_runtime_s": None} if job.runtime_from_team_default else {}
-    return all(declared.get(name, getattr(job, name)) == spec[name] for name in SPEC_FIELDS)
+    return [name for name in SPEC_FIELDS
+            if declared.get(name, getattr(job, name)) != spec[name]]
+
+
+def array_differences(tasks: list[Job], spec: dict[str, Any], count: int,
+                      max_running: int | None) -> list[str]:
+    """What an array request asks for that ``tasks`` (found by its idempotency key) are
+    not: ``array.count``, ``array.max_running`` and the spec's fields; ``array`` if they
+    are a batch's jobs."""
+    first = tasks[0]
+    if first.array_id is None:
+        return ["array"]
+    out = [] if len(tasks) == count else ["array.count"]
+    if first.array_max_running != max_running:
+        out.append("array.max_running")
+    return out + spec_differences(first, {**spec, "idempotency_key": first.idempotency_key})
 
 
 def same_dependencies(job: Job, depends_on: list[dict[str, Any]] | None) -> bool:
@@ -132,8 +154,5 @@ def same_array(tasks: list[Job], spec: dict[str, Any], count: int,
                max_running: int | None) -> bool:
     """Are ``tasks`` (found by an array's idempotency key) the array ``spec``, ``count``
     and ``max_running`` ask for (and not a batch's jobs)?"""
-    first = tasks[0]
-    return (len(tasks) == count and first.array_id is not None
-            and first.array_max_running == max_running
-            and same_spec(first, {**spec, "idempotency_key": first.idempotency_key}))
+    return not array_differences(tasks, spec, count, max_running)
 

@@ -106,6 +106,9 @@ def test_a_retry_with_the_same_key_returns_the_same_tasks(world):
     other = client.post("/api/v1/arrays/", array_body(count=4), format="json",
                         HTTP_IDEMPOTENCY_KEY="sweep-1")
     assert other.status_code == 409
+    # what differs is named (a pipeline author could not tell)
+    message = other.json()["errors"][0]["message"]
+    assert "3 tasks; array.count differs" in message, message
     assert Job.objects.count() == 3
 
 

@@ -65,7 +65,12 @@ def test_a_key_reused_for_a_different_job_is_a_conflict_and_writes_nothing(world
                            format="json")
     assert response.status_code == 409
     assert errors_of(response).keys() == {"idempotency_key"}
+    # what differs is named (a pipeline author could not tell)
+    assert "(gpus differs)" in errors_of(response)["idempotency_key"]
     assert Transition.objects.count() == rows
+    two = client.post("/api/v1/jobs/", job_body(gpus=4, priority=3, idempotency_key="k1"),
+                      format="json")
+    assert "(gpus and priority differ)" in errors_of(two)["idempotency_key"]
 
 
 def test_a_retry_is_answered_even_after_a_quota_change_would_refuse_its_spec(world):
@@ -353,6 +358,23 @@ def test_a_batch_key_that_extends_another_batchs_key_is_a_batch_of_its_own(world
     assert [j["id"] for j in other_again.json()["jobs"]] == [
         j["id"] for j in other.json()["jobs"]]
     assert Job.objects.count() == 3
+
+
+def test_a_batch_key_reused_for_other_jobs_names_what_differs(world):
+    client = world.client("researcher")
+    body = {"tenant": "vision", "jobs": [{"name": f"s{i}", "gpus": 1} for i in range(2)]}
+    assert client.post("/api/v1/jobs/batch/", body, format="json",
+                       HTTP_IDEMPOTENCY_KEY="b").status_code == 201
+    fewer = client.post("/api/v1/jobs/batch/", {**body, "jobs": body["jobs"][:1]},
+                        format="json", HTTP_IDEMPOTENCY_KEY="b")
+    assert fewer.status_code == 409
+    assert "the number of jobs (1) differs" in errors_of(fewer)["idempotency_key"]
+    other = client.post("/api/v1/jobs/batch/",
+                        {**body, "jobs": [body["jobs"][0], {"name": "s1", "gpus": 2}]},
+                        format="json", HTTP_IDEMPOTENCY_KEY="b")
+    assert other.status_code == 409
+    assert "jobs[1].gpus differs" in errors_of(other)["idempotency_key"]
+    assert Job.objects.count() == 2
 
 
 def test_a_batch_whose_first_key_a_single_submit_took_conflicts(world):
