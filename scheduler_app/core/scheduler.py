@@ -616,23 +616,20 @@ class Scheduler:
         quota estimate. Only views read estimates and reasons."""
         if not self.look_ahead:
             return
-        cap = t.max_gpus_per_user
         held = self.running[t.name]
         for _ek, job_id in self.queues.iter_tenant(t.name):
             rec = self.jobs[job_id]
             spec = rec.spec
             if rec.state != S.QUEUED:
                 continue
-            need = spec.least_gpus
-            limit = self.limit_for(spec)
-            over_team = need > limit
-            if over_team or (cap is not None and spec.owner is not None and need > cap):
-                reason = PendingReason.QUOTA_LIMIT if over_team else PendingReason.USER_LIMIT
+            beyond = self.beyond_limits(spec)
+            if beyond is not None:
+                reason = beyond
                 if rec.estimate is not None:
                     rec.estimate = self.estimate_news[job_id] = None
                     rec.pending_reason = self.pending_news[job_id] = reason
                     continue
-            elif held + need > limit:
+            elif held + spec.least_gpus > self.limit_for(spec):
                 # the team holds too much to start it now: its old reason ("not enough free
                 # GPUs") stood for minutes after a cut, until a walk reached it (an
                 # operator's session, 2026-12-07); the look-ahead gives its quota estimate
@@ -1529,16 +1526,29 @@ class Scheduler:
             why = None
         if why is not None:
             return why
-        limit = self.limit_for(spec)
+        beyond = self.beyond_limits(spec)
+        if beyond is None:
+            return None
         need = spec.least_gpus
-        if need > limit:
+        if beyond is PendingReason.QUOTA_LIMIT:
+            limit = self.limit_for(spec)
             if limit < self.limit_of(spec.tenant):
                 return may_not_borrow_words(need, spec.tenant, limit, self.config)
             return f"needs {need} GPUs; team {spec.tenant} may hold at most {limit}"
+        return (f"needs {need} GPUs; one owner of team {spec.tenant} may hold at most "
+                f"{self.tenants[spec.tenant].max_gpus_per_user} (max_gpus_per_user)")
+
+    def beyond_limits(self, spec: JobSpec) -> PendingReason | None:
+        """QuotaLimit (UserLimit) for a job larger than its team (its owner) may hold at
+        all, whatever the jobs ahead of it do; None otherwise. One rule for admission
+        (``_never_fits``), a cut of the quota (``_out_of_reach``) and the walk
+        (``Tick._behind``)."""
+        need = spec.least_gpus
+        if need > self.limit_for(spec):
+            return PendingReason.QUOTA_LIMIT
         cap = self.tenants[spec.tenant].max_gpus_per_user
         if cap is not None and spec.owner is not None and need > cap:
-            return (f"needs {need} GPUs; one owner of team {spec.tenant} may hold at most "
-                    f"{cap} (max_gpus_per_user)")
+            return PendingReason.USER_LIMIT
         return None
 
     def _never_fits_in(self, spec: JobSpec, *, in_slice: bool) -> str | None:

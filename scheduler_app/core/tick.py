@@ -978,21 +978,10 @@ class Tick:
         for job_id in waiting:
             rec = jobs[job_id]
             if rec.state == S.QUEUED and rec.pending_reason == P.NONE:
-                self._wait(rec, self._beyond_limits(rec.spec) or P.PRIORITY)
-
-    def _beyond_limits(self, spec: JobSpec) -> PendingReason | None:
-        """QuotaLimit (UserLimit) for a job larger than its team (its owner) may hold at
-        all, whatever the jobs ahead of it do; None otherwise. A job requeued after a cut
-        of its team's quota was told it waits behind the jobs ahead (Priority) "until the
-        team's running jobs free 96 GPUs", which could never start it (an operator's
-        session, 2026-12-07)."""
-        need = spec.least_gpus
-        if need > self.s.limit_for(spec):
-            return P.QUOTA_LIMIT
-        cap = self.s.tenants[spec.tenant].max_gpus_per_user
-        if cap is not None and spec.owner is not None and need > cap:
-            return P.USER_LIMIT
-        return None
+                # (a job requeued after a cut of its team's quota was told it waits
+                # behind the jobs ahead, "until the team's running jobs free 96 GPUs",
+                # which could never start it: an operator's session, 2026-12-07)
+                self._wait(rec, self.s.beyond_limits(rec.spec) or P.PRIORITY)
 
     def hand_over(self) -> None:
         """Reclaimed GPUs go to the head they were reclaimed for as soon as its victims have
