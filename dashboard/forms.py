@@ -29,7 +29,7 @@ from scheduler_app.services.jobs import (
     team_default,
     validate_job_spec,
 )
-from scheduler_app.sim.whatif import MAX_HOURS, WhatIfError, check_hours
+from scheduler_app.sim.whatif import DEFAULT_HOURS, MAX_HOURS, WhatIfError, check_hours
 
 from .whatif_runs import FLAGS, problems
 
@@ -572,8 +572,12 @@ class WhatIfForm(forms.Form):
 
     def clean(self) -> dict[str, Any]:
         cleaned = super().clean()
-        if not self.errors:
-            found = problems(self.changes(), hours=cleaned["hours"])
+        if not set(self.errors) - {"hours"}:
+            # a bad horizon does not hide the changes' errors (every bad box said at once,
+            # as the quota form does: an operator's session, 2026-12-07); they are checked
+            # over the default horizon then
+            hours = cleaned["hours"] if "hours" not in self.errors else DEFAULT_HOURS
+            found = problems(self.changes(), hours=hours)
             for flag, messages in found.items():
                 for message in messages:
                     self.add_error(flag, message)

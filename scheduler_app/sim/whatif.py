@@ -403,10 +403,16 @@ def apply_changes(data: Mapping[str, Any], changes: Changes, *,
     quota_by: dict[str, tuple[str, tuple[int, int | None]]] = {}  # team -> (flag value, quota)
     for value in changes.set_quota:
         team, guaranteed, borrow = _quota(value, tenants)
+        again = team in quota_by
         first = quota_by.setdefault(team, (value, (guaranteed, borrow)))
         if first[1] != (guaranteed, borrow):  # two answers for one team: which one?
             raise WhatIfError(f"--set-quota {value}: team {team} is already given "
                               f"--set-quota {first[0]}")
+        if again:
+            # the same quota again ("pretrain=064" after "pretrain=64"): applied once, and
+            # compared with the snapshot's, not with the first copy's (it said "has that
+            # quota already" of a team whose live quota was another: 2026-12-07)
+            continue
         if (guaranteed == tenants[team]["guaranteed_gpus"]
                 and borrow in (None, tenants[team]["borrow_limit_gpus"])):
             notes.append(f"--set-quota {value}: team {team} has that quota already "
@@ -490,14 +496,17 @@ def apply_changes(data: Mapping[str, Any], changes: Changes, *,
             parsed = parse_setting(setting, raw, f"--setting {name}")
         except ValueError as exc:
             raise WhatIfError(str(exc)) from None
+        again = name in setting_by
         first = setting_by.setdefault(name, (value, parsed))
         if first[1] != parsed:
             raise WhatIfError(f"--setting {value}: {name} is already given "
                               f"--setting {first[0]}")
+        if again:
+            continue  # the same value again, written otherwise: applied once (as above)
         if parsed is not None and settings.get(name) == parsed:
             notes.append(f"--setting {value}: {name} is {_num(parsed)} already; the change "
                          "does nothing")
-        elif name in NOT_SIMULATED and first[0] == value:  # (parse_changes: once a value)
+        elif name in NOT_SIMULATED:
             notes.append(f"--setting {value}: the what-if cannot show what {name} changes: "
                          f"{NOT_SIMULATED[name]}")
         if parsed is None:

@@ -187,6 +187,29 @@ def test_a_bad_horizon_is_refused_by_the_form(operator, hours) -> None:
             "takes it."]
 
 
+def test_a_bad_horizon_does_not_hide_the_changes_errors(operator) -> None:
+    # only the horizon's error showed until it was mended, then the changes' (an
+    # operator's session, 2026-12-07): every bad box is said at once
+    response = operator.post("/operator/whatif/", {"set_quota": "nobody=8", "hours": "0"})
+    assert response.status_code == 400 and not WhatIfRun.objects.exists()
+    errors = response.context["form"].errors
+    assert set(errors) == {"hours", "set_quota"}
+    assert errors["set_quota"] == [
+        "--set-quota nobody=8: unknown team nobody; teams: alpha, beta, gamma"]
+
+
+def test_two_errors_at_one_box_are_two_lines(operator) -> None:
+    # they ran together as one sentence ("... safety --set-quota safety=-3: ...")
+    response = operator.post("/operator/whatif/", {"set_quota": "nobody=8\nalpha=-3",
+                                                   "hours": "24"})
+    assert response.status_code == 400
+    assert len(response.context["form"].errors["set_quota"]) == 2
+    html = response.content.decode()
+    slot = html[html.index('id="err-set_quota"'):]
+    slot = slot[:slot.index("</p>")]
+    assert slot.count("<br>") == 1, slot
+
+
 def test_the_form_takes_the_horizons_the_command_takes(
         operator, inline_threads, settings) -> None:
     """The page refused a horizon under 15 minutes that the command ran (found by a user

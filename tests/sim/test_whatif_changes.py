@@ -156,6 +156,25 @@ def test_one_pods_count_written_twice_otherwise_counts_once():
     assert len(pod["nodes"]) == nodes + 2
 
 
+def test_a_change_written_twice_otherwise_is_compared_with_the_snapshot_not_itself():
+    # "--set-quota beta=16 --set-quota beta=016" warned "team beta has that quota already"
+    # of a team whose live quota was 8: the second copy was compared with the first's
+    # result (an operator's session, 2026-12-07)
+    data = snapshot_scenario(snapshot())  # beta 8:8; grace_period_s 120 by default
+    warned: list[str] = []
+    changed = apply_changes(data, Changes(
+        set_quota=("beta=16", "beta=016"),
+        setting=("grace_period_s=300", "SCHEDULER_GRACE_PERIOD_S=300")), warnings=warned)
+    assert not [w for w in warned if "does nothing" in w], warned
+    beta = next(t for t in changed["tenants"] if t["name"] == "beta")
+    assert beta["guaranteed_gpus"] == 16 and changed["settings"]["grace_period_s"] == 300
+    # and a change that does nothing is still said once, not once per copy
+    warned = []
+    apply_changes(data, Changes(set_quota=("beta=8", "beta = 8")), warnings=warned)
+    assert [w for w in warned if "does nothing" in w] == [
+        "--set-quota beta=8: team beta has that quota already (8:8); the change does nothing"]
+
+
 def test_the_same_change_twice_counts_once_and_an_empty_one_is_refused():
     assert parse_changes(set_quota=[" alpha=8", "alpha=8"], drain=["a1", "a1"]) == Changes(
         set_quota=("alpha=8",), drain=("a1",))
