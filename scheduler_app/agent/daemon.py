@@ -333,16 +333,16 @@ class NodeAgent:
                  shape["pod"], health)
 
     def push_log(self, run: Run, *, final: bool = False) -> None:
-        """Send the tails of the run's stdout and stderr if they grew, and always at the
-        run's end (``final``), so that the server knows a run that wrote nothing ran (best
-        effort: the full logs stay on the node)."""
+        """Send the tails of the run's stdout and stderr if they grew, and at the run's
+        end (``final``) even if it wrote nothing, so that the server knows such a run ran
+        (best effort: the full logs stay on the node)."""
         if run.killed == "abandoned" or not run.path.exists():
             return
         if not final and not run.live:
             return
         sizes = [_size(run.stdout), _size(run.stderr)]
-        if sizes == run.log_sizes and not final:
-            return
+        if sizes == run.log_sizes and not (final and sizes == [0, 0]):
+            return  # (at the end, an empty log is sent once: it was never sent before)
         n = self.config.log_tail_bytes
         try:
             self.api.push_log(run.job_id, stdout=_tail(run.stdout, n), stderr=_tail(run.stderr, n))
