@@ -827,4 +827,7 @@ def _whatif_answer(run: WhatIfRun) -> dict[str, Any] | None:
             # capacity below the guarantees, changes that do nothing (said above the table)
             "warnings": result.get("warnings", []),
             "assumptions": result["assumptions"], "taken_at": result["taken_at"],
+            # whose settings the runs used (an answer recorded before 2026-12-07: unsaid)
+            "settings_from": result.get("settings_from", ""),
+            "settings": result.get("settings", {}),
             "hours": result["horizon_s"] / 3600, "timings": result.get("timings_s", {})}

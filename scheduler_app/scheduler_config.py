@@ -52,6 +52,11 @@ def parse(setting: Setting, raw: str, where: str) -> Any:
     if setting.optional and text in ("", "none", "None"):
         return None
     kind = "a number" if setting.is_float else "a whole number"
+    if not text.isascii() or "_" in text:
+        # Python's int() and float() read "３００", "١" and "1_000": the quotas and node
+        # counts refuse them, and so does a setting (an operator's session, 2026-12-07)
+        raise ValueError(f"{where}: must be {kind} in ASCII digits, {setting.minimum:g} or "
+                         f"more (got {raw!r})")
     try:
         value: float = float(text) if setting.is_float else int(text)
     except ValueError:
@@ -75,6 +80,25 @@ def scheduler_config(values: Mapping[str, Any] | None = None) -> SchedulerConfig
 
         values = getattr(settings, "SCHEDULER_CONFIG", {})
     return SchedulerConfig(**values)
+
+
+def published_settings(config: SchedulerConfig) -> dict[str, Any]:
+    """Every setting's value in force (JSON): what a leader publishes with its lease."""
+    return {s.name: getattr(config, s.name) for s in SETTINGS}
+
+
+def from_published(values: Mapping[str, Any]) -> SchedulerConfig:
+    """The config a leader published (:func:`published_settings`): the settings this
+    version knows, each checked as the environment's are (ValueError naming it); one it
+    does not know (a newer leader's) is left out."""
+    known = {s.name: s for s in SETTINGS}
+    out: dict[str, Any] = {}
+    for name, value in values.items():
+        setting = known.get(name)
+        if setting is None:
+            continue
+        out[name] = None if value is None else parse(setting, str(value), name)
+    return SchedulerConfig(**out)
 
 
 def rows(config: SchedulerConfig | None = None) -> list[dict[str, Any]]:

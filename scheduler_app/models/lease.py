@@ -11,6 +11,10 @@ class Lease(models.Model):
     holder = models.CharField(max_length=128, blank=True, default="")
     fencing_token = models.BigIntegerField(default=0)
     expires_at = models.DateTimeField(null=True, blank=True)
+    #: the holder's scheduler settings (setting -> value), written when its term starts:
+    #: a what-if plays the live state forward with the settings the scheduler runs with,
+    #: not those of the process that asks
+    settings = models.JSONField(default=dict, blank=True)
 
     class Meta:
         ordering = ["name"]

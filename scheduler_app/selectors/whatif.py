@@ -21,8 +21,10 @@ from django.db import connection, transaction
 
 from scheduler_app.core.fairshare import accrue
 from scheduler_app.core.states import HOLDING_STATES, JobState
-from scheduler_app.models import Job, Node, Reservation, Tenant
-from scheduler_app.scheduler_config import scheduler_config
+from scheduler_app.core.types import SETTINGS, SchedulerConfig
+from scheduler_app.models import Job, Lease, Node, Reservation, Tenant
+from scheduler_app.scheduler_config import from_published, scheduler_config
+from scheduler_app.services.lease import LEADER_LEASE
 from scheduler_app.sim.whatif import (
     ClaimSnap,
     JobSnap,
@@ -82,8 +84,8 @@ def live_snapshot(now: datetime | None = None, *, about: Iterable[str] = ()) -> 
     started = time.perf_counter()
     now = now or datetime.now(UTC)
     now_s = int(now.timestamp())
-    config = scheduler_config()
     with read_only():
+        config, settings_from, settings_notes = _scheduler_settings()
         nodes = list(Node.objects.order_by("name").values_list(
             "name", "pod__name", "gpu_count", "gpu_type", "rail", "health"))
         tenants = list(Tenant.objects.order_by("name").values_list(
@@ -165,11 +167,48 @@ def live_snapshot(now: datetime | None = None, *, about: Iterable[str] = ()) -> 
             for name, guaranteed, borrow, usage, usage_at, held, *limits in tenants),
         jobs=tuple(jobs),
         settings=settings_of(config),
+        settings_from=settings_from,
+        settings_notes=settings_notes,
         read_s=time.perf_counter() - started,
         reservations=tuple(_reservations(plans, now_s, jobs)),
         claims=tuple(_claims(asked, now_s, jobs)),
         ended=ended,
     )
+
+
+def _scheduler_settings() -> tuple[SchedulerConfig, str, tuple[str, ...]]:
+    """The settings the live scheduler runs with, as its leader published them with its
+    lease (``services.lease``), where it did; else this process's (its ``SCHEDULER_*``
+    environment). With the sentence that says which, and a warning for each setting this
+    process would have read otherwise: a what-if run from an operator's shell, the web
+    process or a worker used that process's settings, which need not be the scheduler's,
+    and did not say so (an operator's session, 2026-12-07)."""
+    here = scheduler_config()
+    row = Lease.objects.filter(name=LEADER_LEASE).values_list(
+        "holder", "settings", "expires_at").first()
+    if row is None or not row[1]:
+        return here, ("this process's SCHEDULER_* environment (no scheduler has published "
+                      "its settings)"), ()
+    holder, published, expires_at = row
+    try:
+        config = from_published(published)
+    except (TypeError, ValueError) as exc:
+        return here, (f"this process's SCHEDULER_* environment (the scheduler's published "
+                      f"settings could not be read: {exc})"), ()
+    live = holder and expires_at is not None and expires_at > datetime.now(UTC)
+    whose = (f"the scheduler's, as its leader {holder} published them" if live else
+             "the scheduler's, as its last leader published them (no leader holds the "
+             "lease now)")
+    notes = tuple(
+        f"this process reads {s.name}={_value(getattr(here, s.name))} from its "
+        f"SCHEDULER_* environment; the scheduler runs with "
+        f"{_value(getattr(config, s.name))}, which the runs use"
+        for s in SETTINGS if getattr(here, s.name) != getattr(config, s.name))
+    return config, whose, notes
+
+
+def _value(value: Any) -> str:
+    return "none" if value is None else f"{value:g}" if isinstance(value, float) else str(value)
 
 
 def _ended(about: Iterable[str], live: set[int]) -> dict[str, tuple[str, str]]:

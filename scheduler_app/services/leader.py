@@ -75,7 +75,7 @@ from scheduler_app.core.types import (
 )
 from scheduler_app.models import Job, Node, Reservation, Tenant, Transition
 from scheduler_app.observability import log_context
-from scheduler_app.scheduler_config import scheduler_config
+from scheduler_app.scheduler_config import published_settings, scheduler_config
 
 # the reads, by module: a test swaps the fast reads for the ORM's there
 from scheduler_app.selectors import leader as reads
@@ -308,7 +308,7 @@ class LeaderLoop:
         try:
             token = lease_acquire(
                 name=self.lease_name, holder=self.holder, ttl_s=self.ttl_s, now=now,
-                new_term=self.token is None,
+                new_term=self.token is None, settings=published_settings(self.config),
             )
             if token is None:
                 self.drop()

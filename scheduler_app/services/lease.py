@@ -11,7 +11,9 @@ writes. Works the same on SQLite (one writer at a time) and PostgreSQL (row lock
 from __future__ import annotations
 
 import logging
+from collections.abc import Mapping
 from datetime import datetime, timedelta
+from typing import Any
 
 from django.db import connection, transaction
 from django.utils import timezone
@@ -33,14 +35,16 @@ class LeaseLost(RuntimeError):
 
 
 def lease_acquire(
-    *, name: str, holder: str, ttl_s: int, now: datetime, new_term: bool = False
+    *, name: str, holder: str, ttl_s: int, now: datetime, new_term: bool = False,
+    settings: Mapping[str, Any] | None = None,
 ) -> int | None:
     """Take or renew lease ``name`` for ``holder`` until ``now + ttl_s``.
 
     Returns the fencing token, or None while another holder's lease is unexpired. A renewal
     keeps the token; a new holder (also after a release) gets the token plus one, and so
     does ``new_term``: a process that restarted under the same holder name must not share
-    a token with its previous life, which may still be writing.
+    a token with its previous life, which may still be writing. ``settings``: the
+    holder's scheduler settings, published with the lease when its term starts.
     """
     if not holder:
         raise ValueError("a lease holder needs a name")
@@ -53,11 +57,15 @@ def lease_acquire(
             alive = False
         if lease.holder and lease.holder != holder and alive:
             return None
+        fields = ["holder", "fencing_token", "expires_at"]
         if lease.holder != holder or new_term:
             lease.holder = holder
             lease.fencing_token += 1
+            if settings is not None:
+                lease.settings = dict(settings)
+                fields.append("settings")
         lease.expires_at = now + timedelta(seconds=ttl_s)
-        lease.save(update_fields=["holder", "fencing_token", "expires_at"])
+        lease.save(update_fields=fields)
         return lease.fencing_token
 
 

@@ -208,6 +208,10 @@ class Snapshot:
     claims: tuple[ClaimSnap, ...] = ()
     #: jobs asked about (``--cancel``'s values) that have ended: value -> (job id, state)
     ended: Mapping[str, tuple[str, str]] = field(default_factory=dict)
+    #: whose ``settings`` these are (the running scheduler's, or the asking process's)
+    settings_from: str = ""
+    #: settings the asking process reads otherwise than the scheduler: one line each
+    settings_notes: tuple[str, ...] = ()
 
 
 #: the change flags, in the order the answer lists them
@@ -662,6 +666,9 @@ class WhatIf:
     cancelled: list[dict[str, Any]] = field(default_factory=list)
     #: changes that do nothing, capacity left below the guarantees: one line each
     warnings: list[str] = field(default_factory=list)
+    #: whose settings the runs use, and those not at their defaults (name -> value)
+    settings_from: str = ""
+    settings: dict[str, Any] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -706,7 +713,11 @@ def run_whatif(snap: Snapshot, changes: Changes, *, hours: float = DEFAULT_HOURS
     out.cancelled = [{"id": job_id, "name": running[job_id].name,
                       "tenant": running[job_id].tenant, "running": running[job_id].running}
                      for job_id in sorted(cancelled, key=_id_key)]
-    out.warnings = warnings
+    out.warnings = [*snap.settings_notes, *warnings]
+    out.settings_from = snap.settings_from
+    defaults = settings_of(SchedulerConfig())
+    out.settings = {name: value for name, value in sorted(snap.settings.items())
+                    if defaults.get(name) != value}
     out.taken_at = snap.taken_at
     out.changes = changes.words()
     out.timings_s = {"snapshot": round(snap.read_s, 3), "build": round(built - started, 3),
@@ -940,6 +951,10 @@ def render_table(w: WhatIf, *, top: int = TOP_MOVED) -> str:
     if w.warnings:
         lines.append("  warnings:")
         lines += [f"    ! {line}" for line in w.warnings]
+    if w.settings_from:
+        lines.append(f"  settings: {w.settings_from}; " + (
+            "not at their defaults: " + ", ".join(f"{k}={_num(v)}" for k, v in w.settings.items())
+            if w.settings else "all at their defaults"))
     lines.append("  assumes:")
     lines += [f"    - {a}" for a in w.assumptions]
     lines.append("")

@@ -219,6 +219,10 @@ def test_the_form_takes_the_horizons_the_command_takes(
     assert response.status_code == 302
     run = WhatIfRun.objects.get()
     assert run.hours == pytest.approx(0.1) and run.status == "done"
+    # whose settings the runs used is said (no scheduler published any here)
+    html = operator.get(response["Location"]).content.decode()
+    assert ("Settings: this process&#x27;s SCHEDULER_* environment (no scheduler has "
+            "published its settings); all at their defaults.") in html
 
 
 def test_a_cancelled_running_job_is_listed_on_the_page(

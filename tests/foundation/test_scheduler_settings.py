@@ -64,6 +64,14 @@ def test_the_environment_sets_them_and_the_rest_keep_the_defaults() -> None:
      "SCHEDULER_QUEUE_STRETCH: must be at most 1000 (got '1e308')"),
     ({"SCHEDULER_TICK_INTERVAL_S": "1000000000000"},
      "SCHEDULER_TICK_INTERVAL_S: must be at most 315360000 (got '1000000000000')"),
+    # Python's int() and float() read these; the quotas and node counts refuse them
+    # (an operator's session, 2026-12-07)
+    ({"SCHEDULER_GRACE_PERIOD_S": "\uff13\uff10\uff10"},
+     "SCHEDULER_GRACE_PERIOD_S: must be a whole number in ASCII digits, 0 or more"),
+    ({"SCHEDULER_QUEUE_STRETCH": "\u0661"},
+     "SCHEDULER_QUEUE_STRETCH: must be a number in ASCII digits"),
+    ({"SCHEDULER_RETRY_BUDGET": "1_000"},
+     "SCHEDULER_RETRY_BUDGET: must be a whole number in ASCII digits"),
 ])
 def test_a_bad_or_unknown_setting_is_refused_naming_the_variable(environ, message) -> None:
     with pytest.raises(ValueError) as err:
@@ -108,3 +116,15 @@ def test_the_readme_lists_every_setting() -> None:
     readme = (REPO / "README.md").read_text()
     missing = [sc.env_name(s) for s in SETTINGS if f"`{sc.env_name(s)}`" not in readme]
     assert missing == []
+
+
+def test_a_leaders_published_settings_read_back_as_its_config() -> None:
+    # what a leader publishes with its lease, for a what-if to play the live state with
+    config = SchedulerConfig(grace_period_s=300, tick_budget_s=1.5, tick_work_budget=None)
+    published = sc.published_settings(config)
+    assert sc.from_published(published) == config
+    # a newer leader's setting this version does not know is left out; a bad value is
+    # refused naming it
+    assert sc.from_published({**published, "new_knob": 3}) == config
+    with pytest.raises(ValueError, match="grace_period_s: must be a whole number"):
+        sc.from_published({**published, "grace_period_s": "soon"})

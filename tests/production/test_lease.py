@@ -80,3 +80,28 @@ def test_lease_check_must_run_inside_a_transaction():
     acquire("a", 0)
     with pytest.raises(RuntimeError, match="inside the transaction"):
         lease_check(name=NAME, holder="a", token=1, now=T0)
+
+
+def test_a_holder_publishes_its_settings_when_its_term_starts():
+    # what a what-if plays the live state with: the leader's settings, not the asking
+    # process's (an operator's session, 2026-12-07)
+    from scheduler_app.models import Lease
+
+    def settings() -> dict:
+        return Lease.objects.get(name=NAME).settings
+
+    lease_acquire(name=NAME, holder="a", ttl_s=15, now=T0, settings={"grace_period_s": 300})
+    assert settings() == {"grace_period_s": 300}
+    # a renewal writes nothing more; a standby refused writes nothing
+    lease_acquire(name=NAME, holder="a", ttl_s=15, now=T0 + timedelta(seconds=5),
+                  settings={"grace_period_s": 1})
+    assert lease_acquire(name=NAME, holder="b", ttl_s=15, now=T0 + timedelta(seconds=6),
+                         settings={"grace_period_s": 2}) is None
+    assert settings() == {"grace_period_s": 300}
+    # a new holder's term, or a restarted holder's, publishes its own
+    lease_acquire(name=NAME, holder="b", ttl_s=15, now=T0 + timedelta(seconds=30),
+                  settings={"grace_period_s": 120})
+    assert settings() == {"grace_period_s": 120}
+    lease_acquire(name=NAME, holder="b", ttl_s=15, now=T0 + timedelta(seconds=31),
+                  new_term=True, settings={"grace_period_s": 60})
+    assert settings() == {"grace_period_s": 60}

@@ -160,6 +160,53 @@ def test_a_setting_changes_the_plan(live):
     assert "--setting interactive_reserved_gpus=16" in data["changes"]
 
 
+def test_the_runs_use_the_settings_the_scheduler_runs_with_and_say_whose(tmp_path: Path):
+    """The baseline used the asking process's SCHEDULER_* environment, which an operator's
+    shell, the web process or a worker need not share with the scheduler, and said
+    nothing of it (an operator's session, 2026-12-07). The leader publishes its settings
+    with its lease; a what-if uses them, says whose they are, and warns of each setting
+    the asking process reads otherwise."""
+    url, _ids = seeded(tmp_path, "whatif_seed")
+
+    def run(*args: str, **env: str) -> subprocess.CompletedProcess:
+        return subprocess.run([sys.executable, str(REPO / "manage.py"), *args], cwd=REPO,
+                              env={**manage_env(url, tmp_path), **env}, capture_output=True,
+                              text=True, timeout=300)
+
+    # no scheduler has run yet: this process's settings, said so
+    out = tmp_path / "before.json"
+    done = run("whatif", "--quiet", "--json", str(out),
+               SCHEDULER_INTERACTIVE_RESERVED_GPUS="8")
+    assert done.returncode == 0, done.stderr
+    data = json.loads(out.read_text())
+    assert data["settings_from"].startswith("this process's SCHEDULER_* environment")
+    assert data["settings"] == {"interactive_reserved_gpus": 8}
+    assert "not at their defaults: interactive_reserved_gpus=8" in done.stdout
+    # the leader, run with its own environment, publishes its settings with its lease
+    done = run("shell", "-c", "from scheduler_app.services.leader import LeaderLoop; "
+               "LeaderLoop(holder='leader-7', ttl_s=600).step()",
+               SCHEDULER_INTERACTIVE_RESERVED_GPUS="16", SCHEDULER_GRACE_PERIOD_S="300")
+    assert done.returncode == 0, done.stderr
+    out = tmp_path / "after.json"
+    done = run("whatif", "--quiet", "--json", str(out),
+               SCHEDULER_INTERACTIVE_RESERVED_GPUS="8")
+    assert done.returncode == 0, done.stderr
+    data = json.loads(out.read_text())
+    assert data["settings_from"] == "the scheduler's, as its leader leader-7 published them"
+    assert data["settings"] == {"grace_period_s": 300, "interactive_reserved_gpus": 16}
+    assert ("this process reads interactive_reserved_gpus=8 from its SCHEDULER_* "
+            "environment; the scheduler runs with 16, which the runs use") in data["warnings"]
+    assert ("this process reads grace_period_s=120 from its SCHEDULER_* environment; the "
+            "scheduler runs with 300, which the runs use") in data["warnings"]
+    assert "settings: the scheduler's, as its leader leader-7 published them" in done.stdout
+    # the exported scenario carries the scheduler's settings too
+    exported = tmp_path / "live.json"
+    done = run("whatif", "--quiet", "--export-scenario", str(exported))
+    assert done.returncode == 0, done.stderr
+    settings = json.loads(exported.read_text())["settings"]
+    assert settings["interactive_reserved_gpus"] == 16 and settings["grace_period_s"] == 300
+
+
 def test_the_horizon_bounds_the_starts(live):
     data = whatif(live, "--hours", "1")
     assert data["horizon_s"] == HOUR
