@@ -88,7 +88,15 @@ def problems(changes: dict[str, list[str]], *, hours: float) -> dict[str | None,
     return out
 
 
+#: finished runs kept (the newest): older ones are deleted as a new one starts, so that
+#: the table does not grow for ever (an answer is ~700 KB with 3,000 queued jobs)
+KEEP_RUNS = 100
+
+
 def start_run(*, changes: dict[str, list[str]], hours: float, user: Any) -> WhatIfRun:
+    old = (WhatIfRun.objects.filter(finished_at__isnull=False).order_by("-created_at")
+           .values_list("pk", flat=True)[KEEP_RUNS - 1:])
+    WhatIfRun.objects.filter(pk__in=list(old)).delete()
     run = WhatIfRun.objects.create(created_by=user if user and user.is_authenticated else None,
                                    changes={f: list(changes.get(f, [])) for f in FLAGS},
                                    hours=hours, heartbeat_at=timezone.now(),

@@ -467,7 +467,9 @@ def apply_changes(data: Mapping[str, Any], changes: Changes, *,
             if value not in nodes:
                 close = difflib.get_close_matches(value, list(nodes), n=1, cutoff=0.6)
                 hint = (f" ({value} is a pod: --{flag} takes a node's name, once per node)"
-                        if value in pods else f" (did you mean {close[0]}?)" if close else "")
+                        if value in pods else
+                        f" (--{flag} takes one node: give --{flag} once per node)"
+                        if "," in value else f" (did you mean {close[0]}?)" if close else "")
                 raise WhatIfError(f"--{flag} {value}: unknown node{hint}")
             now = health[value]
             if wants is None and now != "healthy":  # --drain: does nothing
@@ -937,7 +939,8 @@ def _h(seconds: float | None) -> str:
 def check_hours(hours: float) -> None:
     """The horizon's range, the command's and the page's: one second to MAX_HOURS."""
     if not (math.isfinite(hours) and MIN_HOURS <= hours <= MAX_HOURS):
-        raise WhatIfError(f"--hours {hours:g}: must be from one second (1/3600) to "
+        # (as given: 336.0001 read "--hours 336: must be ... to 336")
+        raise WhatIfError(f"--hours {hours:.15g}: must be from one second (1/3600) to "
                           f"{MAX_HOURS:g}")
 
 

@@ -51,7 +51,22 @@ def output_problem(path: str | Path, protected: Collection[Path] = (), *,
         return "no such directory"
     if not os.access(parent, os.W_OK) or (where.exists() and not os.access(where, os.W_OK)):
         return "not writable"
+    if parent.is_dir():
+        # the temporary file write_files makes beside it, tried: a filesystem that refuses
+        # new files (/proc) passes os.access, and failed only after the runs, naming the
+        # temporary file (an operator's session, 2026-12-07)
+        probe = _tmp_beside(where)
+        try:
+            with open(probe, "x", encoding="utf-8"):
+                pass
+        except OSError as exc:
+            return f"cannot be written ({exc.strerror})"
+        probe.unlink(missing_ok=True)
     return None
+
+
+def _tmp_beside(path: Path) -> Path:
+    return path.with_name(f".{path.name}.{os.getpid()}.tmp")
 
 
 def database_files(databases: Iterable[Mapping[str, Any]]) -> set[Path]:
@@ -77,9 +92,12 @@ def write_files(files: Sequence[tuple[Path, str]]) -> None:
     written: list[tuple[Path, Path]] = []
     try:
         for path, text in files:
-            tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+            tmp = _tmp_beside(path)
             written.append((tmp, path))
-            tmp.write_text(text, encoding="utf-8")
+            try:
+                tmp.write_text(text, encoding="utf-8")
+            except OSError as exc:  # named as the file asked for, not the temporary one
+                raise OSError(exc.errno, exc.strerror, str(path)) from exc
     except BaseException:
         for tmp, _path in written:
             tmp.unlink(missing_ok=True)

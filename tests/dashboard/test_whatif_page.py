@@ -6,11 +6,13 @@ from __future__ import annotations
 
 import re
 import threading
+from datetime import timedelta
 from typing import Any
 
 import pytest
 from django.contrib.auth import get_user_model
 from django.test import Client
+from django.utils import timezone
 
 from dashboard import whatif_runs
 from dashboard.models import WhatIfRun
@@ -557,3 +559,24 @@ def test_quotas_that_fit_only_together_are_not_refused_one_by_one(
                                                    "add_nodes": "pod-b=1", "hours": "2"})
     assert response.status_code == 302, response.context["form"].errors
     assert [r.status for r in WhatIfRun.objects.all()] == ["done", "done"]
+
+
+def test_old_finished_runs_are_pruned_as_a_new_one_starts(
+        operator, inline_threads, settings, monkeypatch) -> None:
+    # every run's answer was kept for ever (~700 KB each with 3,000 queued jobs; an
+    # operator's session, 2026-12-07): the newest KEEP_RUNS finished ones stay
+    settings.CELERY_BROKER_URL = ""
+    monkeypatch.setattr(whatif_runs, "KEEP_RUNS", 3)
+    now = timezone.now()
+    old = [WhatIfRun.objects.create(changes={}, hours=1, status="done", finished_at=now,
+                                    result={"n": i}) for i in range(4)]
+    for i, run in enumerate(old):  # oldest first
+        WhatIfRun.objects.filter(pk=run.pk).update(created_at=now - timedelta(hours=10 - i))
+    running = WhatIfRun.objects.create(changes={}, hours=1, status="running")
+    WhatIfRun.objects.filter(pk=running.pk).update(created_at=now - timedelta(hours=20))
+    response = operator.post("/operator/whatif/", {"hours": "0.1"})
+    assert response.status_code == 302
+    kept = set(WhatIfRun.objects.values_list("pk", flat=True))
+    # the two newest old ones, the new one, and the one still running (never pruned)
+    assert kept == {old[2].pk, old[3].pk, running.pk, WhatIfRun.objects.latest("created_at").pk}
+    assert operator.get("/operator/whatif/").status_code == 200

@@ -247,6 +247,7 @@ def test_the_horizon_bounds_the_starts(live):
     # the value as given, not as a float prints it ("--hours 0.0" until 2026-12-07)
     (("--hours", "0"), "--hours 0: must be from one second (1/3600) to 336"),
     (("--hours", "-1"), "--hours -1: must be from one second (1/3600) to 336"),
+    (("--hours", "336.0001"), "--hours 336.0001: must be from one second (1/3600) to 336"),
     # half a task's name: refused as the other typos are (a traceback until 2026-12-07)
     (("--cancel", "8_"), "--cancel 8_: not a job id (a job's number, or an array task's"),
     (("--cancel", "_3"), "--cancel _3: not a job id (a job's number, or an array task's"),
@@ -346,6 +347,9 @@ def test_an_output_path_that_cannot_be_written_is_refused_before_the_runs(live):
         (("--json", str(live["file"]) + "-wal"), "is the live database"),
         (("--json", str(live["tmp"])), "is a directory; give a file name"),
         (("--json", str(out), "--export-scenario", str(out)), "is also --json's file"),
+        # a filesystem that refuses new files passes os.access: it failed after the runs,
+        # naming the temporary file (an operator's session, 2026-12-07)
+        (("--json", "/proc/whatif.json"), "--json /proc/whatif.json: cannot be written"),
     ]:
         done = manage("whatif", "--quiet", *flags, database_url=live["url"],
                       tmpdir=live["tmp"])
@@ -355,6 +359,26 @@ def test_an_output_path_that_cannot_be_written_is_refused_before_the_runs(live):
         assert done.stdout == ""  # refused before the runs: no table
     assert _fingerprint(live["file"]) == before
     assert not out.exists()
+
+
+def test_a_database_that_is_not_there_or_not_migrated_is_one_line_and_no_file(tmp_path):
+    # a mistyped SQLite path made an empty database file and ended in a traceback
+    # ("no such table: scheduler_app_node"): an operator's session, 2026-12-07
+    missing = tmp_path / "nonexist.sqlite3"
+    done = manage("whatif", "--quiet", database_url=f"sqlite:///{missing}", tmpdir=tmp_path)
+    assert done.returncode == 1 and "Traceback" not in done.stderr, done.stderr
+    errors = [line for line in done.stderr.splitlines() if "error:" in line]
+    assert errors == [f"whatif: error: the database {missing} does not exist: there is no "
+                      "live state to play forward (DATABASE_URL)"], done.stderr
+    assert not missing.exists()
+    empty = tmp_path / "empty.sqlite3"
+    empty.touch()
+    done = manage("whatif", "--quiet", database_url=f"sqlite:///{empty}", tmpdir=tmp_path)
+    assert done.returncode == 1 and "Traceback" not in done.stderr, done.stderr
+    errors = [line for line in done.stderr.splitlines() if "error:" in line]
+    assert len(errors) == 1 and errors[0].startswith(
+        "whatif: error: cannot read the live state: "), done.stderr
+    assert "manage.py migrate" in errors[0]
 
 
 @pytest.mark.postgres

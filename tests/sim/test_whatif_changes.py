@@ -111,6 +111,9 @@ def test_a_cancelled_running_job_is_listed_with_the_queued_ones():
     (Changes(drain=("pod-a",)), "--drain pod-a: unknown node (pod-a is a pod"),
     # the nearest name, as the team, pod and setting errors give (an operator's session)
     (Changes(drain=("a01",)), "--drain a01: unknown node (did you mean a1?)"),
+    # a list is no node: one node a flag (it suggested one of them: 2026-12-07)
+    (Changes(drain=("a1,a2",)),
+     "--drain a1,a2: unknown node (--drain takes one node: give --drain once per node)"),
 ])
 def test_a_bad_change_is_refused_naming_its_flag(changes, named):
     data = snapshot_scenario(snapshot())

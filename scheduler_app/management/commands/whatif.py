@@ -13,7 +13,9 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from django.conf import settings
 from django.core.management.base import BaseCommand, CommandParser
+from django.db import DatabaseError
 
 from scheduler_app.management.outputs import configured_database_files
 from scheduler_app.selectors.whatif import live_snapshot
@@ -70,7 +72,7 @@ class Command(BaseCommand):
         outputs = self._outputs(options)  # checked before the runs, not after them
         self._terminal = self.stderr.isatty()  # asked once: progress comes every tick
         progress = None if options["quiet"] else self._progress
-        snap = live_snapshot(about=changes.cancel)  # (to say which of them have ended)
+        snap = self._snapshot(changes.cancel)  # (to say which of them have ended)
         try:
             result, scenario = run_whatif(snap, changes, hours=options["hours"],
                                           progress=progress, workers=options["workers"])
@@ -121,6 +123,28 @@ class Command(BaseCommand):
                     self._bad(f"{name} {value}: is also --{other.replace('_', '-')}'s file")
             out[flag] = path
         return out
+
+    def _snapshot(self, about: tuple[str, ...]) -> Any:
+        """The live state; one line and status 1 if there is none to read: a SQLite file
+        that is not there (connecting would make an empty one: a mistyped path made a
+        file and ended in a traceback, an operator's session, 2026-12-07), or a database
+        not migrated."""
+        db = settings.DATABASES["default"]
+        name = str(db.get("NAME") or "")
+        if ("sqlite" in str(db.get("ENGINE", "")) and name and not name.startswith(":memory:")
+                and not name.startswith("file:") and not Path(name).exists()):
+            self._fail(f"the database {name} does not exist: there is no live state to "
+                       "play forward (DATABASE_URL)")
+        try:
+            return live_snapshot(about=about)
+        except DatabaseError as exc:
+            first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+            self._fail(f"cannot read the live state: {first} (is the database migrated? "
+                       "manage.py migrate)")
+
+    def _fail(self, message: str) -> None:
+        self.stderr.write(f"whatif: error: {message}")
+        sys.exit(1)
 
     def _bad(self, message: str) -> None:
         self.stderr.write(f"whatif: error: {message}")
