@@ -36,7 +36,7 @@ from scheduler_app.core.states import (
     Reason,
 )
 from scheduler_app.core.types import join_words, may_borrow
-from scheduler_app.models import Allocation, Job, Node, Tenant, Transition
+from scheduler_app.models import Allocation, Job, Node, Reservation, Tenant, Transition
 from scheduler_app.scheduler_config import scheduler_config
 
 from .jobs import in_line, queue_order
@@ -140,17 +140,50 @@ def _shape(job: Job) -> str:
     return f" ({', '.join(parts)})" if parts else ""
 
 
-def _smaller(job: Job, fits: int) -> str:
-    """"Asking for 32 GPUs would fit now", when a smaller gang of its shape fits: whole
-    nodes' worth for a shaped gang (it said "3 GPUs" to a job of 8 per node, which the
-    submit then refused: 2026-12-07). It fits; whether it starts first is the queue's
-    say (a job of its team ahead of it may take those GPUs), so no more is promised."""
-    fits = _whole_nodes(job, fits)
+def _smaller(job: Job, fits: int, now: datetime) -> str:
+    """"Asking for 32 GPUs would fit now", when a smaller gang of its shape fits within
+    ``fits`` (what its team's quota, or its owner's cap, leaves) and on the GPUs free now
+    that no other job's reservation or claim holds (:func:`_spare_largest`): whole nodes'
+    worth for a shaped gang (it said "3 GPUs" to a job of 8 per node, which the submit
+    then refused: 2026-12-07). It fits; whether it starts first is the queue's say (a job
+    of its team ahead of it may take those GPUs), so no more is promised."""
+    fits = _whole_nodes(job, min(fits, _spare_largest(job, now)))
     if fits <= 0 or fits >= job.gpus:
         return ""
     if job.min_gpus and job.min_gpus <= fits:
         return ""  # elastic: the scheduler shrinks it on its own at the next tick
     return f"Asking for {_gpus(fits)}{_shape(job)} would fit now."
+
+
+def _spare_largest(job: Job, now: datetime) -> int:
+    """The biggest gang of the job's shape that fits now on healthy nodes of its type
+    without the GPUs another job's reservation or reclaim claim holds there, unless it
+    would end (by its own time limit) by that reservation's start, as the backfill rule
+    lets it. "Asking for 8 GPUs would fit now" was said to six jobs while the only node
+    with 8 free was reserved, and four jobs of that shape waited for it with reason
+    Reservation (a check of the estimates on the demo, 2026-12-07). A reservation's GPUs
+    busy now are taken from the free ones too: this may offer less than would fit, never
+    more."""
+    nodes = Node.objects.filter(health="healthy")
+    if job.gpu_type:
+        nodes = nodes.filter(gpu_type=job.gpu_type)
+    free = dict(nodes.values_list("name", "free_gpus"))
+    ends = None if not job.max_runtime_s else now + timedelta(seconds=job.max_runtime_s)
+    for kind, start_at, names, plan in (Reservation.objects.exclude(job_id=job.pk)
+                                        .values_list("kind", "start_at", "nodes", "plan")):
+        if kind == Reservation.Kind.RECLAIM:
+            held = {n: free.get(n, 0) for n in names}  # the claimed nodes are the head's
+        elif ends is not None and start_at is not None and ends <= start_at:
+            continue  # it would end before the reserved start: it may use them
+        else:
+            held = {n: len(ix) for n, ix in ((plan or {}).get("alloc") or {}).items()}
+        for n, count in held.items():
+            if n in free:
+                free[n] = max(0, free[n] - count)
+    per = job.gpus_per_node
+    if per:
+        return per * sum(1 for f in free.values() if f >= per)
+    return sum(free.values())
 
 
 def _whole_nodes(job: Job, gpus: int) -> int:
@@ -218,7 +251,7 @@ def why_pending(*, job: Job, others: OtherJobs | None = None,
             kind = job.gpu_type if reason == P.GPU_TYPE and job.gpu_type else ""
             headline = (f"It needs {_gpus(need)}{_shape(job)}; {_are_free(c.free, kind)} on "
                         "healthy nodes.")
-        step = _smaller(job, fits)
+        step = _smaller(job, fits, now)
         if not step and reason == P.INTERACTIVE_TIER_FULL:
             step = "Submitted as a batch job (not interactive), it could use the whole cluster."
         if not step and job.gpu_type and reason == P.GPU_TYPE:
@@ -267,8 +300,7 @@ def why_pending(*, job: Job, others: OtherJobs | None = None,
         # size no node set could hold (2026-12-07)
         short = tenant.held_gpus + first_gpus + need - limit
         # (a smaller size would wait for them too: no offer then)
-        step = (None if first else _smaller(
-            job, min(room, _cluster(job.gpu_type).largest(job.gpus_per_node)))) or (
+        step = (None if first else _smaller(job, room, now)) or (
             f"It starts when the team's running jobs free {_gpus(short)}"
             + (f": the {_jobs(first)} of the team ahead of it in its queue {take} "
                f"{_gpus(first_gpus)} of the team's quota first" if first else "")
@@ -287,7 +319,7 @@ def why_pending(*, job: Job, others: OtherJobs | None = None,
         headline = (f"{owner} holds {_gpus(held)} of the {cap} one person of team "
                     f"{tenant.name} may hold at once; this job's {need} would take it to "
                     f"{held + need}.")
-        step = _smaller(job, cap - held) or (
+        step = _smaller(job, cap - held, now) or (
             f"It starts when {owner}'s running jobs free {_gpus(held + need - cap)}; the "
             "other members' jobs are not held up by it.")
         return WhyPending(reason.value, headline, evidence, step)
@@ -513,7 +545,7 @@ def _within_guarantee(job: Job, tenant: Tenant, need: int, evidence: list[str],
                 f"guaranteed; this job's {need} would take it to {tenant.held_gpus + need}, "
                 f"and {barred}.")
     _say_first_end(tenant, evidence, now)
-    step = _smaller(job, limit - tenant.held_gpus) or (
+    step = _smaller(job, limit - tenant.held_gpus, now) or (
         f"{fix}; otherwise it starts when the team's running jobs free "
         f"{_gpus(tenant.held_gpus + need - limit)}.")
     return WhyPending(P.QUOTA_LIMIT.value, headline, evidence, step)
