@@ -147,8 +147,11 @@ def _smaller(job: Job, fits: int, now: datetime) -> str:
     worth for a shaped gang (it said "3 GPUs" to a job of 8 per node, which the submit
     then refused: 2026-12-07). It fits; whether it starts first is the queue's say (a job
     of its team ahead of it may take those GPUs), so no more is promised."""
-    fits = _whole_nodes(job, min(fits, _spare_largest(job, now)))
+    fits = _whole_nodes(job, fits)
     if fits <= 0 or fits >= job.gpus:
+        return ""  # (asked first: the free GPUs cost two queries)
+    fits = _whole_nodes(job, min(fits, _spare_largest(job, now)))
+    if fits <= 0:
         return ""
     if job.min_gpus and job.min_gpus <= fits:
         return ""  # elastic: the scheduler shrinks it on its own at the next tick
