@@ -145,6 +145,8 @@ ESTIMATE_REFRESH_S = 60
 RESERVATION_REFRESH_S = 30
 #: kept reservations planned afresh per tick at most (the stalest first)
 REFRESHES_PER_TICK = 2
+#: the estimates a kept reservation gives (``Tick._kept_estimate``)
+_RESERVED_KINDS = frozenset({"reserved", "borrowed"})
 #: GPU ends further than this past now count as "no declared limit" for the quota plan
 _FOREVER = 1 << 62
 
@@ -2019,13 +2021,34 @@ class Tick:
         job, while planning 300 jobs in one tick at 100,000 jobs would take seconds.
         """
         s = self.s
+        held_before = [r.job_id for r in s.reserved]
         self._hand_on_reservations()
         s.quota_holds = dict(self.quota_holds)
+        # a job whose reservation this tick did not keep (its team's quota was cut, a job
+        # ranked higher took its place, ...) no longer starts "at the latest" then: its
+        # estimate goes until the look-ahead plans it again, which may be never for a job
+        # deep in its team's queue (a job told QuotaLimit still read "reserved 8 nodes" ten
+        # minutes on: a check of the estimates on the demo, 2026-12-07)
+        for job_id in held_before:
+            rec = s.jobs.get(job_id)
+            if (rec is not None and rec.state == S.QUEUED and job_id not in self.booked
+                    and job_id not in s.claims and rec.estimate is not None
+                    and rec.estimate.kind in _RESERVED_KINDS):
+                self._estimate(rec, None)
         if not len(s.queues):
             s.estimate_round = None
             return
         for b in self.reserved:
-            self._estimate_if_new(s.jobs[b.res.job_id], self._kept_estimate(b))
+            if b.res.job_id not in s.claims:
+                self._estimate_if_new(s.jobs[b.res.job_id], self._kept_estimate(b))
+        # a head whose GPUs are being reclaimed starts when its victims have exited: said
+        # at once, not when the look-ahead's round reaches it (its kept reservation's
+        # "at the latest" 50 minutes away stood while it started 25 s later: a check of
+        # the estimates on the demo, 2026-12-07)
+        for job_id, claim in s.claims.items():
+            rec = s.jobs.get(job_id)
+            if rec is not None and rec.state == S.QUEUED:
+                self._estimate_if_new(rec, self._reclaim_estimate(claim))
         if not s.look_ahead:
             s.estimate_round = None
             return
@@ -2108,15 +2131,8 @@ class Tick:
             job_id = rec.spec.id
             if rec.state != S.QUEUED or job_id in self.booked:
                 continue
-            claim = s.claims.get(job_id)
-            if claim is not None:
-                ends = [s.releases.end_of(v) for v in claim.victims]
-                known = [e for e in ends if e is not None]
-                est = StartEstimate(max(known) if known else self.now,
-                                    "when the preempted jobs have exited (their grace "
-                                    "windows end by then)", "reclaim")
-                self._estimate(rec, est)
-                continue
+            if job_id in s.claims:
+                continue  # (its estimate is its claim's: start_estimates)
             plans += 1
             if rec.pending_reason == P.USER_LIMIT:
                 self._estimate(rec, self._owner_free_at(rec.spec))
@@ -2193,6 +2209,15 @@ class Tick:
         if start > self.now:
             plans.append((self.now, start, hold.need + extra))
         return plans
+
+    def _reclaim_estimate(self, claim: ReclaimClaim) -> StartEstimate:
+        """A head's start while its victims stop: when the last of them has exited (their
+        grace windows end by then)."""
+        ends = [self.s.releases.end_of(v) for v in claim.victims]
+        known = [e for e in ends if e is not None]
+        return StartEstimate(max(known) if known else self.now,
+                             "when the preempted jobs have exited (their grace windows end "
+                             "by then)", "reclaim")
 
     def _kept_estimate(self, b: Booked) -> StartEstimate | None:
         """A reservation's estimate: its start, at the latest (kind ``reserved``; a

@@ -386,3 +386,48 @@ def test_protected_borrow_max_s_0_means_such_jobs_never_borrow_and_bigger_ones_n
     big = JobSpec(id="big", seq=1, tenant="team-b", gpus=24, submit_s=0)
     why = sched._never_fits(big)
     assert why is not None and "guaranteed 16" in why and "cannot be preempted" in why
+
+
+def test_a_head_whose_gpus_are_reclaimed_is_told_so_at_once() -> None:
+    """a-head borrows, so it holds a reservation behind team-b's borrowers (start t=10000);
+    its team's guarantee is raised at t=100 and it reclaims from team-b at once. Its
+    estimate is the claim's from that tick: the reservation's "at the latest t=10000" stood
+    until the look-ahead's round reached it (50 minutes out, for a job that started 25 s
+    later: a check of the estimates on the demo, 2026-12-07)."""
+    sim = Sim(
+        nodes({"pod-a": 4}),
+        [tenant("team-a", 8, 24), tenant("team-b", 8, 24)],
+        [work("b-run", 24, 100_000, tenant="team-b", max_runtime_s=10_000, **CKPT),
+         work("a-run", 8, 5000, max_runtime_s=5000),
+         work("a-head", 16, 1000, at=10, max_runtime_s=1000)],
+        events=[(100, "set_quota", ("team-a", 24, 8))],
+    ).run(3000)
+    asked = sim.of(S.PREEMPT_REQUESTED)
+    assert [d.job_id for d in asked] == ["b-run"] and asked[0].at_s == 100
+    shown = sim.estimate_kinds["a-head"]
+    assert any(kind in ("reserved", "borrowed") and est == 10_000 for _t, est, kind in shown)
+    at_100 = [(est, kind) for t, est, kind in shown if t == 100]
+    assert at_100 == [(130, "reclaim")], shown  # the victim's 30 s grace window
+    assert sim.started_at("a-head") is not None and sim.started_at("a-head") <= 130
+
+
+def test_a_job_whose_reservation_is_dropped_loses_its_reserved_estimate() -> None:
+    """a-head borrows, so it reserves behind team-b's borrower ("at the latest t=10000").
+    Its team's borrow limit is cut at t=100: its team's job with no limit leaves it no
+    room at that start, so the reservation is not kept. A job beyond the look-ahead
+    (estimate_lookahead=0 here) was never planned again, and a job told QuotaLimit still
+    read "reserved 8 nodes" ten minutes on (a check of the estimates on the demo,
+    2026-12-07): its estimate goes with its reservation."""
+    sim = Sim(
+        nodes({"pod-a": 4}),
+        [tenant("team-a", 16, 16), tenant("team-b", 0, 32)],
+        [work("b-run", 24, 100_000, tenant="team-b", max_runtime_s=10_000, **CKPT),
+         work("a-run", 8, 100_000),
+         work("a-head", 16, 1000, at=10, max_runtime_s=1000)],
+        events=[(100, "set_quota", ("team-a", 16, 0))],
+        config=cfg(estimate_lookahead=0),
+    ).run(1000)
+    assert (10, 10_000) in sim.estimates["a-head"]
+    assert sim.estimates["a-head"][-1] == (100, None), sim.estimates["a-head"]
+    assert [r.pending_reasons.get("a-head") for t, r in sim.ticks if t == 100][-1] \
+        == P.QUOTA_LIMIT
