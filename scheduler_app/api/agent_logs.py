@@ -58,6 +58,14 @@ def job_log_store(*, job: Job, node: Node, stdout: str, stderr: str) -> dict[str
     if starts["here"] != starts["last"]:
         raise Forbidden(f"job {job.pk} no longer runs on node {node.name}: its latest run is "
                         "on other nodes, whose log it shows", field="job", code="not_on_node")
+    if not stdout and not stderr:
+        # every node of a gang runs it, and each agent sends its tail at the end of the
+        # run even if empty: a node whose part printed nothing must not hide the output
+        # another node of the same run sent (the latest push wins otherwise)
+        old = cache.get(log_key(job.pk))
+        if (old and (old["stdout"] or old["stderr"]) and old["at"] is not None
+                and old["at"] >= starts["last"]):
+            return old
     tail = {"job_id": job.pk, "node": node.name, "at": timezone.now(),
             "stdout": stdout[-TAIL_MAX:], "stderr": stderr[-TAIL_MAX:]}
     cache.set(log_key(job.pk), tail, timeout=TAIL_TTL_S)

@@ -98,3 +98,23 @@ def test_a_tail_longer_than_the_limit_or_not_text_is_refused(world):
                                           {"stdout": 7}, format="json")
     assert wrong.status_code == 400
     assert push(world, "agent:n0", 999999, stdout="x").status_code == 404
+
+
+def test_an_empty_tail_from_one_node_of_a_gang_does_not_hide_anothers_output(world):
+    # each node's agent sends its tail at the end of the run even if empty (so that a run
+    # that wrote nothing reads as one that ran): rank 1's empty tail replaced rank 0's
+    # output (a review of 2026-12-07)
+    job = job_in_state(JobState.RUNNING, tenant=world.vision, node=world.nodes[0])
+    later = T0 + timedelta(hours=1)
+    move(job, JobState.QUEUED, Reason.NODE_FAILED, at=later)
+    move(job, JobState.PLACING, Reason.PLACED, at=later + timedelta(seconds=5),
+         alloc={"n0": [0, 1, 2, 3], "n1": [0, 1, 2, 3]})
+    move(job, JobState.RUNNING, Reason.STARTED, at=later + timedelta(seconds=9))
+    assert push(world, "agent:n0", job.pk, stdout="rank 0: loss 0.1\n").status_code == 200
+    assert push(world, "agent:n1", job.pk, stdout="", stderr="").status_code == 200
+    tail = world.client("lead").get(f"/api/v1/jobs/{job.pk}/log/").json()
+    assert (tail["node"], tail["stdout"]) == ("n0", "rank 0: loss 0.1\n")
+    # a tail with output still replaces it
+    assert push(world, "agent:n1", job.pk, stderr="rank 1: warn\n").status_code == 200
+    assert world.client("lead").get(f"/api/v1/jobs/{job.pk}/log/").json()["stderr"] == (
+        "rank 1: warn\n")
