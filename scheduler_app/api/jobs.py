@@ -829,12 +829,18 @@ def _key_free_of_many(tenant: Tenant, owner: Any, key: str) -> None:
 
 def _key_free_of_single(tenant: Tenant, owner: Any, key: str, what: str) -> None:
     """The other way round: 409 if a single submit of ``owner`` took ``key`` itself. A
-    key ending ``#<digits>`` is taken to be a batch's job's (``sweep#1`` of the batch
-    ``sweep``): the batch ``sweep#1`` stays a batch of its own (docs/api.md)."""
-    head, sep, tail = key.rpartition("#")
-    if not key or (sep and head and tail.isdigit()):
+    job of a batch or an array keyed ``key`` (``sweep#1`` of the batch ``sweep``) is not
+    one: the batch ``sweep#1`` stays a batch of its own (docs/api.md)."""
+    if not key:
         return
-    job = Job.objects.filter(tenant=tenant, owner=owner, idempotency_key=key).only("pk").first()
+    job = (Job.objects.filter(tenant=tenant, owner=owner, idempotency_key=key)
+           .only("pk", "array_id").first())
+    if job is None or job.array_id is not None:
+        return
+    head, sep, tail = key.rpartition("#")
+    if sep and head and tail.isdigit() and Job.objects.filter(
+            tenant=tenant, owner=owner, idempotency_key=f"{head}#0").exists():
+        return  # (a batch's job: its first job, <head>#0, is there too)
     if job is not None:
         raise ApiConflict(f"Idempotency key {key!r} was used for job {job.pk}: use a new "
                           f"key for {what}.", code="idempotency_key_reused",

@@ -425,6 +425,15 @@ def test_a_single_jobs_key_sent_with_a_batch_or_array_conflicts_and_the_other_wa
     assert client.post("/api/v1/jobs/", job_body(gpus=1), format="json",
                        HTTP_IDEMPOTENCY_KEY="run-1").status_code == 200
     assert Job.objects.count() == 3
+    # a single job's key that ends in # and digits is still a single job's (it was taken
+    # for a batch's job's, and the batch made new jobs: a review, 2026-12-07)
+    single = client.post("/api/v1/jobs/", job_body(gpus=1), format="json",
+                         HTTP_IDEMPOTENCY_KEY="run#1")
+    assert single.status_code == 201
+    clash = client.post(path, body, format="json", HTTP_IDEMPOTENCY_KEY="run#1")
+    assert clash.status_code == 409, clash.json()
+    assert f"job {single.json()['id']}" in clash.json()["errors"][0]["message"]
+    assert Job.objects.count() == 4
 
 
 # ---------------------------------------------------------------- list
