@@ -192,7 +192,7 @@ def _scheduler_settings() -> tuple[SchedulerConfig, str, tuple[str, ...]]:
     holder, published, expires_at = row
     try:
         config = from_published(published)
-    except (TypeError, ValueError) as exc:
+    except (TypeError, ValueError, AttributeError) as exc:  # (not a mapping, a bad value)
         return here, (f"this process's SCHEDULER_* environment (the scheduler's published "
                       f"settings could not be read: {exc})"), ()
     live = holder and expires_at is not None and expires_at > datetime.now(UTC)

@@ -61,9 +61,9 @@ def lease_acquire(
         if lease.holder != holder or new_term:
             lease.holder = holder
             lease.fencing_token += 1
-            if settings is not None:
-                lease.settings = dict(settings)
-                fields.append("settings")
+            # a term that publishes none (an older build's) leaves no other holder's
+            lease.settings = {} if settings is None else dict(settings)
+            fields.append("settings")
         lease.expires_at = now + timedelta(seconds=ttl_s)
         lease.save(update_fields=fields)
         return lease.fencing_token

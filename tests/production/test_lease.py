@@ -105,3 +105,25 @@ def test_a_holder_publishes_its_settings_when_its_term_starts():
     lease_acquire(name=NAME, holder="b", ttl_s=15, now=T0 + timedelta(seconds=31),
                   new_term=True, settings={"grace_period_s": 60})
     assert settings() == {"grace_period_s": 60}
+    # a holder that publishes none (an older build's) leaves no one else's behind
+    lease_acquire(name=NAME, holder="c", ttl_s=15, now=T0 + timedelta(seconds=60))
+    assert settings() == {}
+
+
+def test_a_what_if_reads_the_published_settings_and_falls_back_on_ones_it_cannot_read():
+    from scheduler_app.models import Lease
+    from scheduler_app.selectors.whatif import _scheduler_settings
+    from scheduler_app.services.lease import LEADER_LEASE
+
+    config, whose, _notes = _scheduler_settings()
+    assert whose.startswith("this process's") and "no scheduler has published" in whose
+    Lease.objects.create(name=LEADER_LEASE, holder="old", settings={"grace_period_s": 300})
+    config, whose, notes = _scheduler_settings()
+    assert config.grace_period_s == 300 and "last leader" in whose  # (no live holder)
+    assert notes and "grace_period_s" in notes[0]
+    for bad in (["grace_period_s", 300], {"grace_period_s": "soon"}):
+        Lease.objects.filter(name=LEADER_LEASE).update(settings=bad)
+        config, whose, _notes = _scheduler_settings()
+        assert whose.startswith("this process's SCHEDULER_* environment (the scheduler's "
+                                "published settings could not be read"), whose
+        assert config.grace_period_s == 120
