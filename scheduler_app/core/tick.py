@@ -145,8 +145,9 @@ ESTIMATE_REFRESH_S = 60
 RESERVATION_REFRESH_S = 30
 #: kept reservations planned afresh per tick at most (the stalest first)
 REFRESHES_PER_TICK = 2
-#: the estimates a kept reservation gives (``Tick._kept_estimate``)
-_RESERVED_KINDS = frozenset({"reserved", "borrowed"})
+#: the estimates a kept reservation gives (``Tick._kept_estimate``; ``quota``: one its
+#: team's quota holder keeps waiting)
+_KEPT_KINDS = frozenset({"reserved", "borrowed", "quota"})
 #: GPU ends further than this past now count as "no declared limit" for the quota plan
 _FOREVER = 1 << 62
 
@@ -2033,7 +2034,7 @@ class Tick:
             rec = s.jobs.get(job_id)
             if (rec is not None and rec.state == S.QUEUED and job_id not in self.booked
                     and job_id not in s.claims and rec.estimate is not None
-                    and rec.estimate.kind in _RESERVED_KINDS):
+                    and rec.estimate.kind in _KEPT_KINDS):
                 self._estimate(rec, None)
         if not len(s.queues):
             s.estimate_round = None
@@ -2048,7 +2049,7 @@ class Tick:
         for job_id, claim in s.claims.items():
             rec = s.jobs.get(job_id)
             if rec is not None and rec.state == S.QUEUED:
-                self._estimate_if_new(rec, self._reclaim_estimate(claim))
+                self._estimate_if_new(rec, self._reclaim_estimate(claim, rec))
         if not s.look_ahead:
             s.estimate_round = None
             return
@@ -2210,14 +2211,17 @@ class Tick:
             plans.append((self.now, start, hold.need + extra))
         return plans
 
-    def _reclaim_estimate(self, claim: ReclaimClaim) -> StartEstimate:
+    def _reclaim_estimate(self, claim: ReclaimClaim, rec: JobRecord) -> StartEstimate:
         """A head's start while its victims stop: when the last of them has exited (their
-        grace windows end by then)."""
+        grace windows end by then). With none of their ends known, the instant the claim
+        was first told, kept (told as "now" anew it changed at every tick)."""
         ends = [self.s.releases.end_of(v) for v in claim.victims]
         known = [e for e in ends if e is not None]
-        return StartEstimate(max(known) if known else self.now,
-                             "when the preempted jobs have exited (their grace windows end "
-                             "by then)", "reclaim")
+        old = rec.estimate
+        start = (max(known) if known else old.start_s if old is not None
+                 and old.kind == "reclaim" else self.now)
+        return StartEstimate(start, "when the preempted jobs have exited (their grace "
+                             "windows end by then)", "reclaim")
 
     def _kept_estimate(self, b: Booked) -> StartEstimate | None:
         """A reservation's estimate: its start, at the latest (kind ``reserved``; a
