@@ -503,3 +503,23 @@ def test_share_csv_gives_ranked_share_in_the_apis_units() -> None:
     # every column named after an API field carries that field's value
     assert {k: v for k, v in got.items() if k in rows[0]} == {
         k: str(v) for k, v in rows[0].items()}
+
+
+def test_the_clients_copies_of_the_apis_text_rules_are_the_apis() -> None:
+    """gpuq is a package of its own (standard library only): it cannot import the
+    server's rules, so it carries copies (``cancel --why``, the duration bound). They must
+    not drift: every character of the Basic Multilingual Plane, alone and after a letter,
+    is refused by both or by neither (the client also refuses lone surrogates, which JSON
+    cannot carry), and the words and the bound are the same."""
+    from gpuq import fields as client
+    from scheduler_app.services import jobs as server
+
+    for code in range(0x10000):
+        ch = chr(code)
+        if 0xD800 <= code <= 0xDFFF:
+            assert client.unprintable(ch)
+            continue
+        for text in (ch, "a" + ch):
+            assert client.unprintable(text) == server.unprintable(text), hex(code)
+    assert client.UNPRINTABLE_WORDS == server.UNPRINTABLE_WORDS
+    assert client.MAX_DURATION_S == server.MAX_DURATION_S
