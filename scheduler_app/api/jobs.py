@@ -34,6 +34,7 @@ from scheduler_app.core.types import (
     MAX_ARRAY_TASKS,
     SIZE_CLASS_LABELS,
     Actor,
+    join_words,
     may_borrow,
     size_class,
 )
@@ -796,8 +797,7 @@ def _replayed(tenant: Tenant, owner: Any, spec: dict[str, Any],
 def _differ_words(fields: list[str]) -> str:
     """``gpus and max_runtime_s differ``: what a reused key's request changed."""
     shown = fields[:5] + ([f"{len(fields) - 5} more"] if len(fields) > 5 else [])
-    names = ", ".join(shown[:-1]) + " and " + shown[-1] if len(shown) > 1 else shown[0]
-    return f"{names} {'differ' if len(fields) > 1 else 'differs'}"
+    return f"{join_words(shown)} {'differ' if len(fields) > 1 else 'differs'}"
 
 
 def _many_jobs_request(request: Request, serializer: type[serializers.Serializer],
@@ -841,10 +841,8 @@ def _key_free_of_single(tenant: Tenant, owner: Any, key: str, what: str) -> None
     if sep and head and tail.isdigit() and Job.objects.filter(
             tenant=tenant, owner=owner, idempotency_key=f"{head}#0").exists():
         return  # (a batch's job: its first job, <head>#0, is there too)
-    if job is not None:
-        raise ApiConflict(f"Idempotency key {key!r} was used for job {job.pk}: use a new "
-                          f"key for {what}.", code="idempotency_key_reused",
-                          field="idempotency_key")
+    raise ApiConflict(f"Idempotency key {key!r} was used for job {job.pk}: use a new key "
+                      f"for {what}.", code="idempotency_key_reused", field="idempotency_key")
 
 
 class JobBatchSubmit(APIView):
@@ -918,14 +916,14 @@ def _batch_replayed(tenant: Tenant, owner: Any, key: str, specs: list[dict[str, 
             f"Idempotency key {key!r} was used for array {jobs[0].array_id} ({len(jobs)} "
             "tasks): use a new key for a new batch.", code="idempotency_key_reused",
             field="idempotency_key")
+    # the number of jobs, else the first job that differs, by its fields
     differ = [] if len(jobs) == len(mine) else [f"the number of jobs ({len(mine)})"]
-    for i, spec in enumerate(mine):
+    for i, spec in enumerate(mine if not differ else ()):
+        job = by_key.get(spec["idempotency_key"])
+        differ = ([f"jobs[{i}]"] if job is None else
+                  [f"jobs[{i}].{name}" for name in spec_differences(job, spec)])
         if differ:
             break
-        job = by_key.get(spec["idempotency_key"])
-        fields = ["the job"] if job is None else spec_differences(job, spec)
-        differ += [f"jobs[{i}].{name}" if job is not None else f"jobs[{i}]"
-                   for name in fields]
     if differ:
         raise ApiConflict(
             f"Idempotency key {key!r} was used for a different batch ({len(jobs)} jobs; "
