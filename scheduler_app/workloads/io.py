@@ -75,13 +75,22 @@ def database_files(databases: Iterable[Mapping[str, Any]]) -> set[Path]:
     database has none)."""
     out: set[Path] = set()
     for db in databases:
-        name = str(db.get("NAME") or "")
-        if ("sqlite" in str(db.get("ENGINE", "")) and name
-                and not name.startswith(":memory:") and not name.startswith("file:")):
-            base = Path(name).resolve()
+        base = sqlite_file(db)
+        if base is not None:
+            base = base.resolve()
             out |= {base, *(base.with_name(base.name + s)
                             for s in ("-wal", "-shm", "-journal"))}
     return out
+
+
+def sqlite_file(db: Mapping[str, Any]) -> Path | None:
+    """The file of a SQLite database (Django's DATABASES value); None for a server's, or
+    for SQLite in memory."""
+    name = str(db.get("NAME") or "")
+    if ("sqlite" in str(db.get("ENGINE", "")) and name
+            and not name.startswith(":memory:") and not name.startswith("file:")):
+        return Path(name)
+    return None
 
 
 def write_files(files: Sequence[tuple[Path, str]]) -> None:

@@ -29,7 +29,7 @@ from scheduler_app.sim.whatif import (
     scenario_text,
     write_files,
 )
-from scheduler_app.workloads.io import output_problem
+from scheduler_app.workloads.io import output_problem, sqlite_file
 
 
 class Command(BaseCommand):
@@ -129,11 +129,9 @@ class Command(BaseCommand):
         that is not there (connecting would make an empty one: a mistyped path made a
         file and ended in a traceback, an operator's session, 2026-12-07), or a database
         not migrated."""
-        db = settings.DATABASES["default"]
-        name = str(db.get("NAME") or "")
-        if ("sqlite" in str(db.get("ENGINE", "")) and name and not name.startswith(":memory:")
-                and not name.startswith("file:") and not Path(name).exists()):
-            self._fail(f"the database {name} does not exist: there is no live state to "
+        path = sqlite_file(settings.DATABASES["default"])
+        if path is not None and not path.exists():
+            self._fail(f"the database {path} does not exist: there is no live state to "
                        "play forward (DATABASE_URL)")
         try:
             return live_snapshot(about=about)
