@@ -512,6 +512,7 @@ def test_the_clients_copies_of_the_apis_text_rules_are_the_apis() -> None:
     is refused by both or by neither (the client also refuses lone surrogates, which JSON
     cannot carry), and the words and the bound are the same."""
     from gpuq import fields as client
+
     from scheduler_app.services import jobs as server
 
     for code in range(0x10000):
