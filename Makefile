@@ -10,9 +10,9 @@ BIN := $(VENV)/bin
 HOST ?= 127.0.0.1
 PORT ?= 8000
 PYTEST_ARGS ?=
-# one process; `make test XDIST="-n 2 --dist loadfile"` spreads the suite over two
-# pytest-xdist workers, a module's tests on one (tests/conftest.py)
-XDIST ?=
+# two pytest-xdist workers, a module's tests on one (tests/conftest.py); `make test XDIST=`
+# runs the suite in one process
+XDIST ?= -n 2 --dist loadfile
 
 .PHONY: help venv install core demo test lint migrate seed serve replay bench bench-quick scenarios clean
 
