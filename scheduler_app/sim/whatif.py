@@ -426,6 +426,7 @@ def apply_changes(data: Mapping[str, Any], changes: Changes, *,
         if borrow is not None:
             tenants[team]["borrow_limit_gpus"] = borrow
     added_by: dict[str, tuple[str, str]] = {}  # pod -> (flag value, count as written)
+    added: dict[str, str] = {}  # node the what-if adds -> its --add-nodes value
     for value in changes.add_nodes:
         pod, count = _pair(value, "--add-nodes", "POD=N")
         if pod not in pods:
@@ -449,6 +450,7 @@ def apply_changes(data: Mapping[str, Any], changes: Changes, *,
         for i in range(n):
             name = _new_node_name(pod, i, nodes)
             nodes.add(name)
+            added[name] = value
             health[name] = "healthy"
             pods[pod]["nodes"].append({**like, "name": name})
     # a node given to two of the node flags: which one? (as two quotas for one team)
@@ -476,6 +478,9 @@ def apply_changes(data: Mapping[str, Any], changes: Changes, *,
                 notes.append(f"--drain {value}: {value} is {now} already; the change does "
                              "nothing")
                 continue
+            if wants is None and value in added:  # added drained: adds nothing
+                notes.append(f"--drain {value}: {value} is a node --add-nodes {added[value]} "
+                             "adds; added drained, it takes no job, as if not added")
             if wants is not None and now != wants:
                 raise WhatIfError(f"--{flag} {value}: {value} is not {_NODE_WORDS[wants]} "
                                   f"(it is {now}); --{flag} takes a node that is")

@@ -258,6 +258,13 @@ def test_a_change_that_does_nothing_is_a_warning_and_undrain_and_up_bring_nodes_
         "--drain a3: a3 is down already; the change does nothing"]
     # (a2 and a3 out of service at the snapshot already: capacity is below the guarantees)
     assert [w.split(":")[0] for w in warned[3:]] == ["capacity below the guarantees"]
+    # a node the what-if adds, drained: it adds nothing (no word of it until 2026-12-08)
+    warned = []
+    added = apply_changes(data, Changes(add_nodes=("pod-a=1",), drain=("pod-a-whatif-000",)),
+                          warnings=warned)
+    assert warned[0] == ("--drain pod-a-whatif-000: pod-a-whatif-000 is a node --add-nodes "
+                         "pod-a=1 adds; added drained, it takes no job, as if not added")
+    assert added["events"][-1] == {"at_s": 0, "node_drain": "pod-a-whatif-000"}
     changed = apply_changes(data, Changes(undrain=("a2",), up=("a3",)))
     assert changed["events"][-2:] == [{"at_s": 0, "node_undrain": "a2"},
                                       {"at_s": 0, "node_up": "a3"}]
