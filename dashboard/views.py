@@ -792,6 +792,22 @@ def tick_hours(horizon_h: float, most: int = 12) -> float:
     return next((t for t in TICK_HOURS if horizon_h / t <= most + 1e-9), TICK_HOURS[-1])
 
 
+#: the steps of an axis in minutes or seconds (a horizon under an hour)
+_TICK_SMALL = (1, 2, 5, 10, 15, 30)
+
+
+def chart_axis(horizon_s: float, most: int = 12) -> tuple[str, int, float]:
+    """The x-axis of the what-if chart: its title, the seconds in its unit and its step.
+    Hours from an hour up; minutes, or seconds under a minute, below (a horizon of one
+    second read "0 ... 0" in hours)."""
+    if horizon_s >= 3600:
+        return "hours from now", 3600, tick_hours(horizon_s / 3600, most)
+    title, unit = ("minutes from now", 60) if horizon_s >= 60 else ("seconds from now", 1)
+    span = horizon_s / unit
+    step = next((t for t in _TICK_SMALL if span / t <= most + 1e-9), _TICK_SMALL[-1])
+    return title, unit, step
+
+
 #: the queued jobs whose start moves the most, listed on a run's page (the command: 10)
 MOVED_ON_PAGE = 20
 
@@ -803,15 +819,17 @@ def _whatif_answer(run: WhatIfRun) -> dict[str, Any] | None:
         return None
     result = run.result
     step = result["series"]["step_s"]
-    max_h = result["horizon_s"] / 3600
+    title, unit, x_step = chart_axis(result["horizon_s"])
+    x_max = result["horizon_s"] / unit
     charts = []
     for i, t in enumerate(result["tenants"]):
         base = result["series"]["baseline"].get(t["name"], [])
         after = result["series"]["whatif"].get(t["name"], [])
         charts.append({"id": f"whatif-{i}", "data_id": f"whatif-{i}-data", "name": t["name"],
                        "data": {
-            "name": t["name"], "labels": [round(k * step / 3600, 4) for k in range(len(base))],
-            "baseline": base, "whatif": after, "max_h": max_h, "tick_h": tick_hours(max_h)}})
+            "name": t["name"], "labels": [round(k * step / unit, 4) for k in range(len(base))],
+            "baseline": base, "whatif": after, "x_max": x_max, "x_step": x_step,
+            "x_title": title}})
     # the command's choice (no move under a minute) and spelling (a lower bound: >+x, <-x);
     # a task of an array by its name, 8_3 (an answer recorded before names: its id)
     moved = [{**j, "name": j.get("name", j["id"]), "moved": moved_words(j)}

@@ -79,9 +79,9 @@
   };
 
   // the what-if page: one chart a team, its GPUs held over the horizon before and after.
-  // The hours are a linear axis ticked every d.tick_h (whole hours or a round fraction,
-  // chosen by the view: a category axis skipped its labels to 1.12, 2.25, 3.38 h); GPUs
-  // are whole
+  // The time is a linear axis (hours, or minutes or seconds for a horizon under an hour)
+  // ticked every d.x_step (whole units or a round fraction, chosen by the view: a category
+  // axis skipped its labels to 1.12, 2.25, 3.38 h); GPUs are whole
   BUILDERS.whatif = function (d) {
     function points(values) {
       return values.map(function (y, i) { return { x: d.labels[i], y: y }; });
@@ -102,9 +102,9 @@
         interaction: { mode: "index", intersect: false },
         scales: { y: { beginAtZero: true, title: { display: true, text: "GPUs held" },
                        ticks: { precision: 0 } },
-                  x: { type: "linear", min: 0, max: d.max_h,
-                       title: { display: true, text: "hours from now" },
-                       ticks: { stepSize: d.tick_h, autoSkip: false,
+                  x: { type: "linear", min: 0, max: d.x_max,
+                       title: { display: true, text: d.x_title },
+                       ticks: { stepSize: d.x_step, autoSkip: false,
                                 callback: function (value) { return String(+value.toFixed(2)); } } } },
         plugins: { legend: { position: "bottom" } }
       }

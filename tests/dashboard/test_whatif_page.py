@@ -474,8 +474,29 @@ def test_the_charts_hours_are_ticked_at_round_steps(operator) -> None:
                           "whatif": {"alpha": [8] * 97}})
     html = operator.get(f"/operator/whatif/{run.pk}/").content.decode()
     data = html[html.index('id="whatif-0-data"'):]
-    assert '"max_h": 24.0' in data and '"tick_h": 2' in data
+    assert '"x_max": 24.0' in data and '"x_step": 2' in data
+    assert '"x_title": "hours from now"' in data
     assert '"labels": [0.0, 0.25, 0.5,' in data
+
+
+def test_a_horizon_under_an_hour_is_charted_in_minutes_or_seconds(operator) -> None:
+    """A one-second horizon's axis read "0 ... 0" in hours (an operator's session,
+    2026-12-07)."""
+    from dashboard.views import chart_axis
+
+    assert chart_axis(86400) == ("hours from now", 3600, 2)
+    assert chart_axis(3600) == ("hours from now", 3600, 0.1)
+    assert chart_axis(900) == ("minutes from now", 60, 2)
+    assert chart_axis(60) == ("minutes from now", 60, 1)
+    assert chart_axis(59) == ("seconds from now", 1, 5)
+    assert chart_axis(1) == ("seconds from now", 1, 1)
+    run = _answer(horizon_s=1, tenants=[_team("alpha")],
+                  series={"step_s": 1, "baseline": {"alpha": [0, 8]},
+                          "whatif": {"alpha": [8, 8]}})
+    html = operator.get(f"/operator/whatif/{run.pk}/").content.decode()
+    data = html[html.index('id="whatif-0-data"'):]
+    assert '"x_max": 1.0' in data and '"x_step": 1' in data
+    assert '"x_title": "seconds from now"' in data and '"labels": [0.0, 1.0]' in data
 
 
 def _silent_run(seconds: float, *, in_thread: bool = True) -> WhatIfRun:
