@@ -204,6 +204,12 @@ def _scheduler_settings() -> tuple[SchedulerConfig, str, tuple[str, ...]]:
         f"SCHEDULER_* environment; the scheduler runs with "
         f"{_value(getattr(config, s.name))}, which the runs use"
         for s in SETTINGS if getattr(here, s.name) != getattr(config, s.name))
+    if not live:
+        # (the settings line alone said so, and the table read as a forecast of a
+        # cluster whose queue was not moving at all: an operator's session, 2026-12-07)
+        notes = ("no scheduler is running (no leader holds the lease): the live queue "
+                 "does not move until one starts; both runs play the cluster forward as "
+                 "a running scheduler would", *notes)
     return config, whose, notes
 
 
