@@ -343,6 +343,8 @@ class Scheduler:
         #: GPUs per tenant of its jobs being preempted (PREEMPT_REQUESTED, CHECKPOINTING):
         #: still held, already on their way out; a team's share leaves them out
         self.leaving: dict[str, int] = {}
+        #: the jobs asked to stop that still hold their GPUs (LEAVING_STATES)
+        self.leaving_jobs: set[str] = set()
         self.holders: dict[str, set[str]] = {}  # holding job ids per tenant
         #: a tenant's holders in submission order, while its holders stay the same (the
         #: preemption candidates are built from it at every tick that searches)
@@ -982,6 +984,7 @@ class Scheduler:
             self._arm(rec.run_start_s + spec.max_runtime_s, "limit", spec.id, 1)
         if state in LEAVING_STATES:
             self.leaving[spec.tenant] += alloc_gpus(alloc)
+            self.leaving_jobs.add(spec.id)
             rec.preempt_id = 1
             asked = preempt_requested_s if preempt_requested_s is not None else now
             rec.grace_deadline_s = asked + self.grace_window(spec)
@@ -1302,6 +1305,10 @@ class Scheduler:
             self._refresh_release(rec)
         self.leaving[rec.spec.tenant] += (
             alloc_gpus(rec.alloc) if to in LEAVING_STATES else 0) - left
+        if to in LEAVING_STATES:
+            self.leaving_jobs.add(job_id)
+        elif frm in LEAVING_STATES:
+            self.leaving_jobs.discard(job_id)
         decision = Decision(
             job_id=job_id,
             from_state=frm,
@@ -1673,6 +1680,8 @@ class Scheduler:
             assert by_seq == sorted(self.holders[tenant],
                                     key=lambda j: self.jobs[j].spec.seq), tenant
         assert user_held == self.user_held, (user_held, self.user_held)
+        assert self.leaving_jobs == {j for j, r in self.jobs.items()
+                                     if r.state in LEAVING_STATES}, self.leaving_jobs
         claimed: dict[str, int] = {}
         for c in self.claims.values():
             claimed[c.tenant] = claimed.get(c.tenant, 0) + c.gpus

@@ -9,7 +9,8 @@
                                b. for each job in rank order: its team's quota (and the
                                place a higher job of the team holds in it), a placement
                                that respects every reservation of a higher-ranked job, else
-                               a preemption search (when the rule lets it preempt) or a
+                               a preemption search (when the rule lets it preempt and the
+                               GPUs of jobs already asked to stop do not make room) or a
                                reservation of its own
     4. start estimates         the reserved jobs' and the quota holders' from their plans;
                                the rest of the look-ahead (``estimate_lookahead`` jobs of
@@ -559,6 +560,11 @@ class Tick:
         self._diagnose_memo: dict[tuple[Any, ...], PendingReason] = {}
         #: of self.candidates(), built when first read (again after a search takes victims)
         self._pool: VictimPool | None = None
+        #: (Scheduler.version, node -> [(a job asked to stop, its GPUs' mask there)], the
+        #: cluster with those GPUs shown free, when built): read by _leaving_makes_room
+        self._leaving_memo: tuple[int, dict[str, list[tuple[str, int]]],
+                                  Capacity | None] | None = None
+        self._leaving_places: dict[tuple[Any, ...], bool] = {}
 
     # ------------------------------------------------------------------ the loop
     def run(self) -> TickResult:
@@ -1081,10 +1087,13 @@ class Tick:
                     # borrower, once started, could be preempted for this job anyway):
                     # only reservations of jobs within their own guarantee make it wait
                     avoid = self._avoid(clash)
-                    outcome = self._try_reclaim(rec, held, avoid=avoid)
+                    # (one that may start now past borrowers' plans does not wait for GPUs
+                    # already leaving)
+                    may_pass = all(b.borrowing and b.tenant != team for b in clash)
+                    outcome = self._try_reclaim(rec, held, avoid=avoid, leaving=not may_pass)
                     if outcome is not None:
                         return outcome
-                    if all(b.borrowing and b.tenant != team for b in clash):
+                    if may_pass:
                         alloc, passed = first, clash
                         binding = [b for b in binding if b not in clash]
                 if alloc is None:
@@ -1156,12 +1165,16 @@ class Tick:
         return dict(own.res.alloc)
 
     def _try_reclaim(self, rec: JobRecord, held: int, *,
-                     avoid: frozenset[str] = frozenset()) -> str | None:
+                     avoid: frozenset[str] = frozenset(), leaving: bool = True) -> str | None:
         """A preemption search, when the rule and the tick's budget allow one: "started"
         or "waiting" when victims were asked to stop, None when there was no search or it
         found nothing (remembered until the cluster or the claims change). ``avoid``:
-        nodes the head must not be placed on (reserved for a higher-ranked job)."""
+        nodes the head must not be placed on (reserved for a higher-ranked job).
+        ``leaving``: no search when GPUs already on their way out make room (None: the
+        head waits for them, with a reservation)."""
         s = self.s
+        if leaving and self._leaving_makes_room(rec, held, avoid):
+            return None
         if not self._may_search(rec, held, avoid):
             return None
         self.searches += 1
@@ -1726,14 +1739,7 @@ class Tick:
         if capped and self.search_denied:
             self.denied.append((spec.id, held, avoid))
             return False
-        key = (self.s.version, spec.tenant, held, spec.gpus)
-        allowed = self._may_memo.get(key)
-        if allowed is None:
-            mine = TenantLoad(spec.tenant, self.s.tenants[spec.tenant].guaranteed_gpus, held)
-            allowed = may_preempt(mine, spec.gpus, self._loads().values())
-            if len(self._may_memo) > 4096:
-                self._may_memo.clear()
-            self._may_memo[key] = allowed
+        allowed = self._rule_allows(spec, held)
         if allowed and self._cannot_make_room(rec, held, avoid):
             # no search could help, and the bound costs a fraction of one: it takes no
             # search from the tick's budget (the next head may have the search)
@@ -1746,6 +1752,87 @@ class Tick:
                 self.denied.append((spec.id, held, avoid))
             return False
         return allowed
+
+    def _rule_allows(self, spec: JobSpec, held: int) -> bool:
+        """preemption.may_preempt for this head, its team holding ``held``: some team
+        above its guarantee has a share above this team's once the head runs."""
+        key = (self.s.version, spec.tenant, held, spec.gpus)
+        allowed = self._may_memo.get(key)
+        if allowed is None:
+            mine = TenantLoad(spec.tenant, self.s.tenants[spec.tenant].guaranteed_gpus, held)
+            allowed = may_preempt(mine, spec.gpus, self._loads().values())
+            if len(self._may_memo) > 4096:
+                self._may_memo.clear()
+            self._may_memo[key] = allowed
+        return allowed
+
+    def _leaving_makes_room(self, rec: JobRecord, held: int, avoid: frozenset[str]) -> bool:
+        """The head fits on free GPUs and GPUs of jobs already asked to stop (on nodes it
+        may use): it makes no search and waits for them, with a reservation, as a job
+        waits for running jobs' ends. They stop within their grace windows, as a new
+        victim would, and nobody else loses work. A search counted their GPUs as held and
+        asked another job to stop: a 64-GPU gang stopped for one 8-GPU head, and the next
+        head stopped a second job while 56 of the gang's GPUs were on their way back (the
+        demo, 2026-12-07). (Claiming those GPUs for the head instead, as a search's claim
+        does, left the claimed nodes' free GPUs idle: the anchor window's mean wait grew by
+        a fifth.)"""
+        s = self.s
+        spec = rec.spec
+        if self.policy != "full" or spec.interactive or not s.leaving_jobs:
+            return False
+        exclude = self._excluded(spec.id) | avoid
+        leaving_on = self._leaving_on()
+        cap = s.cap
+        coming = sum(m.bit_count() for n, gone in leaving_on.items()
+                     if n not in exclude and cap.is_schedulable(n) for _j, m in gone)
+        if not coming or not self._rule_allows(spec, held):
+            return False
+        shape = _shape_of(spec, self._may_hold(spec))
+        if shape is None:
+            return False
+        key = (s.version, s.claims_version, shape, exclude)
+        found = self._leaving_places.get(key)
+        if found is None:
+            alloc = find_placement(self._leaving_cap(), exclude=exclude,
+                                   **_placement_args(shape))
+            # on GPUs of a job asked to stop: on free GPUs alone the walk would place it
+            found = alloc is not None and any(
+                m & mask_of(ix) for n, ix in alloc.items() for _j, m in leaving_on.get(n, ()))
+            if len(self._leaving_places) > 4096:
+                self._leaving_places.clear()
+            self._leaving_places[key] = found
+        return found
+
+    def _leaving_on(self) -> dict[str, list[tuple[str, int]]]:
+        """By node, the jobs asked to stop and the GPUs (a mask) each gives back there
+        (built once per state)."""
+        s = self.s
+        if self._leaving_memo is None or self._leaving_memo[0] != s.version:
+            on: dict[str, list[tuple[str, int]]] = {}
+            for job_id in sorted(s.leaving_jobs):
+                alloc = s.jobs[job_id].alloc
+                for n, ix in (alloc or {}).items():
+                    on.setdefault(n, []).append((job_id, mask_of(ix)))
+            self._leaving_memo = (s.version, on, None)
+        return self._leaving_memo[1]
+
+    def _leaving_cap(self) -> Capacity:
+        """The cluster with the GPUs of every job asked to stop shown free (built once per
+        state, when a head first needs it)."""
+        s = self.s
+        on = self._leaving_on()
+        memo = self._leaving_memo
+        assert memo is not None
+        if memo[2] is None:
+            cap = s.cap.clone()
+            masks: dict[str, int] = {}
+            for n, gone in on.items():
+                for _j, m in gone:
+                    masks[n] = masks.get(n, 0) | m
+            cap.give_back_masks(masks)
+            self._leaving_memo = (memo[0], on, cap)
+            return cap
+        return memo[2]
 
     def _victims_for(self, rec: JobRecord, held: int, avoid: frozenset[str]
                      ) -> tuple[PreemptionPlan, frozenset[str]] | None:

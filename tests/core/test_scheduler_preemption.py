@@ -470,3 +470,55 @@ def test_a_head_on_reclaimed_gpus_counts_once_against_its_teams_reserved_quota()
     assert sim.first("b-ckpt", S.PREEMPTED).at_s == 120
     assert sim.started_at("a-head") == 120
     assert sim.started_at("a-next") == 2000  # its reservation, shown from t=101
+
+
+def _leaving_gang(c_gpus: int = 8, until: int = 4000) -> Sim:
+    """Three 8-GPU nodes, all borrowed by team-b: a 16-GPU gang that checkpointed a
+    minute ago (cheap to stop) and an 8-GPU job that never has (dear). team-a and team-c
+    (8 each) come back for 8 GPUs each at t=1000: team-a's head takes the gang, whose
+    second node it does not need."""
+    ckpt = {"checkpointable": True, "checkpoint_time_s": 30}
+    return Sim(
+        nodes({"pod-a": 3}),
+        [tenant("team-a", 8), tenant("team-b", 0, 24), tenant("team-c", c_gpus)],
+        [
+            work("gang-b", 16, 100_000, tenant="team-b", gpus_per_node=8,
+                 checkpoint_interval_s=300, restart_s=60, **ckpt),
+            work("dear-b", 8, 100_000, tenant="team-b", gpus_per_node=8,
+                 checkpoint_interval_s=20_000, restart_s=600, **ckpt),
+            work("head-a", 8, 500, at=1000, gpus_per_node=8),
+            work("head-c", c_gpus, 500, tenant="team-c", at=1000, gpus_per_node=8),
+        ],
+    ).run(until)
+
+
+def test_a_head_waits_for_gpus_already_leaving_rather_than_ask_another_victim() -> None:
+    """The gang stops for team-a's head, and its second node leaves with it: team-c's
+    head waits for that node, with a reservation, where a search of its own stopped the
+    8-GPU job too (a second victim, and its work, for GPUs already on their way back;
+    seen on the demo, 2026-12-07)."""
+    sim = _leaving_gang(until=1010)
+    assert set(sim.sched.claims) == {"head-a"}  # no claim of its own: it makes no search
+    head_c = sim.sched.jobs["head-c"]
+    assert head_c.state == S.QUEUED
+    gang = sim.sched.jobs["gang-b"]
+    (reserved,) = [r for r in sim.sched.reservations() if r.job_id == "head-c"]
+    assert reserved.start_s == gang.grace_deadline_s  # when the gang is gone at the latest
+    assert set(reserved.nodes) <= set(gang.alloc) - sim.sched.claims["head-a"].nodes
+    sim.run(4000)
+    asked = [(d.job_id, d.detail["for"]) for d in sim.of(S.PREEMPT_REQUESTED)]
+    assert asked == [("gang-b", "head-a")]
+    assert sim.first("dear-b", S.PREEMPTED) is None
+    gang_out = sim.first("gang-b", S.PREEMPTED).at_s
+    assert gang_out == 1030  # its checkpoint, within the grace window
+    assert sim.started_at("head-a") == gang_out
+    assert sim.started_at("head-c") == gang_out
+
+
+def test_gpus_leaving_that_do_not_make_room_leave_the_search_as_it_was() -> None:
+    """team-c's head asks for 16 GPUs: the gang's one spare node is not room enough, and
+    it searches as before (the 8-GPU job and the gang's node together)."""
+    sim = _leaving_gang(16)
+    asked = [(d.job_id, d.detail["for"]) for d in sim.of(S.PREEMPT_REQUESTED)]
+    assert asked[0] == ("gang-b", "head-a")
+    assert ("dear-b", "head-c") in asked
