@@ -120,7 +120,9 @@ def test_a_what_if_reads_the_published_settings_and_falls_back_on_ones_it_cannot
     Lease.objects.create(name=LEADER_LEASE, holder="old", settings={"grace_period_s": 300})
     config, whose, notes = _scheduler_settings()
     assert config.grace_period_s == 300 and "last leader" in whose  # (no live holder)
-    assert notes and "grace_period_s" in notes[0]
+    # no live holder: that comes first, then the setting this process reads otherwise
+    assert notes[0].startswith("no scheduler is running (no leader holds the lease)")
+    assert "grace_period_s" in notes[1]
     for bad in (["grace_period_s", 300], {"grace_period_s": "soon"}):
         Lease.objects.filter(name=LEADER_LEASE).update(settings=bad)
         config, whose, _notes = _scheduler_settings()
