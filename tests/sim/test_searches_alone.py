@@ -60,7 +60,9 @@ def test_searches_without_the_walk_change_no_decision_on_a_busy_half_hour(
     scenario = dataclasses.replace(validate_scenario(generate(_BUSY)), until_s=1800)
     counted = assert_same_counting(scenario, policy, _WalkForEverySearch, "searches_alone",
                                    views=views)
-    assert counted["searches_alone"] > 50
+    # (under full, a head that GPUs already leaving make room for searches no more, since
+    # 2026-12-08: 14 such ticks in the half hour where there had been more than 50)
+    assert counted["searches_alone"] > (10 if policy == "full" else 50)
 
 
 @pytest.mark.slow
