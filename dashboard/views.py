@@ -787,13 +787,18 @@ def whatif_run(request: HttpRequest, pk: Any) -> HttpResponse:
 TICK_HOURS = (0.05, 0.1, 0.25, 0.5, 1, 2, 3, 4, 6, 12, 24, 48)
 
 
+def _round_step(span: float, steps: tuple[float, ...], most: int) -> float:
+    """The smallest of ``steps`` that puts at most ``most`` ticks over ``span``."""
+    return next((t for t in steps if span / t <= most + 1e-9), steps[-1])
+
+
 def tick_hours(horizon_h: float, most: int = 12) -> float:
     """The smallest round step that puts at most ``most`` ticks over the horizon."""
-    return next((t for t in TICK_HOURS if horizon_h / t <= most + 1e-9), TICK_HOURS[-1])
+    return _round_step(horizon_h, TICK_HOURS, most)
 
 
 #: the steps of an axis in minutes or seconds (a horizon under an hour)
-_TICK_SMALL = (1, 2, 5, 10, 15, 30)
+_TICK_SMALL: tuple[float, ...] = (1, 2, 5, 10, 15, 30)
 
 
 def chart_axis(horizon_s: float, most: int = 12) -> tuple[str, int, float]:
@@ -803,9 +808,7 @@ def chart_axis(horizon_s: float, most: int = 12) -> tuple[str, int, float]:
     if horizon_s >= 3600:
         return "hours from now", 3600, tick_hours(horizon_s / 3600, most)
     title, unit = ("minutes from now", 60) if horizon_s >= 60 else ("seconds from now", 1)
-    span = horizon_s / unit
-    step = next((t for t in _TICK_SMALL if span / t <= most + 1e-9), _TICK_SMALL[-1])
-    return title, unit, step
+    return title, unit, _round_step(horizon_s / unit, _TICK_SMALL, most)
 
 
 #: the queued jobs whose start moves the most, listed on a run's page (the command: 10)
