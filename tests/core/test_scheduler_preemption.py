@@ -472,7 +472,7 @@ def test_a_head_on_reclaimed_gpus_counts_once_against_its_teams_reserved_quota()
     assert sim.started_at("a-next") == 2000  # its reservation, shown from t=101
 
 
-def _leaving_gang(c_gpus: int = 8, until: int = 4000) -> Sim:
+def _leaving_gang(c_gpus: int = 8, until: int = 4000, **gang_kw: Any) -> Sim:
     """Three 8-GPU nodes, all borrowed by team-b: a 16-GPU gang that checkpointed a
     minute ago (cheap to stop) and an 8-GPU job that never has (dear). team-a and team-c
     (8 each) come back for 8 GPUs each at t=1000: team-a's head takes the gang, whose
@@ -483,7 +483,7 @@ def _leaving_gang(c_gpus: int = 8, until: int = 4000) -> Sim:
         [tenant("team-a", 8), tenant("team-b", 0, 24), tenant("team-c", c_gpus)],
         [
             work("gang-b", 16, 100_000, tenant="team-b", gpus_per_node=8,
-                 checkpoint_interval_s=300, restart_s=60, **ckpt),
+                 checkpoint_interval_s=300, restart_s=60, **{**ckpt, **gang_kw}),
             work("dear-b", 8, 100_000, tenant="team-b", gpus_per_node=8,
                  checkpoint_interval_s=20_000, restart_s=600, **ckpt),
             work("head-a", 8, 500, at=1000, gpus_per_node=8),
@@ -522,3 +522,17 @@ def test_gpus_leaving_that_do_not_make_room_leave_the_search_as_it_was() -> None
     asked = [(d.job_id, d.detail["for"]) for d in sim.of(S.PREEMPT_REQUESTED)]
     assert asked[0] == ("gang-b", "head-a")
     assert ("dear-b", "head-c") in asked
+
+
+def test_a_leaving_job_that_ignores_the_request_delays_the_waiting_head_no_longer_than_grace(
+        ) -> None:
+    """The adversary's gang declares a day to checkpoint and ignores the request: the grace
+    window is capped (max_grace_period_s), it is killed then, and team-c's head, which
+    waited for its spare node instead of asking the 8-GPU job to stop, starts then."""
+    sim = _leaving_gang(checkpoint_time_s=86_400, ignores_preempt=True)
+    cap = SchedulerConfig().max_grace_period_s
+    asked = sim.of(S.PREEMPT_REQUESTED, Reason.PREEMPT_REQUESTED)
+    assert [(d.job_id, d.at_s) for d in asked] == [("gang-b", 1000)]
+    assert sim.first("dear-b", S.PREEMPTED) is None
+    assert sim.first("gang-b", S.PREEMPTED).reason == Reason.GRACE_EXPIRED
+    assert sim.started_at("head-a") == sim.started_at("head-c") == 1000 + cap
